@@ -1,0 +1,80 @@
+"""The one base error of applyonce.
+
+Every expected failure is an :class:`ApplyOnceError` subclass, defined next to the code that raises
+it. Each carries a machine-readable ``kind``, a one-line ``message`` (what happened), a ``hint``
+(what to do), the CLI ``exit_code`` of DESIGN §8, whether a retry of the same call may succeed
+(``retryable``), and structured ``details`` (path, hunk index, patch line, expected lines, …) that
+the receipt stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+# Exit codes (DESIGN §8). They are a contract: harnesses branch on them.
+EXIT_COMMITTED = 0
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_CONFLICT = 4
+EXIT_UNKNOWN = 5
+EXIT_INTERRUPTED = 130
+
+
+class ApplyOnceError(Exception):
+    """Base of every expected failure. Never shown as a traceback."""
+
+    kind: ClassVar[str] = "error"
+    exit_code: ClassVar[int] = EXIT_REJECTED
+    default_hint: ClassVar[str] = ""
+    default_retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        retryable: bool | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.details = {k: v for k, v in details.items() if v is not None}
+
+    def one_line(self) -> str:
+        """``what happened; what to do`` on a single line."""
+        text = self.message if not self.hint else f"{self.message}; {self.hint}"
+        return " ".join(text.split("\n"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The structured form stored in a receipt's ``error`` field."""
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "hint": self.hint,
+            "retryable": self.retryable,
+            **self.details,
+        }
+
+
+class UsageError(ApplyOnceError):
+    """The caller's options do not make sense."""
+
+    kind = "usage"
+    exit_code = EXIT_USAGE
+
+
+class ConflictError(ApplyOnceError):
+    """The call cannot run now: held by another process, dirty path, key reused, base moved."""
+
+    kind = "conflict"
+    exit_code = EXIT_CONFLICT
+
+
+class StateError(ApplyOnceError):
+    """applyonce's own state (receipts, ledger) is unreadable or untrustworthy."""
+
+    kind = "state"
+    exit_code = EXIT_UNKNOWN

@@ -1,0 +1,268 @@
+"""Apply hunks to a file's bytes. Pure: bytes in, bytes out.
+
+The matching ladder (each hunk independently, the first level that finds the hunk wins)::
+
+    EXACT    lines equal
+    RSTRIP   trailing whitespace ignored
+    STRIP    leading and trailing whitespace ignored
+    UNICODE  as STRIP, with typographic punctuation (dashes, quotes, odd spaces) folded to ASCII
+
+Hunks are searched in order, each after the previous one. ``@@ <anchor>`` lines first move the search
+past the first line matching each anchor, in turn. ``*** End of File`` pins a hunk to the last lines.
+A hunk whose expected lines end in blank lines that are not in the file is tried again without them.
+
+What this applier guarantees, beyond finding the hunk:
+
+* **context lines are never rewritten** — whatever level matched, only ``-``/``+`` lines change; the
+  file's own bytes (indentation, trailing spaces, line ends) are kept for every other line;
+* **line endings are preserved per line**: ``\\r\\n``, ``\\n`` and a lone ``\\r`` each end a line
+  and stay as they were; added lines take the file's dominant ending;
+* **the final-newline state is kept** unless the patch changes the last line (then the new last line
+  ends like the others);
+* **a UTF-8 byte order mark** is kept and ignored for matching;
+* **a pure addition with an anchor** is inserted right after the anchor line (not at the end of file);
+  without an anchor it is appended at the end, as Codex does;
+* **binary or non-UTF-8 files are refused**, never mangled.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from applyonce.errors import ApplyOnceError
+from applyonce.patch.model import Hunk, MatchLevel
+
+BOM = "\ufeff"
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
+
+# Typographic characters that models and editors substitute for ASCII ones.
+_UNICODE_FOLD = str.maketrans(
+    {
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
+        **dict.fromkeys(
+            "\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+            "\u202f\u205f\u3000",
+            " ",
+        ),
+        "\u2026": "...",
+    }
+)
+
+_NORMALISERS: dict[MatchLevel, Callable[[str], str]] = {
+    MatchLevel.EXACT: lambda s: s,
+    MatchLevel.RSTRIP: str.rstrip,
+    MatchLevel.STRIP: str.strip,
+    MatchLevel.UNICODE: lambda s: s.translate(_UNICODE_FOLD).strip(),
+}
+
+
+class HunkApplyError(ApplyOnceError):
+    """A hunk cannot be applied to the file's current content."""
+
+    kind = "hunk-mismatch"
+    default_hint = "re-read the file and send a patch whose context lines match it"
+
+
+class BinaryFileError(ApplyOnceError):
+    """The file to update is not UTF-8 text."""
+
+    kind = "binary-file"
+    default_hint = "applyonce only edits UTF-8 text; replace the file with Delete File + Add File"
+
+
+@dataclass
+class _Text:
+    """A file split into lines; ``ends[i]`` is line i's ending (``""`` only for a last line)."""
+
+    bom: bool
+    bodies: list[str]
+    ends: list[str]
+    _keys: dict[MatchLevel, list[str]] = field(default_factory=dict)
+
+    def keys(self, level: MatchLevel) -> list[str]:
+        if level not in self._keys:
+            normalise = _NORMALISERS[level]
+            self._keys[level] = (
+                self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
+            )
+        return self._keys[level]
+
+    def dominant_end(self) -> str:
+        counts = Counter(end for end in self.ends if end)
+        if not counts:
+            return "\n"
+        best = max(counts.values())
+        # Ties go to the ending seen first.
+        return next(end for end in self.ends if end and counts[end] == best)
+
+
+def decode_text(data: bytes, *, path: str) -> _Text:
+    """Split ``data`` into lines, refusing binary and non-UTF-8 content."""
+    if b"\x00" in data:
+        raise BinaryFileError(f"{path} is a binary file (it contains NUL bytes)", path=path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BinaryFileError(
+            f"{path} is not UTF-8 text (invalid byte at offset {exc.start})", path=path
+        ) from None
+    bom = text.startswith(BOM)
+    if bom:
+        text = text[1:]
+    bodies: list[str] = []
+    ends: list[str] = []
+    if text:
+        for match in _LINE.finditer(text):
+            body, end = match.group(1), match.group(2)
+            if not end and not body:
+                break  # the empty match at the very end
+            bodies.append(body)
+            ends.append(end)
+    return _Text(bom=bom, bodies=bodies, ends=ends)
+
+
+def _find(
+    text: _Text, pattern: Sequence[str], start: int, *, at_end: bool
+) -> tuple[int, MatchLevel] | None:
+    """First index >= ``start`` where ``pattern`` matches, trying each ladder level in turn."""
+    n, m = len(text.bodies), len(pattern)
+    if m == 0 or m > n:
+        return None
+    for level in MatchLevel:
+        keys = text.keys(level)
+        normalise = _NORMALISERS[level]
+        want = [normalise(p) for p in pattern]
+        if at_end:
+            pos = n - m
+            if pos >= 0 and keys[pos:] == want:
+                return pos, level
+            continue
+        first, i = want[0], start
+        while i <= n - m:
+            try:
+                i = keys.index(first, i, n - m + 1)
+            except ValueError:
+                break
+            if keys[i : i + m] == want:
+                return i, level
+            i += 1
+    return None
+
+
+@dataclass(frozen=True)
+class _Edit:
+    start: int
+    stop: int
+    hunk: Hunk
+    trim: int  # trailing blank lines of the hunk that were not in the file
+
+
+def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes, list[MatchLevel]]:
+    """Apply ``hunks`` to ``data`` (the file's bytes).
+
+    Returns:
+        The new bytes and the level each hunk matched at.
+
+    Raises:
+        BinaryFileError: the file is not UTF-8 text.
+        HunkApplyError: a hunk's context or anchor was not found.
+    """
+    text = decode_text(data, path=path)
+    edits: list[_Edit] = []
+    levels: list[MatchLevel] = []
+    cursor = 0
+    for index, hunk in enumerate(hunks, start=1):
+        for anchor in hunk.anchors:
+            found = _find(text, [anchor], cursor, at_end=False)
+            if found is None:
+                raise HunkApplyError(
+                    f"{path}: hunk {index}: anchor line {anchor!r} not found",
+                    path=path,
+                    hunk=index,
+                    patch_line=hunk.source_line,
+                    expected=[anchor],
+                )
+            cursor = found[0] + 1
+        old = hunk.old_lines
+        if not old:
+            at = cursor if hunk.anchors and not hunk.end_of_file else len(text.bodies)
+            edits.append(_Edit(at, at, hunk, 0))
+            levels.append(MatchLevel.EXACT)
+            continue
+        found, trim = _find(text, old, cursor, at_end=hunk.end_of_file), 0
+        if found is None:
+            trim = _trailing_blank_context(hunk)
+            if trim and len(old) > trim:
+                found = _find(text, old[:-trim], cursor, at_end=hunk.end_of_file)
+        if found is None:
+            raise HunkApplyError(
+                f"{path}: hunk {index}: expected lines not found"
+                + (" at the end of the file" if hunk.end_of_file else "")
+                + f" (first: {old[0][:60]!r})",
+                path=path,
+                hunk=index,
+                patch_line=hunk.source_line,
+                expected=old,
+            )
+        pos, level = found
+        stop = pos + len(old) - trim
+        edits.append(_Edit(pos, stop, hunk, trim))
+        levels.append(level)
+        cursor = stop
+    return _render(text, edits), levels
+
+
+def _trailing_blank_context(hunk: Hunk) -> int:
+    count = 0
+    for line in reversed(hunk.lines):
+        if line.kind == " " and not line.text.strip():
+            count += 1
+        elif line.kind == "+":
+            continue
+        else:
+            break
+    return count
+
+
+def _render(text: _Text, edits: list[_Edit]) -> bytes:
+    newline = text.dominant_end()
+    bodies: list[str] = []
+    ends: list[str] = []
+    src = 0
+    for edit in edits:
+        bodies.extend(text.bodies[src : edit.start])
+        ends.extend(text.ends[src : edit.start])
+        j = edit.start
+        lines = list(edit.hunk.lines)
+        if edit.trim:
+            # Drop the trailing blank context lines that were not in the file.
+            dropped, k = 0, len(lines)
+            while dropped < edit.trim:
+                k -= 1
+                if lines[k].kind == " ":
+                    dropped += 1
+                    del lines[k]
+        for line in lines:
+            if line.kind == " ":
+                bodies.append(text.bodies[j])  # the file's own bytes, never the patch's
+                ends.append(text.ends[j])
+                j += 1
+            elif line.kind == "-":
+                j += 1
+            else:
+                bodies.append(line.text)
+                ends.append(newline)
+        src = edit.stop
+    bodies.extend(text.bodies[src:])
+    ends.extend(text.ends[src:])
+    # A line without an ending can only stay last; if the patch put lines after it, it gets one.
+    for i in range(len(ends) - 1):
+        if not ends[i]:
+            ends[i] = newline
+    out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
+    return ((BOM if text.bom else "") + out).encode("utf-8")

@@ -1,0 +1,321 @@
+"""Parser and renderer for the Codex ``apply_patch`` format.
+
+Grammar (one item per line; ``NL`` is the end of a line)::
+
+    patch       := "*** Begin Patch" NL  operation*  "*** End Patch" [NL]
+    operation   := add | delete | update
+    add         := "*** Add File: " path NL  ("+" text NL)*
+    delete      := "*** Delete File: " path NL
+    update      := "*** Update File: " path NL  ["*** Move to: " path NL]  hunk*
+    hunk        := ("@@" [" " anchor] NL)*  hunk_line+  ["*** End of File" NL]
+    hunk_line   := (" " | "-" | "+") text NL
+
+Leniencies, each one because agents really emit it:
+
+* **heredoc wrapper** — ``apply_patch <<'EOF'`` … ``EOF`` (any delimiter, quoted or not) around the
+  patch is removed, as models trained on shell tool calls write it.
+* **CRLF patch text** — ``\\r\\n`` line ends in the patch are read as ``\\n``; the files' own line
+  endings are preserved by the applier, not taken from the patch.
+* **padding around markers and headers** — ``  *** Update File: a.py``, ``*** End Patch `` and the
+  like: a line whose stripped form is a marker is that marker. ``*** End Patch`` is only recognised as
+  the last non-blank line, so a hunk can still contain a context line that looks like it.
+* **first hunk without ``@@``** — hunk lines directly after an ``Update File`` header start a hunk.
+* **several ``@@`` lines in a row** — nested context (class, then method), each narrowing the search.
+  A unified-diff range in an ``@@`` line (``@@ -3,4 +3,5 @@ def f``) is dropped; the text after it
+  is the anchor.
+* **blank context lines** — an empty line inside a hunk is an empty context line (editors and
+  models strip the single space).
+* **missing final newline** — the patch text need not end with a newline.
+
+The parser is pure: it never reads files and never decides whether a path is safe (``paths.py``
+does, once the repository root is known).
+"""
+
+from __future__ import annotations
+
+import re
+
+from applyonce.errors import ApplyOnceError
+from applyonce.patch.model import AddFile, DeleteFile, FileOp, Hunk, HunkLine, Patch, UpdateFile
+
+BEGIN = "*** Begin Patch"
+END = "*** End Patch"
+ADD = "*** Add File: "
+DELETE = "*** Delete File: "
+UPDATE = "*** Update File: "
+MOVE = "*** Move to: "
+EOF_MARKER = "*** End of File"
+_HEADERS = (ADD, DELETE, UPDATE)
+
+_HEREDOC_OPEN = re.compile(
+    r"""^\s*(?:apply_patch|applypatch)\s*<<-?\s*(['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)\1\s*$"""
+)
+
+
+class PatchSyntaxError(ApplyOnceError):
+    """The patch text does not follow the format's grammar."""
+
+    kind = "patch-syntax"
+    default_hint = "fix the patch text and send it again"
+
+    def __init__(self, message: str, *, line: int | None = None, **details: object) -> None:
+        where = f"patch line {line}: " if line is not None else ""
+        super().__init__(where + message, line=line, **details)
+
+
+def _split_patch_lines(text: str) -> list[str]:
+    text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _strip_heredoc(lines: list[str]) -> tuple[list[str], int]:
+    """Remove an ``apply_patch <<'EOF'`` wrapper; return the lines and the line-number offset."""
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return lines, 0
+    match = _HEREDOC_OPEN.match(lines[first])
+    if not match:
+        return lines, 0
+    tag = match.group("tag")
+    last = max(i for i, line in enumerate(lines) if line.strip())
+    if last == first or lines[last].strip() != tag:
+        raise PatchSyntaxError(
+            f"heredoc opened with {tag!r} is not closed by a line {tag!r}", line=first + 1
+        )
+    return lines[first + 1 : last], first + 1
+
+
+def looks_like_codex(text: str) -> bool:
+    """True when ``text`` is (probably) a Codex patch, wrapped or not."""
+    lines = _split_patch_lines(text)
+    try:
+        lines, _ = _strip_heredoc(lines)
+    except PatchSyntaxError:
+        return True
+    first = next((line for line in lines if line.strip()), "")
+    return first.strip() == BEGIN
+
+
+def parse_codex(text: str) -> Patch:
+    """Parse Codex ``apply_patch`` text into a :class:`Patch`.
+
+    Raises:
+        PatchSyntaxError: with the 1-based patch line number of the first problem.
+    """
+    lines, offset = _strip_heredoc(_split_patch_lines(text))
+    nonblank = [i for i, line in enumerate(lines) if line.strip()]
+    if not nonblank:
+        raise PatchSyntaxError("the patch is empty", hint="send a patch that starts with '*** Begin Patch'")
+    start, stop = nonblank[0], nonblank[-1]
+    if lines[start].strip() != BEGIN:
+        raise PatchSyntaxError(
+            f"the first line must be {BEGIN!r}, found {lines[start].strip()[:60]!r}",
+            line=start + offset + 1,
+        )
+    if lines[stop].strip() != END or stop == start:
+        raise PatchSyntaxError(
+            f"the last line must be {END!r}",
+            line=stop + offset + 1,
+            hint=f"end the patch with a line {END!r}",
+        )
+    parser = _Parser(lines[start + 1 : stop], first_line=start + offset + 2)
+    operations = parser.parse()
+    if not operations:
+        raise PatchSyntaxError("the patch has no file operations", line=start + offset + 1)
+    return Patch(operations=tuple(operations))
+
+
+class _Parser:
+    def __init__(self, lines: list[str], first_line: int) -> None:
+        self.lines = lines
+        self.first_line = first_line
+        self.pos = 0
+
+    def error(self, message: str, **details: object) -> PatchSyntaxError:
+        return PatchSyntaxError(message, line=self.first_line + self.pos, **details)
+
+    def peek_marker(self) -> str | None:
+        """The stripped line at ``pos`` if it is a file header or marker, else None."""
+        stripped = self.lines[self.pos].strip()
+        if stripped.startswith("*** ") and (
+            stripped.startswith(_HEADERS) or stripped.startswith(MOVE) or stripped == EOF_MARKER
+        ):
+            return stripped
+        return None
+
+    def at_header(self) -> bool:
+        stripped = self.lines[self.pos].strip()
+        return stripped.startswith(_HEADERS)
+
+    def parse(self) -> list[FileOp]:
+        operations: list[FileOp] = []
+        while self.pos < len(self.lines):
+            line = self.lines[self.pos]
+            stripped = line.strip()
+            if not stripped:
+                self.pos += 1
+                continue
+            if stripped.startswith(ADD):
+                operations.append(self.parse_add(_header_path(stripped, ADD)))
+            elif stripped.startswith(DELETE):
+                self.check_path(stripped, DELETE)
+                operations.append(DeleteFile(path=_header_path(stripped, DELETE)))
+                self.pos += 1
+            elif stripped.startswith(UPDATE):
+                operations.append(self.parse_update(_header_path(stripped, UPDATE)))
+            else:
+                raise self.error(
+                    f"expected '*** Add File: ', '*** Delete File: ' or '*** Update File: ', "
+                    f"found {stripped[:60]!r}"
+                )
+        return operations
+
+    def check_path(self, stripped: str, header: str) -> None:
+        if not _header_path(stripped, header):
+            raise self.error(f"{header.strip()!r} needs a path")
+
+    def parse_add(self, path: str) -> AddFile:
+        self.check_path(self.lines[self.pos].strip(), ADD)
+        self.pos += 1
+        content: list[str] = []
+        while self.pos < len(self.lines):
+            line = self.lines[self.pos]
+            if line.startswith("+"):
+                content.append(line[1:] + "\n")
+                self.pos += 1
+                continue
+            if not line.strip() or self.at_header():
+                break
+            raise self.error(f"every line of an added file must start with '+', found {line[:60]!r}")
+        return AddFile(path=path, content="".join(content))
+
+    def parse_update(self, path: str) -> UpdateFile:
+        self.check_path(self.lines[self.pos].strip(), UPDATE)
+        self.pos += 1
+        move_to: str | None = None
+        if self.pos < len(self.lines) and self.lines[self.pos].strip().startswith(MOVE):
+            move_to = _header_path(self.lines[self.pos].strip(), MOVE)
+            if not move_to:
+                raise self.error("'*** Move to:' needs a path")
+            self.pos += 1
+        hunks: list[Hunk] = []
+        while self.pos < len(self.lines) and not self.at_header():
+            hunks.append(self.parse_hunk(allow_bare=not hunks))
+        # Trailing blank lines belong to no hunk: they were consumed as context only if a hunk
+        # line followed them, see parse_hunk.
+        if not hunks and move_to is None:
+            raise self.error(
+                f"'*** Update File: {path}' has no hunks",
+                hint="add at least one '@@' hunk with '-'/'+' lines, or remove the operation",
+            )
+        return UpdateFile(path=path, move_to=move_to, hunks=tuple(hunks))
+
+    def parse_hunk(self, *, allow_bare: bool) -> Hunk:
+        source_line = self.first_line + self.pos
+        anchors: list[str] = []
+        while self.pos < len(self.lines):
+            line = self.lines[self.pos]
+            if not line.startswith("@@"):
+                break
+            anchor = _anchor_text(line.strip())
+            if anchor:
+                anchors.append(anchor)
+            self.pos += 1
+        header_seen = self.pos > 0 and self.lines[self.pos - 1].startswith("@@")
+        if not header_seen and not allow_bare:
+            raise self.error(
+                f"expected a hunk header '@@', found {self.lines[self.pos].strip()[:60]!r}"
+            )
+        body: list[HunkLine] = []
+        end_of_file = False
+        while self.pos < len(self.lines):
+            line = self.lines[self.pos]
+            marker = self.peek_marker()
+            if marker == EOF_MARKER:
+                end_of_file = True
+                self.pos += 1
+                break
+            if marker is not None or line.startswith("@@"):
+                break
+            if line == "":
+                # A blank line is an empty context line, unless it only separates this hunk from
+                # the next header (or the end): then it is padding.
+                if self._only_blanks_until_boundary():
+                    self.pos += 1
+                    continue
+                body.append(HunkLine(kind=" ", text=""))
+            elif line[0] in " -+":
+                body.append(HunkLine(kind=line[0], text=line[1:]))  # type: ignore[arg-type]
+            elif not line.strip():
+                body.append(HunkLine(kind=" ", text=""))
+            else:
+                raise self.error(
+                    f"hunk lines must start with ' ', '-' or '+', found {line[:60]!r}",
+                    hint="prefix context lines with a space",
+                )
+            self.pos += 1
+        if not body:
+            raise self.error("a hunk has no lines", hint="give the hunk '-'/'+' or context lines")
+        if all(line.kind == " " for line in body):
+            raise self.error(
+                "a hunk has only context lines and changes nothing",
+                hint="add '-'/'+' lines or drop the hunk",
+            )
+        return Hunk(
+            anchors=tuple(anchors),
+            lines=tuple(body),
+            end_of_file=end_of_file,
+            source_line=source_line,
+        )
+
+    def _only_blanks_until_boundary(self) -> bool:
+        for j in range(self.pos, len(self.lines)):
+            stripped = self.lines[j].strip()
+            if stripped:
+                return stripped.startswith(_HEADERS) or self.lines[j].startswith("@@")
+        return True
+
+
+_UNIFIED_RANGE = re.compile(r"^-\d+(?:,\d+)? \+\d+(?:,\d+)? @@\s*(?P<rest>.*)$")
+
+
+def _anchor_text(stripped: str) -> str:
+    """The context of an ``@@`` line; a unified-diff range (``@@ -3,4 +3,5 @@ def f``) is dropped,
+    since agents sometimes mix that spelling in and its numbers say nothing here."""
+    anchor = stripped[2:].strip()
+    unified = _UNIFIED_RANGE.match(anchor)
+    return unified.group("rest").strip() if unified else anchor
+
+
+def _header_path(stripped: str, header: str) -> str:
+    return stripped[len(header) :].strip()
+
+
+def render_codex(patch: Patch) -> str:
+    """Render ``patch`` as canonical Codex text (the inverse of :func:`parse_codex`)."""
+    out = [BEGIN]
+    for op in patch.operations:
+        if isinstance(op, AddFile):
+            out.append(ADD + op.path)
+            body = op.content[:-1] if op.content.endswith("\n") else op.content
+            if op.content:
+                out.extend("+" + line for line in body.split("\n"))
+        elif isinstance(op, DeleteFile):
+            out.append(DELETE + op.path)
+        else:
+            out.append(UPDATE + op.path)
+            if op.move_to is not None:
+                out.append(MOVE + op.move_to)
+            for hunk in op.hunks:
+                if hunk.anchors:
+                    out.extend("@@ " + anchor for anchor in hunk.anchors)
+                else:
+                    out.append("@@")
+                out.extend(line.kind + line.text for line in hunk.lines)
+                if hunk.end_of_file:
+                    out.append(EOF_MARKER)
+    out.append(END)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,84 @@
+"""Path safety for untrusted patch paths (DESIGN §9).
+
+Every path a patch names is checked and normalised here before anything is staged. The rules:
+
+* no NUL byte and no control character (they break file systems, commit messages and terminals);
+* not empty; no component longer than 255 bytes; no path longer than 4096 bytes;
+* no ``..`` component, anywhere (even one that would stay inside the repo: patches have no reason
+  to spell paths that way, and refusing is simpler to trust than resolving);
+* an absolute path is accepted only inside the repository and becomes repo-relative;
+* no ``.git`` component in any case (``.GIT``, ``.Git``), nor the spellings that file systems fold to
+  it (``.git.``, ``.git ``, ``git~1``): the repository's own data is never a patch target;
+* ``./a//b`` is normalised to ``a/b``.
+
+Symlinked parents are refused too, but that needs the tree: see ``plan.py`` and ``gitstore.py``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from applyonce.errors import ApplyOnceError
+
+MAX_PATH_BYTES = 4096
+MAX_COMPONENT_BYTES = 255
+
+
+class UnsafePathError(ApplyOnceError):
+    """A patch names a path applyonce will not write."""
+
+    kind = "unsafe-path"
+    default_hint = "use a path relative to the repository root, inside it and outside .git"
+
+
+def _is_git_dir_name(component: str) -> bool:
+    folded = component.casefold().rstrip(" .")
+    return folded == ".git" or folded == "git~1"
+
+
+def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
+    """Return the safe repo-relative form of ``raw``.
+
+    Args:
+        raw: the path as the patch spells it.
+        repo_root: the work tree's absolute path, to accept absolute paths inside it.
+
+    Raises:
+        UnsafePathError: the path breaks one of the rules in the module docstring.
+    """
+    shown = repr(raw[:120])
+    if "\x00" in raw:
+        raise UnsafePathError(f"path {shown} contains a NUL byte", path=raw)
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in raw):
+        raise UnsafePathError(f"path {shown} contains a control character", path=raw)
+    path = raw.strip()
+    if not path:
+        raise UnsafePathError("a path is empty", path=raw)
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        raise UnsafePathError(f"path {shown}… is longer than {MAX_PATH_BYTES} bytes", path=raw)
+    if path.startswith("/"):
+        root = posixpath.normpath(repo_root) if repo_root else None
+        if root is None or "/.." in path or not (
+            path.startswith(root + "/") or posixpath.normpath(path) == root
+        ):
+            raise UnsafePathError(f"absolute path {shown} is outside the repository", path=raw)
+        path = path[len(root) + 1 :]
+    components = [c for c in path.split("/") if c not in ("", ".")]
+    if not components:
+        raise UnsafePathError(f"path {shown} names the repository root, not a file", path=raw)
+    for component in components:
+        if component == "..":
+            raise UnsafePathError(f"path {shown} contains '..'", path=raw)
+        if _is_git_dir_name(component):
+            raise UnsafePathError(f"path {shown} is inside .git", path=raw)
+        if len(component.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            raise UnsafePathError(
+                f"path {shown} has a component longer than {MAX_COMPONENT_BYTES} bytes", path=raw
+            )
+    return "/".join(components)
+
+
+def parents(path: str) -> list[str]:
+    """``a/b/c`` -> ``["a", "a/b"]``."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
