@@ -1,0 +1,174 @@
+"""Checks on a staged tree, before it may be published.
+
+Built-in checks read the changed files from memory: Python, JSON and TOML files must still parse
+(a file that did not parse before the patch is not held against it), and the patch must not add
+merge-conflict markers. ``--check CMD`` runs a shell command in a scratch checkout of the staged
+tree, with a timeout and ``APPLYONCE_CHANGED_FILES`` (newline-separated paths) in its environment.
+
+The scratch checkout is a private repository under the state directory that borrows the main
+repository's objects (``objects/info/alternates``). Its HEAD is the last tree it held, so libgit2
+checks out only what changed: after the first call, the cost follows the patch, not the repo.
+Each concurrent caller takes its own slot, guarded by ``flock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import time
+import tomllib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pygit2
+
+from applyonce.errors import ApplyOnceError
+from applyonce.plan import TreePlan
+from applyonce.receipts import CheckRecord
+
+OUTPUT_TAIL = 4000
+SCRATCH_SLOTS = 16
+_CONFLICT = re.compile(rb"^(?:<{7}|>{7})(?: |$)|^={7}$", re.MULTILINE)
+
+
+class CheckFailedError(ApplyOnceError):
+    kind = "check-failed"
+    default_hint = "fix the patch so the check passes, and send it as a new attempt"
+
+
+def _syntax_error(path: str, data: bytes) -> str | None:
+    try:
+        if path.endswith(".py"):
+            compile(data, path, "exec", dont_inherit=True)
+        elif path.endswith(".json"):
+            orjson.loads(data)
+        elif path.endswith(".toml"):
+            tomllib.loads(data.decode("utf-8"))
+    except SyntaxError as exc:
+        return f"{path}:{exc.lineno}: {exc.msg}"
+    except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
+        return f"{path}: {str(exc).splitlines()[0]}"
+    return None
+
+
+def builtin_checks(plan: TreePlan, old_content: dict[str, bytes | None]) -> list[CheckRecord]:
+    """Syntax of changed ``.py``/``.json``/``.toml`` files and no new conflict markers.
+
+    Args:
+        plan: the staged changes.
+        old_content: each changed path's bytes before the patch (None: it did not exist).
+    """
+    started = time.monotonic()
+    syntax: list[str] = []
+    markers: list[str] = []
+    for change in plan.changes:
+        if change.content is None:
+            continue
+        before = old_content.get(change.from_path or change.path)
+        problem = _syntax_error(change.path, change.content)
+        if problem and (before is None or _syntax_error(change.path, before) is None):
+            syntax.append(problem)
+        if len(_CONFLICT.findall(change.content)) > len(_CONFLICT.findall(before or b"")):
+            markers.append(f"{change.path}: adds merge-conflict markers")
+    elapsed = int((time.monotonic() - started) * 1000)
+    return [
+        CheckRecord(
+            name="builtin:syntax",
+            exit_code=1 if syntax else 0,
+            duration_ms=elapsed,
+            output_tail="\n".join(syntax)[-OUTPUT_TAIL:],
+        ),
+        CheckRecord(
+            name="builtin:conflict-markers",
+            exit_code=1 if markers else 0,
+            duration_ms=0,
+            output_tail="\n".join(markers)[-OUTPUT_TAIL:],
+        ),
+    ]
+
+
+@dataclass
+class Scratch:
+    """A slot of the scratch checkout pool."""
+
+    repo: pygit2.Repository
+    root: Path
+
+    def checkout(self, tree_id: str) -> None:
+        tree = self.repo[tree_id]
+        assert isinstance(tree, pygit2.Tree)
+        self.repo.checkout_tree(tree, strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
+        commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
+        self.repo.set_head(commit)
+
+
+@contextlib.contextmanager
+def scratch_checkout(state_dir: Path, objects_dir: Path) -> Iterator[Scratch]:
+    """Take a free scratch slot (creating it on first use) and hold it for the block."""
+    base = state_dir / "scratch"
+    base.mkdir(parents=True, exist_ok=True)
+    for slot in range(SCRATCH_SLOTS):
+        lock = os.open(base / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            continue
+        try:
+            root = base / str(slot)
+            gitdir = root / ".git"
+            if not (gitdir / "HEAD").exists():
+                repo = pygit2.init_repository(str(root))
+            else:
+                repo = pygit2.Repository(str(root))
+            alternates = gitdir / "objects" / "info" / "alternates"
+            if not alternates.exists() or alternates.read_text().strip() != str(objects_dir):
+                alternates.parent.mkdir(parents=True, exist_ok=True)
+                alternates.write_text(f"{objects_dir}\n")
+                repo = pygit2.Repository(str(root))
+            yield Scratch(repo, root)
+            return
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
+    raise CheckFailedError(
+        f"all {SCRATCH_SLOTS} scratch checkouts are busy", retryable=True, hint="retry shortly"
+    )
+
+
+def run_command(
+    command: str, *, cwd: Path, changed: Sequence[str], timeout: float
+) -> CheckRecord:
+    """Run one ``--check`` command; its whole process group is killed on timeout."""
+    env = {**os.environ, "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
+    env.pop("APPLYONCE_FAULT", None)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        command,
+        shell=True,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\n[applyonce: killed after {timeout:g}s]".encode()
+        code = None
+    elapsed = int((time.monotonic() - started) * 1000)
+    tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
+    return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)

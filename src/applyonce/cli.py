@@ -1,0 +1,330 @@
+"""The command line: a thin typer layer over :class:`applyonce.executor.Executor`.
+
+No business logic and no pygit2 here: resolve options, call the library, print, map errors to the
+exit codes of DESIGN §8 through :func:`error_boundary`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import orjson
+import typer
+
+from applyonce import __version__
+from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, ApplyOnceError, UsageError
+from applyonce.executor import CallOptions, Executor, PlanView, contract_digest
+from applyonce.identity import EMPTY_CONTRACT_SHA256
+from applyonce.receipts import Receipt
+
+app = typer.Typer(
+    name="applyonce",
+    help="Exactly-once apply_patch for coding agents: one patch, one commit, a receipt.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+RepoOpt = Annotated[
+    Path, typer.Option("--repo", "-C", help="Path inside the Git repository.", show_default=False)
+]
+StateOpt = Annotated[
+    str | None,
+    typer.Option("--state-dir", help="Receipts and ledger directory [default: <git dir>/applyonce]."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+
+
+def _die(error: ApplyOnceError) -> NoReturn:
+    typer.echo(f"error: {error.one_line()}", err=True)
+    raise typer.Exit(error.exit_code)
+
+
+@contextlib.contextmanager
+def error_boundary() -> Iterator[None]:
+    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file."""
+    try:
+        yield
+    except ApplyOnceError as error:
+        _die(error)
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except KeyboardInterrupt:
+        typer.echo("interrupted; run 'applyonce recover' to finish any call in flight", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        fd, log = tempfile.mkstemp(prefix=f"applyonce-crash-{stamp}-", suffix=".log")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"applyonce {__version__}\nargv: {sys.argv!r}\n\n")
+            handle.write(traceback.format_exc())
+        typer.echo(
+            f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}; "
+            "run 'applyonce recover', then report the log",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _read_patch(patch: str) -> str:
+    if patch == "-":
+        if sys.stdin.isatty():
+            raise UsageError("no patch given", hint="pass a patch file, or pipe one to 'applyonce apply -'")
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(patch).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read patch {patch}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the patch is not UTF-8 text (invalid byte at offset {exc.start})",
+            hint="send the patch as UTF-8",
+        ) from None
+
+
+def _ask_on_terminal(view: PlanView) -> bool:
+    try:
+        tty = open("/dev/tty", "r+")  # noqa: SIM115 - stdin may carry the patch itself
+    except OSError:
+        raise UsageError(
+            "--confirm needs a terminal to ask on", hint="run it interactively, or drop --confirm"
+        ) from None
+    with tty:
+        tty.write(f"applyonce: call {view.call_id[:12]} on {view.ref}\n")
+        for line in view.lines():
+            tty.write(f"  {line}\n")
+        tty.write("Apply this patch? [y/N] ")
+        tty.flush()
+        answer = tty.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
+    if as_json:
+        data = executor.receipts.read_bytes(receipt.call_id) or receipt.to_json()
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    stream = sys.stdout if receipt.status == "committed" else sys.stderr
+    stream.write(receipt.output)
+    stream.flush()
+
+
+@app.command()
+def apply(
+    patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
+    repo: RepoOpt = Path("."),
+    branch: Annotated[str | None, typer.Option(help="Branch to commit to [default: HEAD's].")] = None,
+    contract: Annotated[
+        Path | None, typer.Option(help="Task contract file; its sha256 is part of the call ID.")
+    ] = None,
+    contract_sha: Annotated[str | None, typer.Option(help="The contract's sha256, given directly.")] = None,
+    attempt: Annotated[int, typer.Option(min=1, help="The harness's attempt number.")] = 1,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Caller-chosen call key (replaces attempt and arguments).")
+    ] = None,
+    tool_call_id: Annotated[str | None, typer.Option(help="The model's tool-call ID, recorded.")] = None,
+    format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
+    check: Annotated[
+        list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
+    ] = None,
+    check_timeout: Annotated[float, typer.Option(help="Seconds per --check command.")] = 300.0,
+    protect: Annotated[
+        list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
+    ] = None,
+    confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Apply a patch as one commit, exactly once (exit 0 committed, 1 rejected, 4 conflict)."""
+    with error_boundary():
+        if contract is not None and contract_sha is not None:
+            raise UsageError("--contract and --contract-sha exclude each other")
+        if format not in ("auto", "codex", "unified", "edit-json"):
+            raise UsageError(f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json")
+        options = CallOptions(
+            branch=branch,
+            contract_sha256=(
+                contract_digest(contract) if contract else (contract_sha or EMPTY_CONTRACT_SHA256)
+            ),
+            attempt=attempt,
+            idempotency_key=idempotency_key,
+            tool_call_id=tool_call_id,
+            format=format,  # type: ignore[arg-type]
+            checks=check or [],
+            check_timeout=check_timeout,
+            protect=protect or [],
+            approve=_ask_on_terminal if confirm else None,
+            require_approval=confirm,
+        )
+        text = _read_patch(patch)
+        executor = Executor(repo, state_dir=state_dir)
+        if dry_run:
+            view = executor.dry_run(text, options)
+            if json:
+                typer.echo(
+                    orjson.dumps(
+                        {
+                            "call_id": view.call_id,
+                            "ref": view.ref,
+                            "base_commit": view.base_commit,
+                            "changes": [
+                                {
+                                    "path": c.path,
+                                    "action": c.action,
+                                    "from": c.from_path,
+                                    "match_levels": [lv.label for lv in c.match_levels],
+                                }
+                                for c in view.plan.changes
+                            ],
+                        },
+                        option=orjson.OPT_INDENT_2,
+                    ).decode()
+                )
+            else:
+                typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {str(view.base_commit)[:12]}")
+                for line in view.lines():
+                    typer.echo(f"  {line}")
+                typer.echo("nothing was written")
+            return
+        receipt = executor.apply(text, options)
+        _print_receipt(executor, receipt, json)
+        for report in options.sync_reports:
+            for path in report.left_alone:
+                typer.echo(
+                    f"warning: {path} in {report.worktree} has your changes; left it as it is",
+                    err=True,
+                )
+        executor.close()
+        if receipt.exit_code:
+            raise typer.Exit(receipt.exit_code)
+
+
+def _resolve_call_id(executor: Executor, prefix: str) -> str:
+    prefix = prefix.strip().lower()
+    if len(prefix) < 6:
+        raise UsageError("give at least 6 characters of the call ID")
+    matches = [c for c in executor.receipts.call_ids() if c.startswith(prefix)]
+    if not matches:
+        raise UsageError(f"no call {prefix!r} in this repository", hint="list calls with 'applyonce log'")
+    if len(matches) > 1:
+        raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
+    return matches[0]
+
+
+@app.command()
+def show(
+    call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Show one call's verified receipt."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        full = _resolve_call_id(executor, call_id)
+        receipt = executor.receipts.load(full)
+        if receipt is None:
+            raise UsageError(f"no receipt for call {full[:12]}")
+        if receipt.status == "committed":
+            executor.verify_against_git(receipt)
+        if json:
+            _print_receipt(executor, receipt, True)
+            return
+        typer.echo(f"call      {receipt.call_id}")
+        typer.echo(f"status    {receipt.status} (exit {receipt.exit_code})"
+                   + ("  [reconciled]" if receipt.reconciled else ""))
+        typer.echo(f"ref       {receipt.ref}  base {str(receipt.base_commit)[:12]}")
+        if receipt.commit:
+            typer.echo(f"commit    {receipt.commit}")
+        for f in receipt.files:
+            typer.echo(f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else ""))
+        for c in receipt.checks:
+            typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
+        if receipt.error:
+            typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
+        typer.echo(f"updated   {receipt.updated_at}")
+
+
+@app.command()
+def log(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """List the calls in the ledger, oldest first."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        rows = executor.ledger.calls()
+        if json:
+            typer.echo(
+                orjson.dumps(
+                    [
+                        {
+                            "call_id": r.call_id,
+                            "state": r.state,
+                            "ref": r.ref,
+                            "commit": r.commit_id,
+                            "exit_code": r.exit_code,
+                            "retryable": r.retryable,
+                            "synced": r.synced,
+                            "updated_at": r.updated_at,
+                        }
+                        for r in rows
+                    ],
+                    option=orjson.OPT_INDENT_2,
+                ).decode()
+            )
+            return
+        if not rows:
+            typer.echo("no calls yet")
+        for r in rows:
+            commit = (r.commit_id or "-")[:12]
+            typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
+
+
+@app.command()
+def demo(
+    workspace: Annotated[
+        Path | None, typer.Option(help="Workspace folder [default: the embedded demo].")
+    ] = None,
+    into: Annotated[
+        Path | None, typer.Option(help="Where to build the demo repo [default: a temp folder].")
+    ] = None,
+) -> None:
+    """Run the example workspace end to end, with a real crash and its recovery."""
+    from applyonce.demo import run_demo
+
+    with error_boundary():
+        raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"applyonce {__version__}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()
+
+__all__ = ["EXIT_USAGE", "app", "main"]

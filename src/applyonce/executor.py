@@ -1,0 +1,554 @@
+"""The exactly-once executor: one call, from patch text to one published commit (DESIGN §1).
+
+    parse → identify → claim → prepared → stage → check → commit object → publish (CAS)
+          → receipt → ledger → sync checkout
+
+Git is the source of truth for *what* happened; receipts and the ledger record *why*. The only step
+that makes a call take effect is ``publish``; everything before it can be thrown away, everything
+after it is bookkeeping that ``recover`` can finish from Git.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import fnmatch
+import hashlib
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from applyonce.checks import CheckFailedError, builtin_checks, run_command, scratch_checkout
+from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
+from applyonce.faults import fault
+from applyonce.gitstore import GitStore, GitTree, SyncReport, TipMovedError, trailers
+from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
+from applyonce.ledger import Claim, Ledger, Owner
+from applyonce.patch import PatchFormat, parse
+from applyonce.plan import TreePlan, plan
+from applyonce.receipts import (
+    CheckRecord,
+    FileRecord,
+    Receipt,
+    ReceiptError,
+    ReceiptStore,
+    now,
+)
+from applyonce.trailers import build_message
+
+MAX_RESTAGES = 32
+_TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
+Approver = Callable[["PlanView"], bool]
+
+
+class ApprovalError(ApplyOnceError):
+    kind = "approval"
+
+
+class UnknownOutcomeError(StateError):
+    kind = "unknown-outcome"
+    default_hint = "inspect it with 'applyonce show', then run 'applyonce resolve'"
+
+
+class BaseMovedError(ConflictError):
+    kind = "base-moved"
+    default_hint = "re-read the files and send a patch for the branch's new state"
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What a call would do: shown by ``--dry-run`` and to an approver."""
+
+    call_id: str
+    ref: str
+    base_commit: str | None
+    plan: TreePlan
+
+    def lines(self) -> list[str]:
+        out = []
+        for change in self.plan.changes:
+            levels = ",".join(level.label for level in change.match_levels)
+            moved = f" (from {change.from_path})" if change.from_path else ""
+            out.append(
+                f"{change.action:<6} {change.path}{moved}" + (f"  [match: {levels}]" if levels else "")
+            )
+        return out
+
+
+@dataclass
+class CallOptions:
+    """Everything about a call besides its patch text."""
+
+    branch: str | None = None
+    contract_sha256: str = EMPTY_CONTRACT_SHA256
+    attempt: int = 1
+    idempotency_key: str | None = None
+    tool_call_id: str | None = None
+    format: PatchFormat = "auto"
+    checks: Sequence[str] = ()
+    check_timeout: float = 300.0
+    protect: Sequence[str] = ()
+    approve: Approver | None = None
+    require_approval: bool = False
+    sync_reports: list[SyncReport] = field(default_factory=list)
+
+
+def contract_digest(path: str | os.PathLike[str]) -> str:
+    """``--contract FILE``: the sha256 of the file's bytes."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise UsageError(f"cannot read contract {path}: {exc.strerror}") from None
+
+
+class Executor:
+    """Exactly-once patches on one repository.
+
+    Args:
+        repo: a path inside the repository (a work tree or a bare repository).
+        state_dir: where receipts and the ledger live; default ``<git common dir>/applyonce``.
+    """
+
+    def __init__(self, repo: str | os.PathLike[str] = ".", *, state_dir: str | None = None) -> None:
+        self.git = GitStore(repo)
+        self.state_dir = Path(state_dir) if state_dir else self.git.common_dir / "applyonce"
+        self.receipts = ReceiptStore(self.state_dir)
+        self._ledger: Ledger | None = None
+        self._ledger_was_new = False
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            path = self.state_dir / "ledger.sqlite3"
+            self._ledger_was_new = not path.exists()
+            self._ledger = Ledger(path)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    # --- identity and planning (pure, nothing written) -----------------------------------------
+
+    def identify(self, patch_text: str, options: CallOptions) -> tuple[ApplyPatchArgs, CallIdentity]:
+        """Parse ``patch_text`` and compute the call's normalised args and identity."""
+        if options.tool_call_id is not None and not _TOOL_CALL_ID.match(options.tool_call_id):
+            raise UsageError(
+                "the tool call ID must be 1-200 printable ASCII characters without spaces"
+            )
+        patch = parse(patch_text, options.format)
+        ref = self.git.resolve_branch(options.branch)
+        root = str(self.git.workdir).rstrip("/") if self.git.workdir else None
+        args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=root)
+        ident = CallIdentity.compute(
+            args.sha256(),
+            contract_sha256=options.contract_sha256,
+            attempt=options.attempt,
+            idempotency_key=options.idempotency_key,
+        )
+        return args, ident
+
+    def dry_run(self, patch_text: str, options: CallOptions | None = None) -> PlanView:
+        """What ``apply`` would do on the current tip. Writes nothing at all."""
+        options = options or CallOptions()
+        args, ident = self.identify(patch_text, options)
+        base = self.git.tip(args.ref)
+        return PlanView(ident.call_id, args.ref, base, plan(args.patch(), self.git.tree_at(base)))
+
+    # --- the call -----------------------------------------------------------------------------
+
+    def apply(self, patch_text: str, options: CallOptions | None = None) -> Receipt:
+        """Apply ``patch_text`` exactly once; return the call's receipt.
+
+        A call that already finished returns its stored receipt and nothing runs. A rejection is a
+        receipt too (``status == "rejected"``); only failures that leave no receipt raise.
+
+        Raises:
+            ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
+        """
+        options = options or CallOptions()
+        args, ident = self.identify(patch_text, options)
+        claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me())
+        fault("after-claim")
+        if claim.outcome == "replay":
+            return self.stored_receipt(ident.call_id)
+        if claim.outcome == "unknown":
+            raise UnknownOutcomeError(
+                f"call {ident.call_id[:12]}'s outcome is unknown", call_id=ident.call_id
+            )
+        found = self._find_published(claim, ident, args.ref)
+        if found is not None:
+            return found
+        return self._execute(args, ident, claim.execution_id, options)
+
+    def stored_receipt(self, call_id: str) -> Receipt:
+        """The verified terminal receipt of ``call_id``."""
+        row = self.ledger.get(call_id)
+        receipt = self.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+        if receipt is None:
+            raise ReceiptError(f"receipt {call_id[:12]} is missing", call_id=call_id)
+        if receipt.status == "committed":
+            self.verify_against_git(receipt)
+        return receipt
+
+    def verify_against_git(self, receipt: Receipt) -> None:
+        """A committed receipt must name a commit carrying its Call-Id, with its files' blobs."""
+        short = receipt.call_id[:12]
+        if receipt.commit is None or not self.git.has_object(receipt.commit):
+            raise ReceiptError(f"receipt {short}: its commit is not in the repository")
+        commit = self.git.repo[receipt.commit]
+        if trailers(commit).get("Call-Id") != receipt.call_id:  # type: ignore[arg-type]
+            raise ReceiptError(f"receipt {short}: commit {receipt.commit[:12]} has another Call-Id")
+        tree = self.git.tree_at(receipt.commit)
+        for record in receipt.files:
+            if tree.blob_id(record.path) != record.blob:
+                raise ReceiptError(
+                    f"receipt {short}: {record.path} does not match commit {receipt.commit[:12]}",
+                    path=record.path,
+                )
+            if record.blob is not None:
+                data, _ = tree.read(record.path)
+                if hashlib.sha256(data).hexdigest() != record.sha256:
+                    raise ReceiptError(f"receipt {short}: {record.path} has a forged sha256")
+
+    def _find_published(self, claim: Claim, ident: CallIdentity, ref: str) -> Receipt | None:
+        """Before running, make sure this call has not already taken effect.
+
+        A claim taken over from a dead process, a receipt that outlived a lost ledger, or a lost
+        state directory: in each case Git is asked whether a commit carries this Call-Id.
+        """
+        receipt: Receipt | None = None
+        with contextlib.suppress(ReceiptError):
+            receipt = self.receipts.load(ident.call_id)
+        if receipt is not None and receipt.status == "committed":
+            self.verify_against_git(receipt)
+            self._record_terminal(receipt, "reconciled", sha=None)
+            return receipt
+        if claim.outcome != "takeover" and not self._ledger_was_new:
+            return None
+        base = receipt.base_commit if receipt is not None else None
+        commits = self.git.commits_with_call_id(ref, ident.call_id, since=base)
+        if not commits:
+            return None
+        if len(commits) > 1:
+            raise UnknownOutcomeError(
+                f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
+            )
+        return self._adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
+
+    def _adopt_commit(
+        self,
+        ident: CallIdentity,
+        execution_id: str,
+        ref: str,
+        commit_id: str,
+        prepared: Receipt | None,
+    ) -> Receipt:
+        """Finish the bookkeeping of a call whose commit is already on the branch."""
+        commit = self.git.repo[commit_id]
+        parent = str(commit.parent_ids[0]) if commit.parent_ids else None  # type: ignore[attr-defined]
+        files = self._file_records_from_commit(parent, commit_id)
+        stamp = now()
+        receipt = Receipt(
+            call_id=ident.call_id,
+            status="committed",
+            execution_id=execution_id,
+            tool=ident.tool,
+            tool_version=ident.tool_version,
+            contract_sha256=ident.contract_sha256,
+            attempt=ident.attempt,
+            args_sha256=ident.args_sha256,
+            idempotency_key=ident.idempotency_key,
+            tool_call_id=trailers(commit).get("Tool-Call-Id"),  # type: ignore[arg-type]
+            ref=ref,
+            base_commit=parent,
+            commit=commit_id,
+            files=files,
+            reconciled=True,
+            exit_code=0,
+            created_at=prepared.created_at if prepared else stamp,
+            updated_at=stamp,
+        ).with_output(success_output(files))
+        sha = self.receipts.write(receipt)
+        self._record_terminal(receipt, "reconciled", sha=sha)
+        return receipt
+
+    def _file_records_from_commit(self, parent: str | None, commit_id: str) -> tuple[FileRecord, ...]:
+        diff = self.git.repo.diff(
+            self.git.repo[parent].tree if parent else None,  # type: ignore[attr-defined]
+            self.git.repo[commit_id].tree,  # type: ignore[attr-defined]
+        )
+        diff.find_similar()
+        tree = self.git.tree_at(commit_id)
+        records: list[FileRecord] = []
+        for delta in diff.deltas:
+            status = delta.status_char()
+            path = delta.new_file.path if status != "D" else delta.old_file.path
+            action = {"A": "add", "D": "delete", "R": "move"}.get(status, "update")
+            blob = tree.blob_id(path)
+            data = tree.read(path)[0] if blob else None
+            records.append(
+                FileRecord(
+                    path=path,
+                    action=action,  # type: ignore[arg-type]
+                    **{"from": delta.old_file.path if status == "R" else None},
+                    blob=blob,
+                    sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
+                    mode=f"{delta.new_file.mode:o}" if blob else None,
+                )
+            )
+        return tuple(records)
+
+    def _execute(
+        self,
+        args: ApplyPatchArgs,
+        ident: CallIdentity,
+        execution_id: str,
+        options: CallOptions,
+    ) -> Receipt:
+        ref = args.ref
+        base = self.git.tip(ref)
+        stamp = now()
+        prepared = Receipt(
+            call_id=ident.call_id,
+            status="prepared",
+            execution_id=execution_id,
+            tool=ident.tool,
+            tool_version=ident.tool_version,
+            contract_sha256=ident.contract_sha256,
+            attempt=ident.attempt,
+            args_sha256=ident.args_sha256,
+            idempotency_key=ident.idempotency_key,
+            tool_call_id=options.tool_call_id,
+            ref=ref,
+            base_commit=base,
+            created_at=stamp,
+            updated_at=stamp,
+        )
+        sha = self.receipts.write(prepared)
+        self.ledger.record(
+            ident.call_id, execution_id, "prepared",
+            state="prepared", base_commit=base, receipt_sha256=sha,
+        )
+        fault("after-prepared")
+        patch = args.patch()
+        touched = patch.touched_paths()
+        checks: list[CheckRecord] = []
+        try:
+            base_tree = self.git.tree_at(base)
+            self.git.find_dirty_paths(ref, base_tree, touched)
+            approved = False
+            for attempt in range(MAX_RESTAGES):
+                try:
+                    tree_plan = plan(patch, base_tree)
+                except ApplyOnceError as exc:
+                    if attempt == 0:
+                        raise
+                    raise BaseMovedError(
+                        f"{ref} moved and the patch no longer applies ({exc.message})",
+                        cause=exc.to_dict(),
+                    ) from None
+                tree_id, blobs = self.git.write_tree(base_tree, tree_plan)
+                self.ledger.record(
+                    ident.call_id, execution_id, "staged", extra={"base": base, "tree": tree_id}
+                )
+                fault("after-stage")
+                view = PlanView(ident.call_id, ref, base, tree_plan)
+                if not approved:
+                    self._approval_gate(view, ident, execution_id, options)
+                    approved = True
+                checks = self._run_checks(tree_plan, base_tree, tree_id, options)
+                self.ledger.record(
+                    ident.call_id, execution_id, "checked",
+                    extra={"checks": [c.name for c in checks]},
+                )
+                fault("after-check")
+                message = build_message(tree_plan, ident, tool_call_id=options.tool_call_id)
+                commit_id = self.git.create_commit(tree_id, base, message)
+                self.ledger.record(
+                    ident.call_id, execution_id, "commit-object",
+                    extra={"commit": commit_id, "base": base},
+                )
+                fault("after-commit-object")
+                try:
+                    self.git.publish(ref, base, commit_id, reason=f"applyonce: {ident.call_id}")
+                except TipMovedError as moved:
+                    base = moved.actual
+                    base_tree = self.git.tree_at(base)
+                    continue
+                break
+            else:
+                raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
+        except ApplyOnceError as exc:
+            return self._reject(prepared, exc, checks)
+        fault("after-publish")
+        files = tuple(
+            FileRecord(
+                path=c.path,
+                action=c.action,
+                **{"from": c.from_path},
+                blob=blobs.get(c.path),
+                sha256=hashlib.sha256(c.content).hexdigest() if c.content is not None else None,
+                mode=f"{c.mode:o}" if c.content is not None else None,
+            )
+            for c in tree_plan.changes
+        )
+        levels = {
+            c.path: [level.label for level in c.match_levels]
+            for c in tree_plan.changes
+            if c.match_levels
+        }
+        committed = prepared.with_output(
+            success_output(files),
+            status="committed",
+            base_commit=base,
+            commit=commit_id,
+            files=files,
+            match_levels=levels,
+            checks=tuple(checks),
+            exit_code=0,
+        )
+        sha = self.receipts.write(committed, before_replace=lambda: fault("after-receipt-tmp"))
+        fault("after-receipt")
+        self._record_terminal(committed, "committed", sha=sha)
+        fault("after-ledger")
+        options.sync_reports.extend(self.sync_checkout(committed))
+        fault("after-sync")
+        return committed
+
+    def _approval_gate(
+        self, view: PlanView, ident: CallIdentity, execution_id: str, options: CallOptions
+    ) -> None:
+        protected = [
+            c.path
+            for c in view.plan.changes
+            for p in ([c.path, c.from_path] if c.from_path else [c.path])
+            if any(fnmatch.fnmatchcase(p, glob) for glob in options.protect)
+        ]
+        if not protected and not options.require_approval:
+            return
+        if options.approve is None:
+            raise ApprovalError(
+                f"the patch touches protected paths ({', '.join(protected[:3])}) and needs approval",
+                retryable=True,
+                hint="repeat the call with --confirm (or an approve callback)",
+            )
+        approved = bool(options.approve(view))
+        self.ledger.record(
+            ident.call_id, execution_id, "approved" if approved else "denied",
+            extra={"protected": protected},
+        )
+        if not approved:
+            raise ApprovalError(
+                "the patch was not approved", hint="send a different patch as a new attempt"
+            )
+
+    def _run_checks(
+        self, tree_plan: TreePlan, base_tree: GitTree, tree_id: str, options: CallOptions
+    ) -> list[CheckRecord]:
+        old: dict[str, bytes | None] = {}
+        for change in tree_plan.changes:
+            source = change.from_path or change.path
+            old[source] = base_tree.read(source)[0] if base_tree.kind(source) == "file" else None
+        records = builtin_checks(tree_plan, old)
+        if options.checks and not any(r.exit_code for r in records):
+            changed = [c.path for c in tree_plan.changes]
+            objects = Path(self.git.repo.path).resolve() / "objects"
+            if not objects.is_dir():
+                objects = self.git.common_dir / "objects"
+            with scratch_checkout(self.state_dir, objects) as scratch:
+                scratch.checkout(tree_id)
+                for command in options.checks:
+                    record = run_command(
+                        command, cwd=scratch.root, changed=changed, timeout=options.check_timeout
+                    )
+                    records.append(record)
+                    if record.exit_code != 0:
+                        break
+        failed = [r for r in records if r.exit_code != 0]
+        if failed:
+            first = failed[0]
+            detail = first.output_tail.strip().splitlines()[-1:] or [""]
+            why = "timed out" if first.exit_code is None else f"exit {first.exit_code}"
+            error = CheckFailedError(
+                f"check {first.name!r} failed ({why}): {detail[0][:160]}", check=first.name
+            )
+            error.checks = records  # type: ignore[attr-defined]
+            raise error
+        return records
+
+    def _reject(self, prepared: Receipt, exc: ApplyOnceError, checks: list[CheckRecord]) -> Receipt:
+        records = getattr(exc, "checks", checks)
+        rejected = prepared.with_output(
+            f"error: {exc.one_line()}\n",
+            status="rejected",
+            error=exc.to_dict(),
+            checks=tuple(records),
+            exit_code=exc.exit_code,
+        )
+        sha = self.receipts.write(
+            rejected, before_replace=lambda: fault("after-reject-receipt-tmp")
+        )
+        self._record_terminal(rejected, "rejected", sha=sha)
+        return rejected
+
+    def _record_terminal(self, receipt: Receipt, kind: str, *, sha: str | None) -> None:
+        changes: dict[str, object] = {
+            "state": receipt.status,
+            "execution_id": receipt.execution_id,
+            "exit_code": receipt.exit_code,
+            "retryable": int(receipt.retryable),
+            "commit_id": receipt.commit,
+            "base_commit": receipt.base_commit,
+        }
+        if sha is not None:
+            changes["receipt_sha256"] = sha
+        self.ledger.record(receipt.call_id, receipt.execution_id, kind, **changes)
+
+    # --- the user's checkout ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _sync_lock(self) -> Iterator[None]:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.state_dir / "sync.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def sync_checkout(self, receipt: Receipt) -> list[SyncReport]:
+        """Update the touched paths of every checkout of the branch; record a ``synced`` event."""
+        paths: dict[str, None] = {}
+        for record in receipt.files:
+            paths[record.path] = None
+            if record.from_:
+                paths[record.from_] = None
+        with self._sync_lock():
+            since = self._oldest_unsynced_base(receipt)
+            reports = self.git.sync_checkouts(receipt.ref, since, list(paths))
+            self.ledger.record(
+                receipt.call_id, receipt.execution_id, "synced", synced=1,
+                extra={"reports": [r.__dict__ for r in reports]},
+            )
+        return reports
+
+    def _oldest_unsynced_base(self, receipt: Receipt) -> str | None:
+        """The base of the oldest committed-but-unsynced call on the ref: the checkout may hold any
+        version of a path from there on."""
+        oldest = receipt.base_commit
+        for base in self.ledger.unsynced_bases(receipt.ref):
+            if oldest is not None and base != oldest and self.git.is_ancestor(base, oldest):
+                oldest = base
+        return oldest
+
+
+def success_output(files: Sequence[FileRecord]) -> str:
+    """The Codex-style summary an agent is given on success."""
+    letters = {"add": "A", "update": "M", "move": "M", "delete": "D"}
+    lines = [f"{letters[f.action]} {f.path}" for f in files]
+    return "Success. Updated the following files:\n" + "".join(line + "\n" for line in lines)

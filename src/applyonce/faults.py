@@ -1,0 +1,32 @@
+"""Fault injection for crash tests and the demo (DESIGN §7).
+
+``APPLYONCE_FAULT=<point>`` makes the process SIGKILL itself when it reaches ``<point>``: no
+``finally`` blocks, no atexit, no flushing — exactly what a power cut or an OOM kill leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = (
+    "after-claim",
+    "after-prepared",
+    "after-stage",
+    "after-check",
+    "after-commit-object",
+    "after-publish",
+    "after-receipt-tmp",
+    "after-receipt",
+    "after-ledger",
+    "after-sync",
+    "after-reject-receipt-tmp",
+)
+ENV = "APPLYONCE_FAULT"
+
+
+def fault(point: str) -> None:
+    """Die here if ``APPLYONCE_FAULT`` names ``point``."""
+    assert point in POINTS, point
+    if os.environ.get(ENV) == point:
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,111 @@
+"""Every file write applyonce makes goes through here.
+
+``atomic_write``: temp file in the same directory → write → fsync → ``os.replace`` → fsync the
+directory; the temp file is removed if anything fails before the rename. A reader therefore sees the
+old file or the new one, never a torn one, and after the directory fsync the rename survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+TMP_PREFIX = ".applyonce-tmp-"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
+    """Replace ``path`` with ``data`` atomically.
+
+    Args:
+        path: the destination; its directory must exist.
+        data: the full new content.
+        mode: permission bits of the new file.
+        durable: fsync the file and the directory (receipts, ledger-adjacent state). Checkout
+            files skip it: Git's objects are the durable copy of their content.
+        before_replace: called after the temp file is complete and before the rename (the
+            ``after-receipt-tmp`` fault point hooks in here).
+    """
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fchmod(fd, mode)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def remove_file(path: Path, *, durable: bool = False) -> None:
+    """Unlink ``path`` if it exists, then prune directories it leaves empty (never a symlink)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def prune_empty_dirs(start: Path, stop: Path) -> None:
+    """Remove empty directories from ``start`` up to (not including) ``stop``."""
+    current = start
+    while current != stop and stop in current.parents:
+        try:
+            os.rmdir(current)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+                return
+            raise
+        current = current.parent
+
+
+def is_real_dir_chain(root: Path, relative: str) -> bool:
+    """True when every existing parent of ``root/relative`` is a real directory, not a symlink."""
+    current = root
+    for part in relative.split("/")[:-1]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return True
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    return True
+
+
+def stale_temp_files(directory: Path) -> Iterator[Path]:
+    """Temp files left in ``directory`` by a killed writer."""
+    if directory.is_dir():
+        yield from directory.glob(TMP_PREFIX + "*")

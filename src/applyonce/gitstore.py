@@ -1,0 +1,436 @@
+"""The Git edge: the only module that writes Git objects, refs or the index (through pygit2).
+
+* blobs are read from the base commit, never from the user's checkout;
+* the new tree is the base tree plus the changed paths only: cost O(patch · depth), not O(repo);
+* the commit object is created without moving any ref;
+* ``publish`` is the single commit point of a call: a compare-and-swap of ``refs/heads/<branch>``
+  from ``base_commit`` to the new commit (libgit2 checks the old value under the ref's lock);
+* libgit2's fsync of objects and refs is switched on when this module is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from applyonce.errors import ApplyOnceError, ConflictError, UsageError
+from applyonce.fsutil import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
+from applyonce.plan import (
+    MODE_EXEC,
+    MODE_GITLINK,
+    MODE_LINK,
+    MODE_TREE,
+    EntryKind,
+    TreePlan,
+)
+
+pygit2.settings.enable_fsync_gitdir(True)
+
+FALLBACK_NAME = "applyonce"
+FALLBACK_EMAIL = "applyonce@localhost"
+_LOCK_RETRIES = 50
+
+
+class NotARepositoryError(ApplyOnceError):
+    kind = "not-a-repository"
+    exit_code = 2
+    default_hint = "pass --repo with the path of a Git repository"
+
+
+class TipMovedError(ConflictError):
+    """The branch tip is no longer the base the call was staged on."""
+
+    kind = "tip-moved"
+    default_retryable = True
+
+    def __init__(self, ref: str, expected: str | None, actual: str | None) -> None:
+        super().__init__(
+            f"{ref} moved from {str(expected)[:12]} to {str(actual)[:12]} during the call",
+            ref=ref,
+            expected=expected,
+            actual=actual,
+        )
+        self.actual = actual
+
+
+class DirtyPathError(ConflictError):
+    """A path the patch touches has uncommitted changes (or is untracked) in the checkout."""
+
+    kind = "dirty-path"
+    default_retryable = True
+    default_hint = "commit or stash your changes to it, then repeat the call"
+
+
+def _kind_of_mode(mode: int) -> EntryKind:
+    if mode == MODE_TREE:
+        return "dir"
+    if mode == MODE_LINK:
+        return "symlink"
+    if mode == MODE_GITLINK:
+        return "submodule"
+    return "file"
+
+
+class GitTree:
+    """A :class:`applyonce.plan.TreeReader` over a commit's tree (None: an unborn branch)."""
+
+    def __init__(self, repo: pygit2.Repository, tree: pygit2.Tree | None) -> None:
+        self.repo = repo
+        self.tree = tree
+
+    def entry(self, path: str) -> pygit2.Object | None:
+        if self.tree is None:
+            return None
+        try:
+            return self.tree[path]
+        except KeyError:
+            return None
+
+    def kind(self, path: str) -> EntryKind | None:
+        entry = self.entry(path)
+        return None if entry is None else _kind_of_mode(entry.filemode)
+
+    def read(self, path: str) -> tuple[bytes, int]:
+        entry = self.entry(path)
+        assert entry is not None, path
+        blob = self.repo[entry.id]
+        assert isinstance(blob, pygit2.Blob)
+        return blob.data, entry.filemode
+
+    def blob_id(self, path: str) -> str | None:
+        entry = self.entry(path)
+        if entry is None or entry.filemode in (MODE_TREE, MODE_GITLINK):
+            return None
+        return str(entry.id)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What the checkout sync did."""
+
+    worktree: str | None
+    written: tuple[str, ...] = ()
+    left_alone: tuple[str, ...] = ()
+
+
+class GitStore:
+    """One repository, as applyonce sees it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        found = pygit2.discover_repository(str(path))
+        if found is None:
+            raise NotARepositoryError(f"{path} is not inside a Git repository")
+        self.repo = pygit2.Repository(found)
+
+    # --- where things are -------------------------------------------------------------------
+
+    @property
+    def workdir(self) -> Path | None:
+        return None if self.repo.is_bare else Path(self.repo.workdir)
+
+    @property
+    def common_dir(self) -> Path:
+        gitdir = Path(self.repo.path)
+        pointer = gitdir / "commondir"
+        if pointer.is_file():
+            return (gitdir / pointer.read_text().strip()).resolve()
+        return gitdir.resolve()
+
+    def resolve_branch(self, branch: str | None) -> str:
+        """``main`` -> ``refs/heads/main``; None -> the branch HEAD points at."""
+        if branch is None:
+            head = self.repo.references.get("HEAD")
+            if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                raise UsageError("HEAD is detached", hint="pass --branch NAME")
+            branch = str(head.target)
+        ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+        if not ref.startswith("refs/heads/") or not pygit2.reference_is_valid_name(ref):
+            raise UsageError(f"{branch!r} is not a valid branch name", hint="pass --branch NAME")
+        return ref
+
+    def tip(self, ref: str) -> str | None:
+        reference = self.repo.references.get(ref)
+        return None if reference is None else str(reference.resolve().target)
+
+    def tree_at(self, commit_id: str | None) -> GitTree:
+        if commit_id is None:
+            return GitTree(self.repo, None)
+        commit = self.repo[commit_id]
+        assert isinstance(commit, pygit2.Commit)
+        return GitTree(self.repo, commit.tree)
+
+    # --- writing objects ----------------------------------------------------------------------
+
+    def write_tree(self, base: GitTree, plan: TreePlan) -> tuple[str, dict[str, str]]:
+        """Write the blobs and trees of ``plan`` on top of ``base``.
+
+        Returns:
+            The new root tree ID and the blob ID of every written path.
+        """
+        edits: dict[str, tuple[pygit2.Oid, int] | None] = {path: None for path in plan.removed}
+        blobs: dict[str, str] = {}
+        for change in plan.changes:
+            if change.content is None:
+                edits[change.path] = None
+                continue
+            oid = self.repo.create_blob(change.content)
+            edits[change.path] = (oid, change.mode)
+            blobs[change.path] = str(oid)
+        root = self._build(base.tree, edits)
+        if root is None:
+            root = self.repo.TreeBuilder().write()
+        return str(root), blobs
+
+    def _build(
+        self, tree: pygit2.Tree | None, edits: dict[str, tuple[pygit2.Oid, int] | None]
+    ) -> pygit2.Oid | None:
+        builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
+        below: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
+        for path, value in edits.items():
+            head, _, rest = path.partition("/")
+            if rest:
+                below.setdefault(head, {})[rest] = value
+            elif value is None:
+                if builder.get(head) is not None:
+                    builder.remove(head)
+            else:
+                builder.insert(head, value[0], value[1])
+        for head, sub in below.items():
+            existing = builder.get(head)
+            subtree = None
+            if existing is not None and existing.filemode == MODE_TREE:
+                obj = self.repo[existing.id]
+                assert isinstance(obj, pygit2.Tree)
+                subtree = obj
+            new = self._build(subtree, sub)
+            if new is None:
+                if existing is not None:
+                    builder.remove(head)
+            else:
+                builder.insert(head, new, MODE_TREE)
+        if len(builder) == 0:
+            return None
+        return builder.write()
+
+    def signature(self) -> pygit2.Signature:
+        try:
+            return self.repo.default_signature
+        except (KeyError, pygit2.GitError):
+            return pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+
+    def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
+        """Create the commit object. No ref moves."""
+        sig = self.signature()
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree_id), parents)
+        return str(oid)
+
+    # --- the commit point ---------------------------------------------------------------------
+
+    def publish(self, ref: str, base: str | None, new: str, *, reason: str) -> None:
+        """Move ``ref`` from ``base`` to ``new`` by compare-and-swap.
+
+        Raises:
+            TipMovedError: the ref is not at ``base`` (another writer got there first).
+        """
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                if base is None:
+                    if self.repo.references.get(ref) is not None:
+                        raise TipMovedError(ref, None, self.tip(ref))
+                    self.repo.references.create(ref, pygit2.Oid(hex=new), force=False, message=reason)
+                    return
+                current = self.repo.references.get(ref)
+                if current is None or str(current.target) != base:
+                    raise TipMovedError(ref, base, None if current is None else str(current.target))
+                # set_target passes the value read above to libgit2 as the expected old value,
+                # checked under the ref's lock: a writer between the read and here makes it fail.
+                current.set_target(pygit2.Oid(hex=new), reason)
+                return
+            except pygit2.GitError as exc:
+                text = str(exc)
+                if "old reference value does not match" in text or "already exists" in text:
+                    raise TipMovedError(ref, base, self.tip(ref)) from None
+                if "lock" in text and attempt + 1 < _LOCK_RETRIES:
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                raise
+
+    # --- reading history ----------------------------------------------------------------------
+
+    def walk(self, tip: str | None, *, hide: str | None = None) -> Iterator[pygit2.Commit]:
+        """Commits reachable from ``tip`` and not from ``hide``, newest first."""
+        if tip is None:
+            return
+        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+        if hide is not None:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                walker.hide(pygit2.Oid(hex=hide))
+        yield from walker
+
+    def commits_with_call_id(
+        self, ref: str, call_id: str, *, since: str | None
+    ) -> list[str]:
+        """Commits on ``ref`` after ``since`` whose ``Call-Id`` trailer is ``call_id``."""
+        return [
+            str(commit.id)
+            for commit in self.walk(self.tip(ref), hide=since)
+            if trailers(commit).get("Call-Id") == call_id
+        ]
+
+    def has_object(self, oid: str) -> bool:
+        return oid in self.repo
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return bool(
+            self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
+        )
+
+    # --- the user's checkout ------------------------------------------------------------------
+
+    def checkouts_of(self, ref: str) -> list[pygit2.Repository]:
+        """The work trees (main and linked) whose HEAD is ``ref``."""
+        found: list[pygit2.Repository] = []
+        candidates: list[pygit2.Repository] = [self.repo]
+        for name in self.repo.list_worktrees():
+            with contextlib.suppress(pygit2.GitError, KeyError):
+                candidates.append(pygit2.Repository(self.repo.lookup_worktree(name).path))
+        for repo in candidates:
+            if repo.is_bare:
+                continue
+            head = repo.references.get("HEAD")
+            if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
+                if str(head.target) == ref:
+                    found.append(repo)
+        return found
+
+    def find_dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> None:
+        """Refuse the call if the checkout of ``ref`` has user changes on ``paths``.
+
+        Raises:
+            DirtyPathError: a touched path differs from the base (modified, staged, untracked).
+        """
+        for checkout in self.checkouts_of(ref):
+            root = Path(checkout.workdir)
+            index = checkout.index
+            index.read(False)
+            for path in paths:
+                expected = base.blob_id(path)
+                if _workdir_blob(root, path) != expected or _index_blob(index, path) != expected:
+                    state = "is untracked" if expected is None else "has uncommitted changes"
+                    raise DirtyPathError(
+                        f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
+                    )
+
+    def sync_checkouts(
+        self, ref: str, base_commit: str | None, paths: Iterable[str]
+    ) -> list[SyncReport]:
+        """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
+
+        A path is written only if the checkout still holds a version of it that the branch has had
+        since ``base_commit`` (in both the work tree and the index); anything else is the user's
+        and is left alone, and reported.
+        """
+        tip = self.tip(ref)
+        reports: list[SyncReport] = []
+        paths = list(paths)
+        for checkout in self.checkouts_of(ref):
+            root = Path(checkout.workdir)
+            tip_tree = self.tree_at(tip)
+            known = self._versions_since(tip, base_commit, paths)
+            written: list[str] = []
+            left: list[str] = []
+            index = checkout.index
+            index.read(False)
+            for path in paths:
+                target = tip_tree.blob_id(path)
+                current = _workdir_blob(root, path)
+                staged = _index_blob(index, path)
+                if current == target and staged == target:
+                    continue
+                if current not in known[path] or staged not in known[path]:
+                    left.append(path)
+                    continue
+                if not is_real_dir_chain(root, path):
+                    left.append(path)
+                    continue
+                full = root / path
+                if target is None:
+                    remove_file(full)
+                    prune_empty_dirs(full.parent, root)
+                    if staged is not None:
+                        index.remove(path)
+                else:
+                    data, mode = tip_tree.read(path)
+                    full.parent.mkdir(parents=True, exist_ok=True)
+                    if full.is_symlink() or full.is_dir():
+                        left.append(path)
+                        continue
+                    atomic_write(
+                        full, data, mode=0o755 if mode == MODE_EXEC else 0o644, durable=False
+                    )
+                    index.add(path)
+                written.append(path)
+            if written:
+                _write_index(index)
+            reports.append(SyncReport(str(root), tuple(written), tuple(left)))
+        return reports
+
+    def _versions_since(
+        self, tip: str | None, base_commit: str | None, paths: list[str]
+    ) -> dict[str, set[str | None]]:
+        """Every blob ID (None: absent) each path had from ``base_commit`` to ``tip``."""
+        versions: dict[str, set[str | None]] = {path: set() for path in paths}
+        commits = [self.tree_at(str(c.id)) for c in self.walk(tip, hide=base_commit)]
+        commits.append(self.tree_at(base_commit))
+        for tree in commits:
+            for path in paths:
+                versions[path].add(tree.blob_id(path))
+        return versions
+
+
+def _workdir_blob(root: Path, path: str) -> str | None:
+    full = root / path
+    try:
+        if full.is_symlink():
+            return str(pygit2.hash(os.readlink(full).encode()))
+        if not full.is_file():
+            return None if not full.exists() else "directory"
+        return str(pygit2.hashfile(str(full)))
+    except OSError:
+        return "unreadable"
+
+
+def _index_blob(index: pygit2.Index, path: str) -> str | None:
+    try:
+        return str(index[path].id)
+    except KeyError:
+        return None
+
+
+def _write_index(index: pygit2.Index) -> None:
+    for attempt in range(_LOCK_RETRIES):
+        try:
+            index.write()
+            return
+        except pygit2.GitError as exc:
+            if "lock" in str(exc) and attempt + 1 < _LOCK_RETRIES:
+                time.sleep(0.01 * (attempt + 1))
+                continue
+            raise
+
+
+def trailers(commit: pygit2.Commit) -> dict[str, str]:
+    """The commit's trailer block, as git parses it."""
+    try:
+        return dict(commit.message_trailers)
+    except (pygit2.GitError, ValueError):
+        return {}

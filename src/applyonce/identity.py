@@ -1,0 +1,181 @@
+"""Call identity (DESIGN §3): canonical JSON, normalised arguments, ``call_id``.
+
+    args_sha256 = sha256(canonical(args))
+    call_id     = sha256(canonical({"v": 1, "contract_sha256", "attempt", "tool", "tool_version",
+                                    "args_sha256"}))
+
+With a caller-supplied idempotency key the key replaces ``attempt`` and ``args_sha256``::
+
+    call_id     = sha256(canonical({"v": 1, "contract_sha256", "tool", "tool_version",
+                                    "idempotency_key"}))
+
+and ``args_sha256`` is still stored, so reusing the key with other arguments is detected.
+The default contract is the empty contract: ``sha256(b"")``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from applyonce.errors import UsageError
+from applyonce.patch.model import AddFile, DeleteFile, FileOp, Patch, UpdateFile
+from applyonce.paths import normalise_path
+
+TOOL = "apply_patch"
+TOOL_VERSION = "applyonce-patch/1"
+IDENTITY_VERSION = 1
+EMPTY_CONTRACT_SHA256 = hashlib.sha256(b"").hexdigest()
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+
+
+def canonical(value: Any) -> bytes:
+    """JSON with sorted keys and no insignificant whitespace. Floats are refused."""
+    _refuse_floats(value)
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _refuse_floats(value: Any) -> None:
+    if isinstance(value, float):
+        raise TypeError("identity values must not be floats")
+    if isinstance(value, dict):
+        for item in value.values():
+            _refuse_floats(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _refuse_floats(item)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_sha256_hex(value: str) -> bool:
+    return bool(_HEX64.match(value))
+
+
+class ApplyPatchArgs(BaseModel):
+    """The normalised arguments of one ``apply_patch`` call: what it changes, and where."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    operations: tuple[FileOp, ...] = Field(min_length=1)
+
+    @classmethod
+    def from_patch(cls, patch: Patch, *, ref: str, repo_root: str | None) -> ApplyPatchArgs:
+        """Normalise every path of ``patch`` (refusing unsafe ones) and pin the target ref.
+
+        Raises:
+            UnsafePathError: a path breaks a rule of ``paths.py``.
+        """
+        ops: list[FileOp] = []
+        for op in patch.operations:
+            path = normalise_path(op.path, repo_root=repo_root)
+            if isinstance(op, UpdateFile):
+                move_to = (
+                    None if op.move_to is None else normalise_path(op.move_to, repo_root=repo_root)
+                )
+                ops.append(op.model_copy(update={"path": path, "move_to": move_to}))
+            elif isinstance(op, AddFile | DeleteFile):
+                ops.append(op.model_copy(update={"path": path}))
+        return cls(ref=ref, operations=tuple(ops))
+
+    def patch(self) -> Patch:
+        return Patch(operations=self.operations)
+
+    def canonical(self) -> bytes:
+        return canonical(self.model_dump(mode="json"))
+
+    def sha256(self) -> str:
+        return sha256_hex(self.canonical())
+
+
+class CallIdentity(BaseModel):
+    """Everything the ``call_id`` is computed from, and the ``call_id`` itself."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    contract_sha256: str
+    attempt: int
+    tool: str = TOOL
+    tool_version: str = TOOL_VERSION
+    args_sha256: str
+    idempotency_key: str | None = None
+
+    @classmethod
+    def compute(
+        cls,
+        args_sha256: str,
+        *,
+        contract_sha256: str = EMPTY_CONTRACT_SHA256,
+        attempt: int = 1,
+        idempotency_key: str | None = None,
+        tool: str = TOOL,
+        tool_version: str = TOOL_VERSION,
+    ) -> CallIdentity:
+        """Build the identity of a call.
+
+        Raises:
+            UsageError: a malformed contract digest, attempt or key.
+        """
+        if not is_sha256_hex(contract_sha256):
+            raise UsageError(
+                f"contract digest {contract_sha256[:80]!r} is not 64 lowercase hex digits",
+                hint="pass --contract FILE or --contract-sha with a sha256 hex digest",
+            )
+        if attempt < 1:
+            raise UsageError(f"attempt must be 1 or more, not {attempt}", hint="pass --attempt N")
+        if idempotency_key is not None and not _KEY.match(idempotency_key):
+            raise UsageError(
+                "the idempotency key must be 1-200 printable ASCII characters without spaces",
+                hint="pass a key such as the harness's run and step IDs",
+            )
+        fields = dict(
+            contract_sha256=contract_sha256,
+            attempt=attempt,
+            tool=tool,
+            tool_version=tool_version,
+            args_sha256=args_sha256,
+            idempotency_key=idempotency_key,
+        )
+        return cls(call_id=call_id_of(**fields), **fields)
+
+    def recompute(self) -> str:
+        return call_id_of(
+            contract_sha256=self.contract_sha256,
+            attempt=self.attempt,
+            tool=self.tool,
+            tool_version=self.tool_version,
+            args_sha256=self.args_sha256,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+def call_id_of(
+    *,
+    contract_sha256: str,
+    attempt: int,
+    tool: str,
+    tool_version: str,
+    args_sha256: str,
+    idempotency_key: str | None,
+) -> str:
+    """The ``call_id`` formula of DESIGN §3."""
+    body: dict[str, Any] = {
+        "v": IDENTITY_VERSION,
+        "contract_sha256": contract_sha256,
+        "tool": tool,
+        "tool_version": tool_version,
+    }
+    if idempotency_key is None:
+        body.update(attempt=attempt, args_sha256=args_sha256)
+    else:
+        body["idempotency_key"] = idempotency_key
+    return sha256_hex(canonical(body))

@@ -1,0 +1,190 @@
+"""Receipts (DESIGN §4): one JSON file per call, written atomically, verified on every read.
+
+``<state>/receipts/<call_id>.json``. A receipt is never trusted as read: its ``call_id`` must
+recompute from its own fields, its ``output_sha256`` must match its output, its digest must match the
+one the ledger recorded when it was written, and a committed receipt's files must match the commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from applyonce.errors import StateError
+from applyonce.fsutil import atomic_write
+from applyonce.identity import CallIdentity, is_sha256_hex
+
+SCHEMA = 1
+Status = Literal["prepared", "committed", "rejected", "unknown"]
+TERMINAL: frozenset[str] = frozenset({"committed", "rejected"})
+
+
+class ReceiptError(StateError):
+    """A receipt is unreadable, or does not agree with itself, the ledger or Git."""
+
+    kind = "receipt-invalid"
+    default_hint = "run 'applyonce audit' to see what differs; do not trust this receipt"
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class FileRecord(BaseModel):
+    """One changed path. ``blob`` and ``sha256`` are None for a deletion."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    path: str
+    action: Literal["add", "update", "delete", "move"]
+    from_: str | None = Field(default=None, alias="from")
+    blob: str | None
+    sha256: str | None
+    mode: str | None
+
+
+class CheckRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    exit_code: int | None
+    duration_ms: int
+    output_tail: str
+
+
+class Receipt(BaseModel):
+    """The record of one call. Field names are a contract (DESIGN §4)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    schema_: int = Field(default=SCHEMA, alias="schema")
+    call_id: str
+    status: Status
+    execution_id: str
+    tool: str
+    tool_version: str
+    contract_sha256: str
+    attempt: int
+    args_sha256: str
+    idempotency_key: str | None = None
+    tool_call_id: str | None = None
+    ref: str
+    base_commit: str | None = None
+    commit: str | None = None
+    files: tuple[FileRecord, ...] = ()
+    match_levels: dict[str, list[str]] = Field(default_factory=dict)
+    checks: tuple[CheckRecord, ...] = ()
+    output: str = ""
+    output_sha256: str = ""
+    exit_code: int | None = None
+    error: dict[str, Any] | None = None
+    reconciled: bool = False
+    created_at: str
+    updated_at: str
+
+    @property
+    def identity(self) -> CallIdentity:
+        return CallIdentity(
+            call_id=self.call_id,
+            contract_sha256=self.contract_sha256,
+            attempt=self.attempt,
+            tool=self.tool,
+            tool_version=self.tool_version,
+            args_sha256=self.args_sha256,
+            idempotency_key=self.idempotency_key,
+        )
+
+    @property
+    def retryable(self) -> bool:
+        return self.status == "rejected" and bool(self.error and self.error.get("retryable"))
+
+    def to_json(self) -> bytes:
+        return (
+            orjson.dumps(
+                self.model_dump(mode="json", by_alias=True),
+                option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2,
+            )
+            + b"\n"
+        )
+
+    def with_output(self, output: str, **update: Any) -> Receipt:
+        return self.model_copy(
+            update={
+                "output": output,
+                "output_sha256": hashlib.sha256(output.encode()).hexdigest(),
+                "updated_at": now(),
+                **update,
+            }
+        )
+
+
+class ReceiptStore:
+    """The receipts directory. Only applyonce writes here."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "receipts"
+
+    def path(self, call_id: str) -> Path:
+        if not is_sha256_hex(call_id):
+            raise ReceiptError(f"{call_id[:80]!r} is not a call ID (64 lowercase hex digits)")
+        return self.dir / f"{call_id}.json"
+
+    def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
+        """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        data = receipt.to_json()
+        atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
+        return hashlib.sha256(data).hexdigest()
+
+    def read_bytes(self, call_id: str) -> bytes | None:
+        try:
+            return self.path(call_id).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def load(self, call_id: str, *, expected_sha256: str | None = None) -> Receipt | None:
+        """Read and verify the receipt of ``call_id`` (None if there is none).
+
+        Raises:
+            ReceiptError: unreadable, or disagrees with itself or with ``expected_sha256``.
+        """
+        data = self.read_bytes(call_id)
+        if data is None:
+            return None
+        return parse_receipt(data, call_id=call_id, expected_sha256=expected_sha256)
+
+    def call_ids(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.dir.glob("*.json") if is_sha256_hex(p.stem))
+
+
+def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = None) -> Receipt:
+    """Parse and self-verify receipt bytes. See :class:`ReceiptStore`."""
+    short = call_id[:12]
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        raise ReceiptError(
+            f"receipt {short} was changed after applyonce wrote it", call_id=call_id
+        )
+    try:
+        receipt = Receipt.model_validate(orjson.loads(data))
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        first = str(exc).splitlines()[0][:120]
+        raise ReceiptError(f"receipt {short} is unreadable ({first})", call_id=call_id) from None
+    if receipt.schema_ != SCHEMA:
+        raise ReceiptError(f"receipt {short} has unknown schema {receipt.schema_}", call_id=call_id)
+    if receipt.call_id != call_id or receipt.identity.recompute() != call_id:
+        raise ReceiptError(
+            f"receipt {short}: its call ID does not recompute from its fields", call_id=call_id
+        )
+    if receipt.output_sha256 and (
+        hashlib.sha256(receipt.output.encode()).hexdigest() != receipt.output_sha256
+    ):
+        raise ReceiptError(f"receipt {short}: output does not match output_sha256", call_id=call_id)
+    return receipt

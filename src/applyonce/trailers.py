@@ -1,0 +1,70 @@
+"""The commit message of an applyonce commit (DESIGN §2)::
+
+    apply_patch: M src/price.py, A tests/test_price.py
+
+    Call-Id: <64 hex>
+    Contract-Sha256: <64 hex>
+    Attempt: 1
+    Tool: apply_patch
+    Tool-Version: applyonce-patch/1
+    Args-Sha256: <64 hex>
+    Idempotency-Key: <key>          (only in key mode)
+    Tool-Call-Id: call_report       (only when the harness gave one)
+
+The trailer block is the last paragraph, one ``Key: value`` per line, as ``git interpret-trailers``
+parses it. A subject that would pass 72 characters names the first files and counts the rest; the
+full list is then in the body.
+"""
+
+from __future__ import annotations
+
+from applyonce.identity import CallIdentity
+from applyonce.plan import TreePlan
+
+SUBJECT_LIMIT = 72
+
+
+def build_message(plan: TreePlan, ident: CallIdentity, *, tool_call_id: str | None) -> str:
+    entries = plan.summary_lines()
+    subject = f"{ident.tool}: " + ", ".join(entries)
+    body = ""
+    if len(subject) > SUBJECT_LIMIT:
+        shown: list[str] = []
+        for entry in entries:
+            rest = len(entries) - len(shown) - 1
+            candidate = f"{ident.tool}: " + ", ".join([*shown, entry]) + f" (+{rest} more)"
+            if len(candidate) > SUBJECT_LIMIT and shown:
+                break
+            shown.append(entry)
+        more = len(entries) - len(shown)
+        subject = f"{ident.tool}: " + ", ".join(shown) + (f" (+{more} more)" if more else "")
+        body = "\n".join(entries) + "\n\n"
+    lines = [
+        f"Call-Id: {ident.call_id}",
+        f"Contract-Sha256: {ident.contract_sha256}",
+        f"Attempt: {ident.attempt}",
+        f"Tool: {ident.tool}",
+        f"Tool-Version: {ident.tool_version}",
+        f"Args-Sha256: {ident.args_sha256}",
+    ]
+    if ident.idempotency_key is not None:
+        lines.append(f"Idempotency-Key: {ident.idempotency_key}")
+    if tool_call_id is not None:
+        lines.append(f"Tool-Call-Id: {tool_call_id}")
+    return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
+
+
+def identity_from_trailers(trailers: dict[str, str]) -> CallIdentity | None:
+    """The identity a commit's trailers state, or None if they are not an applyonce block."""
+    try:
+        return CallIdentity(
+            call_id=trailers["Call-Id"],
+            contract_sha256=trailers["Contract-Sha256"],
+            attempt=int(trailers.get("Attempt", "1")),
+            tool=trailers["Tool"],
+            tool_version=trailers["Tool-Version"],
+            args_sha256=trailers["Args-Sha256"],
+            idempotency_key=trailers.get("Idempotency-Key"),
+        )
+    except (KeyError, ValueError):
+        return None
