@@ -19,7 +19,7 @@ from typing import Annotated, NoReturn
 import orjson
 import typer
 
-from applyonce import __version__
+import applyonce
 from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, ApplyOnceError, UsageError
 from applyonce.executor import CallOptions, Executor, PlanView, contract_digest
 from applyonce.identity import EMPTY_CONTRACT_SHA256
@@ -64,7 +64,7 @@ def error_boundary() -> Iterator[None]:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         fd, log = tempfile.mkstemp(prefix=f"applyonce-crash-{stamp}-", suffix=".log")
         with os.fdopen(fd, "w") as handle:
-            handle.write(f"applyonce {__version__}\nargv: {sys.argv!r}\n\n")
+            handle.write(f"applyonce {applyonce.__version__}\nargv: {sys.argv!r}\n\n")
             handle.write(traceback.format_exc())
         typer.echo(
             f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}; "
@@ -314,7 +314,7 @@ def demo(
 @app.command()
 def version() -> None:
     """Print the version."""
-    typer.echo(f"applyonce {__version__}")
+    typer.echo(f"applyonce {applyonce.__version__}")
 
 
 def main() -> None:

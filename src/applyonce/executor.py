@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from applyonce.checks import CheckFailedError, builtin_checks, run_command, scratch_checkout
 from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
@@ -160,8 +161,13 @@ class Executor:
 
     # --- the call -----------------------------------------------------------------------------
 
-    def apply(self, patch_text: str, options: CallOptions | None = None) -> Receipt:
+    def apply(
+        self, patch_text: str, options: CallOptions | None = None, **option_fields: Any
+    ) -> Receipt:
         """Apply ``patch_text`` exactly once; return the call's receipt.
+
+        Options come as a :class:`CallOptions` or as its fields by keyword
+        (``apply(text, tool_call_id="call_1", checks=["pytest -q"])``).
 
         A call that already finished returns its stored receipt and nothing runs. A rejection is a
         receipt too (``status == "rejected"``); only failures that leave no receipt raise.
@@ -169,18 +175,22 @@ class Executor:
         Raises:
             ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
         """
-        options = options or CallOptions()
+        options = options or CallOptions(**option_fields)
         args, ident = self.identify(patch_text, options)
         claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me())
         fault("after-claim")
         if claim.outcome == "replay":
-            return self.stored_receipt(ident.call_id)
+            receipt = self.stored_receipt(ident.call_id)
+            if receipt.status == "committed" and claim.row is not None and not claim.row.synced:
+                options.sync_reports.extend(self.sync_checkout(receipt))
+            return receipt
         if claim.outcome == "unknown":
             raise UnknownOutcomeError(
                 f"call {ident.call_id[:12]}'s outcome is unknown", call_id=ident.call_id
             )
         found = self._find_published(claim, ident, args.ref)
         if found is not None:
+            options.sync_reports.extend(self.sync_checkout(found))
             return found
         return self._execute(args, ident, claim.execution_id, options)
 

@@ -323,6 +323,8 @@ class GitStore:
             index = checkout.index
             index.read(False)
             for path in paths:
+                if base.kind(path) in ("dir", "submodule"):
+                    continue  # not a file: the planner refuses the operation itself
                 expected = base.blob_id(path)
                 if _workdir_blob(root, path) != expected or _index_blob(index, path) != expected:
                     state = "is untracked" if expected is None else "has uncommitted changes"

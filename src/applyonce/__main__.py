@@ -1,0 +1,3 @@
+from applyonce.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""``applyonce demo``: a workspace's recorded agent calls, run end to end on a scratch repo.
+
+A workspace is a folder with ``files/`` (the project), ``contract.md`` (the task contract) and
+``calls.jsonl`` (one agent tool call a line: ``tool_call_id``, ``note``, ``patch`` or ``repeat_of``,
+and optionally ``fault``, a fault point at which that process is killed with SIGKILL). Each call runs
+as a real ``applyonce apply`` process, so the crash is a real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pygit2
+
+from applyonce.errors import UsageError
+from applyonce.faults import ENV as FAULT_ENV
+
+Echo = Callable[[str], None]
+SOURCE_WORKSPACE = Path(__file__).resolve().parents[2] / "workspaces" / "demo"
+
+
+def _git(repo: Path, *args: str) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    )
+    return result.stdout
+
+
+def _build_repo(workspace: Path, into: Path) -> None:
+    shutil.copytree(workspace / "files", into, dirs_exist_ok=True)
+    repo = pygit2.init_repository(str(into), initial_head="main")
+    repo.index.add_all()
+    repo.index.write()
+    tree = repo.index.write_tree()
+    sig = pygit2.Signature("demo", "demo@example.invalid")
+    repo.create_commit("refs/heads/main", sig, sig, "the example project", tree, [])
+    config = repo.config
+    config["user.name"] = "applyonce demo"
+    config["user.email"] = "demo@example.invalid"
+
+
+def _commits_with(repo: Path, call_id: str) -> int:
+    out = _git(repo, "log", "--format=%(trailers:key=Call-Id,valueonly)")
+    return sum(1 for line in out.splitlines() if line.strip() == call_id)
+
+
+def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
+    """Run the workspace; return the exit code (0 when every step behaved as promised)."""
+    workspace = workspace or SOURCE_WORKSPACE
+    if not (workspace / "calls.jsonl").is_file():
+        raise UsageError(
+            f"no demo workspace at {workspace}", hint="pass --workspace with a folder holding calls.jsonl"
+        )
+    target = into or Path(tempfile.mkdtemp(prefix="applyonce-demo-"))
+    if into is not None and into.exists() and any(into.iterdir()):
+        raise UsageError(f"{into} is not empty", hint="pass --into with a new or empty folder")
+    _build_repo(workspace, target)
+    contract = workspace / "contract.md"
+    calls = [orjson.loads(line) for line in (workspace / "calls.jsonl").read_bytes().splitlines() if line.strip()]
+    echo(f"applyonce demo: {len(calls)} recorded agent calls on a scratch repo at {target}")
+    failures = 0
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    for number, call in enumerate(calls, start=1):
+        source = calls[call["repeat_of"]] if "repeat_of" in call else call
+        echo(f"\n[{number}] {call['tool_call_id']}: {call['note']}")
+        patch_file = target / ".git" / f"demo-call-{number}.patch"
+        patch_file.write_text(source["patch"])
+        run_env = dict(env)
+        if call.get("fault"):
+            run_env[FAULT_ENV] = call["fault"]
+        before = _git(target, "rev-parse", "HEAD").strip()
+        proc = subprocess.run(
+            [sys.executable, "-m", "applyonce", "apply", str(patch_file), "--repo", str(target),
+             "--contract", str(contract), "--tool-call-id", call["tool_call_id"], "--json"],
+            capture_output=True, env=run_env,
+        )
+        after = _git(target, "rev-parse", "HEAD").strip()
+        if proc.returncode < 0:
+            echo(f"    the process was killed (SIGKILL at {call['fault']})")
+            echo(f"    the branch moved: {'yes' if before != after else 'no'}; "
+                 "the receipt still says: prepared")
+            continue
+        if not proc.stdout:
+            echo(f"    exit {proc.returncode}: {proc.stderr.decode().strip()}")
+            failures += 1
+            continue
+        receipt = orjson.loads(proc.stdout)
+        call_id = receipt["call_id"]
+        if receipt["status"] == "committed":
+            how = "reconciled from Git, not applied again" if receipt["reconciled"] else (
+                "replayed: stored receipt, nothing ran" if before == after and "repeat_of" in call
+                else "new commit")
+            files = ", ".join(f"{f['action']} {f['path']}" for f in receipt["files"])
+            echo(f"    committed {receipt['commit'][:12]} ({how}): {files}")
+            count = _commits_with(target, call_id)
+            echo(f"    commits carrying Call-Id {call_id[:12]}: {count}")
+            failures += count != 1
+        else:
+            echo(f"    {receipt['status']} (exit {proc.returncode}): {receipt['output'].strip()}")
+            echo(f"    the branch moved: {'yes' if before != after else 'no'}; "
+                 f"checkout clean: {'yes' if not _git(target, 'status', '--porcelain', '-uno') else 'no'}")
+            failures += before != after
+    echo("\ngit log (subject and Call-Id trailer):")
+    log = _git(target, "log", "--format=%h %s%n        Call-Id: %(trailers:key=Call-Id,valueonly)")
+    for line in log.splitlines():
+        if line.strip() and line.strip() != "Call-Id:":
+            echo(f"  {line}")
+    fsck = subprocess.run(["git", "-C", str(target), "fsck", "--strict"], capture_output=True)
+    echo(f"\ngit fsck --strict: {'clean' if fsck.returncode == 0 else 'PROBLEMS'}")
+    failures += fsck.returncode != 0
+    echo(f"the scratch repo stays at {target}; delete it when done")
+    return 0 if failures == 0 else 1

@@ -1,0 +1,139 @@
+"""Shared fixtures: hermetic Git, real repositories in tmp_path, the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.invalid",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user or system git config leaks into a test, and no fault is armed by accident."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("APPLYONCE_FAULT", raising=False)
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
+
+
+def write_files(root: Path, files: Mapping[str, bytes | str]) -> None:
+    for path, content in files.items():
+        full = root / path
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_bytes(content.encode() if isinstance(content, str) else content)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` except ``.git``, with its bytes."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+@dataclass
+class Repo:
+    path: Path
+
+    def git(self, *args: str, check: bool = True) -> str:
+        return git(self.path, *args, check=check)
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD").strip()
+
+    def commit_count(self) -> int:
+        return int(self.git("rev-list", "--count", "HEAD").strip())
+
+    def call_ids(self) -> list[str]:
+        out = self.git("log", "--format=%(trailers:key=Call-Id,valueonly)")
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def state_dir(self) -> Path:
+        return self.path / ".git" / "applyonce"
+
+    def files(self) -> dict[str, bytes]:
+        return snapshot(self.path)
+
+
+def make_repo(root: Path, files: Mapping[str, bytes | str] | None = None, *, bare: bool = False) -> Repo:
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main", *(["--bare"] if bare else []))
+    git(root, "config", "core.autocrlf", "false")
+    if files is not None and not bare:
+        write_files(root, files)
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "--allow-empty", "-m", "base")
+    return Repo(root)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    return make_repo(
+        tmp_path / "repo",
+        {
+            "src/app.py": "def greet(name):\n    return 'hello ' + name\n",
+            "src/util.py": "VALUE = 1\n",
+            "README.md": "# demo\n",
+        },
+    )
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(
+    *args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None,
+    cwd: Path | None = None, timeout: float = 60,
+) -> Run:
+    """The real ``applyonce`` in its own process."""
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run(
+        [sys.executable, "-m", "applyonce", *args],
+        input=data,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+@pytest.fixture
+def cli() -> Iterator[object]:
+    yield run_cli

@@ -1,0 +1,1 @@
+"""A tiny shop, the example project of the applyonce demo."""
