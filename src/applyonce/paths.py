@@ -17,6 +17,7 @@ Symlinked parents are refused too, but that needs the tree: see ``plan.py`` and 
 from __future__ import annotations
 
 import posixpath
+import unicodedata
 
 from applyonce.errors import ApplyOnceError
 
@@ -49,7 +50,8 @@ def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
     shown = repr(raw[:120])
     if "\x00" in raw:
         raise UnsafePathError(f"path {shown} contains a NUL byte", path=raw)
-    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in raw):
+    # Category Cc: C0 (incl. TAB, LF), DEL and C1 (U+0080..U+009F: NEL, CSI, …).
+    if any(unicodedata.category(ch) == "Cc" for ch in raw):
         raise UnsafePathError(f"path {shown} contains a control character", path=raw)
     path = raw.strip()
     if not path:

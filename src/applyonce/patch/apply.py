@@ -139,7 +139,8 @@ def _find(
         want = [normalise(p) for p in pattern]
         if at_end:
             pos = n - m
-            if pos >= 0 and keys[pos:] == want:
+            # ``pos >= start``: the end of the file may not reach back into an earlier hunk's lines.
+            if pos >= start and keys[pos:] == want:
                 return pos, level
             continue
         first, i = want[0], start
@@ -193,6 +194,7 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
             at = cursor if hunk.anchors and not hunk.end_of_file else len(text.bodies)
             edits.append(_Edit(at, at, hunk, 0))
             levels.append(MatchLevel.EXACT)
+            cursor = at  # later hunks are searched after this one, so edits never go backwards
             continue
         found, trim = _find(text, old, cursor, at_end=hunk.end_of_file), 0
         if found is None:

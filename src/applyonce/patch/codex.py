@@ -158,6 +158,9 @@ class _Parser:
             if not stripped:
                 self.pos += 1
                 continue
+            if stripped + " " in _HEADERS:
+                # "*** Add File:" with nothing after it: stripping removed the header's space.
+                raise self.error(f"{stripped!r} needs a path")
             if stripped.startswith(ADD):
                 operations.append(self.parse_add(_header_path(stripped, ADD)))
             elif stripped.startswith(DELETE):
@@ -194,21 +197,26 @@ class _Parser:
 
     def parse_update(self, path: str) -> UpdateFile:
         self.check_path(self.lines[self.pos].strip(), UPDATE)
+        header_line = self.first_line + self.pos
         self.pos += 1
         move_to: str | None = None
-        if self.pos < len(self.lines) and self.lines[self.pos].strip().startswith(MOVE):
+        if self.pos < len(self.lines) and (self.lines[self.pos].strip() + " ").startswith(MOVE):
             move_to = _header_path(self.lines[self.pos].strip(), MOVE)
             if not move_to:
                 raise self.error("'*** Move to:' needs a path")
             self.pos += 1
         hunks: list[Hunk] = []
         while self.pos < len(self.lines) and not self.at_header():
+            if not self.lines[self.pos].strip() and self._only_blanks_until_boundary():
+                # Blank lines before a hunk header, after '*** End of File' or '*** Move to:', or
+                # before the next operation are padding, not a hunk.
+                self.pos += 1
+                continue
             hunks.append(self.parse_hunk(allow_bare=not hunks))
-        # Trailing blank lines belong to no hunk: they were consumed as context only if a hunk
-        # line followed them, see parse_hunk.
         if not hunks and move_to is None:
-            raise self.error(
+            raise PatchSyntaxError(
                 f"'*** Update File: {path}' has no hunks",
+                line=header_line,
                 hint="add at least one '@@' hunk with '-'/'+' lines, or remove the operation",
             )
         return UpdateFile(path=path, move_to=move_to, hunks=tuple(hunks))
@@ -257,11 +265,17 @@ class _Parser:
                     hint="prefix context lines with a space",
                 )
             self.pos += 1
+        # Both errors point at the hunk's first line, not at whatever follows the hunk.
         if not body:
-            raise self.error("a hunk has no lines", hint="give the hunk '-'/'+' or context lines")
+            raise PatchSyntaxError(
+                "a hunk has no lines",
+                line=source_line,
+                hint="give the hunk '-'/'+' or context lines",
+            )
         if all(line.kind == " " for line in body):
-            raise self.error(
+            raise PatchSyntaxError(
                 "a hunk has only context lines and changes nothing",
+                line=source_line,
                 hint="add '-'/'+' lines or drop the hunk",
             )
         return Hunk(

@@ -2,7 +2,8 @@
 
 A patch is an ordered list of file operations. It says *what* should change, never how it was
 spelled: two spellings of one change (CRLF patch text, a heredoc wrapper, padded markers) parse to
-equal models, which is what makes the call identity stable (DESIGN §3).
+models with equal dumps (``model_dump()``; only where a hunk sat in the text differs, and that is
+excluded), which is what makes the call identity stable (DESIGN §3).
 """
 
 from __future__ import annotations

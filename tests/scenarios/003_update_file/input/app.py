@@ -1,0 +1,9 @@
+import sys
+
+
+def greet(name):
+    return "hi " + name
+
+
+def main():
+    print(greet(sys.argv[1]))

@@ -1,0 +1,3 @@
+# module
+VERSION = 2
+NAME = 'x'

@@ -1,0 +1,3 @@
+# module
+VERSION = 1
+NAME = 'x'

@@ -1,0 +1,4 @@
+def calc():  
+    x = 1	
+    y = 2   
+    return x + y 

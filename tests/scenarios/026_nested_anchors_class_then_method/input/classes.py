@@ -1,0 +1,8 @@
+class B:
+    def f(self):
+        return 1
+
+
+class A:
+    def f(self):
+        return 1
