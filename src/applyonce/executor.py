@@ -28,7 +28,7 @@ from applyonce.gitstore import GitStore, GitTree, SyncReport, TipMovedError, tra
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.ledger import Claim, Ledger, Owner
 from applyonce.patch import PatchFormat, parse
-from applyonce.plan import TreePlan, plan
+from applyonce.plan import TreePlan, check_parents, plan
 from applyonce.receipts import (
     CheckRecord,
     FileRecord,
@@ -177,6 +177,10 @@ class Executor:
         """
         options = options or CallOptions(**option_fields)
         args, ident = self.identify(patch_text, options)
+        # Hostile paths are refused before any state exists; the tip's tree tells symlinked parents.
+        tip_tree = self.git.tree_at(self.git.tip(args.ref))
+        for path in args.patch().touched_paths():
+            check_parents(tip_tree, path)
         claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me())
         fault("after-claim")
         if claim.outcome == "replay":

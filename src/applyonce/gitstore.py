@@ -59,6 +59,14 @@ class TipMovedError(ConflictError):
         self.actual = actual
 
 
+class LockedError(ConflictError):
+    """A ref or index lock file is held longer than a writer should need."""
+
+    kind = "locked"
+    default_retryable = True
+    default_hint = "if no git or applyonce process is running, run 'applyonce recover'"
+
+
 class DirtyPathError(ConflictError):
     """A path the patch touches has uncommitted changes (or is untracked) in the checkout."""
 
@@ -244,7 +252,7 @@ class GitStore:
                 if base is None:
                     if self.repo.references.get(ref) is not None:
                         raise TipMovedError(ref, None, self.tip(ref))
-                    self.repo.references.create(ref, pygit2.Oid(hex=new), force=False, message=reason)
+                    self.repo.create_reference_direct(ref, pygit2.Oid(hex=new), False, message=reason)
                     return
                 current = self.repo.references.get(ref)
                 if current is None or str(current.target) != base:
@@ -253,14 +261,16 @@ class GitStore:
                 # checked under the ref's lock: a writer between the read and here makes it fail.
                 current.set_target(pygit2.Oid(hex=new), reason)
                 return
-            except pygit2.GitError as exc:
+            except (pygit2.GitError, OSError) as exc:
                 text = str(exc)
                 if "old reference value does not match" in text or "already exists" in text:
                     raise TipMovedError(ref, base, self.tip(ref)) from None
-                if "lock" in text and attempt + 1 < _LOCK_RETRIES:
+                if "lock" not in text:
+                    raise
+                if attempt + 1 < _LOCK_RETRIES:
                     time.sleep(0.01 * (attempt + 1))
                     continue
-                raise
+                raise LockedError(f"{ref} stays locked by another writer ({text.strip()})") from None
 
     # --- reading history ----------------------------------------------------------------------
 
@@ -423,11 +433,13 @@ def _write_index(index: pygit2.Index) -> None:
         try:
             index.write()
             return
-        except pygit2.GitError as exc:
-            if "lock" in str(exc) and attempt + 1 < _LOCK_RETRIES:
+        except (pygit2.GitError, OSError) as exc:
+            if "lock" not in str(exc):
+                raise
+            if attempt + 1 < _LOCK_RETRIES:
                 time.sleep(0.01 * (attempt + 1))
                 continue
-            raise
+            raise LockedError(f"the index stays locked by another writer ({exc})") from None
 
 
 def trailers(commit: pygit2.Commit) -> dict[str, str]:

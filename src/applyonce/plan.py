@@ -94,7 +94,7 @@ def check_unique_paths(patch: Patch) -> None:
             seen[target] = number
 
 
-def _check_parents(base: TreeReader, path: str) -> None:
+def check_parents(base: TreeReader, path: str) -> None:
     for parent in parents(path):
         kind = base.kind(parent)
         if kind == "symlink":
@@ -123,7 +123,7 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
     changes: list[FileChange] = []
     removed: list[str] = []
     for op in patch.operations:
-        _check_parents(base, op.path)
+        check_parents(base, op.path)
         if isinstance(op, AddFile):
             kind = base.kind(op.path)
             if kind in ("dir", "submodule"):
@@ -147,7 +147,7 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
             if op.move_to is None:
                 changes.append(FileChange(op.path, "update", data, mode, None, tuple(levels)))
                 continue
-            _check_parents(base, op.move_to)
+            check_parents(base, op.move_to)
             dest = base.kind(op.move_to)
             if dest in ("dir", "submodule"):
                 raise PlanError(f"cannot move to {op.move_to}: a {dest} is there", path=op.move_to)
