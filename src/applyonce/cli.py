@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -93,21 +93,28 @@ def _read_patch(patch: str) -> str:
         ) from None
 
 
-def _ask_on_terminal(view: PlanView) -> bool:
+def _terminal_approver() -> Callable[[PlanView], bool]:
+    """An approver that shows the plan and asks on the terminal (not stdin: it may carry the patch).
+
+    Opened before the call starts, so a missing terminal is a usage error and not a rejection.
+    """
     try:
-        tty = open("/dev/tty", "r+")  # noqa: SIM115 - stdin may carry the patch itself
+        reader = open("/dev/tty", encoding="utf-8")  # noqa: SIM115 - kept for the callback
+        writer = open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115
     except OSError:
         raise UsageError(
             "--confirm needs a terminal to ask on", hint="run it interactively, or drop --confirm"
         ) from None
-    with tty:
-        tty.write(f"applyonce: call {view.call_id[:12]} on {view.ref}\n")
+
+    def ask(view: PlanView) -> bool:
+        writer.write(f"applyonce: call {view.call_id[:12]} on {view.ref}\n")
         for line in view.lines():
-            tty.write(f"  {line}\n")
-        tty.write("Apply this patch? [y/N] ")
-        tty.flush()
-        answer = tty.readline().strip().lower()
-    return answer in ("y", "yes")
+            writer.write(f"  {line}\n")
+        writer.write("Apply this patch? [y/N] ")
+        writer.flush()
+        return reader.readline().strip().lower() in ("y", "yes")
+
+    return ask
 
 
 def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
@@ -166,7 +173,7 @@ def apply(
             checks=check or [],
             check_timeout=check_timeout,
             protect=protect or [],
-            approve=_ask_on_terminal if confirm else None,
+            approve=_terminal_approver() if confirm else None,
             require_approval=confirm,
         )
         text = _read_patch(patch)
