@@ -302,6 +302,125 @@ def log(
             typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
 
 
+def _emit_json(data: object) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@app.command()
+def recover(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Finish every interrupted call by asking Git; never applies a patch twice."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        report = executor.recover()
+        if json:
+            _emit_json(
+                {
+                    "outcomes": [o.__dict__ for o in report.outcomes],
+                    "removed": report.removed,
+                    "notes": report.notes,
+                }
+            )
+            return
+        for note in report.notes:
+            typer.echo(f"note: {note}")
+        if not report.outcomes:
+            typer.echo("nothing to recover: every call is settled")
+        else:
+            typer.echo(f"{'call':<12}  {'was':<9}  {'now':<9}  why")
+            for o in report.outcomes:
+                typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
+        if report.removed:
+            typer.echo(f"removed {len(report.removed)} stale file(s): " + ", ".join(
+                Path(p).name for p in report.removed[:5]) + (" …" if len(report.removed) > 5 else ""))
+        if any(o.now == "unknown" for o in report.outcomes):
+            raise typer.Exit(5)
+
+
+@app.command()
+def replay(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        report = executor.replay()
+        if json:
+            _emit_json(report.to_dict())
+        else:
+            for d in report.decisions:
+                mark = "ok" if d.agrees else "DISAGREES"
+                first = d.output.splitlines()[0] if d.output else ""
+                typer.echo(f"{d.call_id[:12]}  {d.state:<9}  exit {d.exit_code!s:<4}  {mark:<9}  {first[:60]}")
+                for problem in d.problems:
+                    typer.echo(f"    {problem}")
+            typer.echo(
+                f"replayed {len(report.decisions)} call(s): "
+                + ("all agree" if not report.disagreements else f"{report.disagreements} disagree")
+            )
+        if report.disagreements:
+            raise typer.Exit(1)
+
+
+@app.command()
+def audit(
+    repo: RepoOpt = Path("."),
+    branch: Annotated[str | None, typer.Option("--ref", "--branch", help="Branch to audit [default: HEAD's].")] = None,
+    since: Annotated[str | None, typer.Option(help="Only commits after this revision.")] = None,
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Check every Call-Id commit against its receipt (exit 0 clean, 1 problems)."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        progress = None
+        if sys.stderr.isatty() and not json:
+            def progress(count: int) -> None:
+                sys.stderr.write(f"\raudit: {count} commits read")
+                sys.stderr.flush()
+        report = executor.audit(branch=branch, since=since, progress=progress)
+        if progress is not None:
+            sys.stderr.write("\r\033[K")
+        if json:
+            _emit_json(report.to_dict())
+        else:
+            for p in report.problems:
+                typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
+            verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
+            typer.echo(
+                f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
+                f"{report.receipts} receipt(s): {verdict}"
+            )
+        if not report.clean:
+            raise typer.Exit(1)
+
+
+@app.command()
+def resolve(
+    call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
+    as_: Annotated[str, typer.Option("--as", help="committed or rejected.")],
+    note: Annotated[str, typer.Option(help="Why: recorded in the ledger and the receipt.")],
+    commit: Annotated[str | None, typer.Option(help="With --as committed: the commit that counts.")] = None,
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Settle a call whose outcome is unknown, by a person's decision."""
+    with error_boundary():
+        executor = Executor(repo, state_dir=state_dir)
+        full = _resolve_call_id(executor, call_id)
+        receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
+        if json:
+            _print_receipt(executor, receipt, True)
+        else:
+            typer.echo(f"call {full[:12]} resolved as {receipt.status}")
+
+
 @app.command()
 def demo(
     workspace: Annotated[

@@ -16,17 +16,25 @@ import fnmatch
 import hashlib
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from applyonce.checks import CheckFailedError, builtin_checks, run_command, scratch_checkout
 from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
 from applyonce.faults import fault
-from applyonce.gitstore import GitStore, GitTree, SyncReport, TipMovedError, trailers
+from applyonce.gitstore import (
+    GitStore,
+    GitTree,
+    SyncReport,
+    TipMovedError,
+    blob_id_of,
+    trailers,
+)
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
-from applyonce.ledger import Claim, Ledger, Owner
+from applyonce.ledger import CallRow, Claim, Ledger, Owner
 from applyonce.patch import PatchFormat, parse
 from applyonce.plan import TreePlan, check_parents, plan
 from applyonce.receipts import (
@@ -38,6 +46,11 @@ from applyonce.receipts import (
     now,
 )
 from applyonce.trailers import build_message
+
+if TYPE_CHECKING:
+    from applyonce.audit import AuditReport
+    from applyonce.recovery import RecoveryReport
+    from applyonce.replay import ReplayReport
 
 MAX_RESTAGES = 32
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -51,6 +64,11 @@ class ApprovalError(ApplyOnceError):
 class UnknownOutcomeError(StateError):
     kind = "unknown-outcome"
     default_hint = "inspect it with 'applyonce show', then run 'applyonce resolve'"
+
+
+class ResolvedAsRejectedError(ApplyOnceError):
+    kind = "resolved"
+    default_hint = "a person decided this call did not take effect; send a new attempt if needed"
 
 
 class BaseMovedError(ConflictError):
@@ -181,7 +199,7 @@ class Executor:
         tip_tree = self.git.tree_at(self.git.tip(args.ref))
         for path in args.patch().touched_paths():
             check_parents(tip_tree, path)
-        claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me())
+        claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
         fault("after-claim")
         if claim.outcome == "replay":
             receipt = self.stored_receipt(ident.call_id)
@@ -192,6 +210,23 @@ class Executor:
             raise UnknownOutcomeError(
                 f"call {ident.call_id[:12]}'s outcome is unknown", call_id=ident.call_id
             )
+        if claim.outcome == "takeover":
+            # Its last process died mid-call: Git says whether it took effect; never run it twice.
+            from applyonce.recovery import Recovery
+
+            assert claim.row is not None
+            outcome = Recovery(self).reconcile(claim.row, already_claimed=claim.execution_id)
+            assert outcome is not None
+            if outcome.now == "committed":
+                receipt = self.stored_receipt(ident.call_id)
+                options.sync_reports.extend(self.sync_checkout(receipt))
+                return receipt
+            if outcome.now == "unknown":
+                raise UnknownOutcomeError(
+                    f"call {ident.call_id[:12]}'s outcome is unknown ({outcome.why})",
+                    call_id=ident.call_id,
+                )
+            claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
         found = self._find_published(claim, ident, args.ref)
         if found is not None:
             options.sync_reports.extend(self.sync_checkout(found))
@@ -241,7 +276,7 @@ class Executor:
             self.verify_against_git(receipt)
             self._record_terminal(receipt, "reconciled", sha=None)
             return receipt
-        if claim.outcome != "takeover" and not self._ledger_was_new:
+        if not self._ledger_was_new:
             return None
         base = receipt.base_commit if receipt is not None else None
         commits = self.git.commits_with_call_id(ref, ident.call_id, since=base)
@@ -251,20 +286,26 @@ class Executor:
             raise UnknownOutcomeError(
                 f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
             )
-        return self._adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
+        return self.adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
 
-    def _adopt_commit(
+    def adopt_commit(
         self,
         ident: CallIdentity,
         execution_id: str,
         ref: str,
         commit_id: str,
         prepared: Receipt | None,
+        *,
+        note: str | None = None,
     ) -> Receipt:
         """Finish the bookkeeping of a call whose commit is already on the branch."""
         commit = self.git.repo[commit_id]
         parent = str(commit.parent_ids[0]) if commit.parent_ids else None  # type: ignore[attr-defined]
-        files = self._file_records_from_commit(parent, commit_id)
+        replanned = self._replan(ident, parent, commit_id)
+        if replanned is not None:
+            files, levels = replanned
+        else:
+            files, levels = self._file_records_from_commit(parent, commit_id), {}
         stamp = now()
         receipt = Receipt(
             call_id=ident.call_id,
@@ -281,7 +322,9 @@ class Executor:
             base_commit=parent,
             commit=commit_id,
             files=files,
+            match_levels=levels,
             reconciled=True,
+            note=note,
             exit_code=0,
             created_at=prepared.created_at if prepared else stamp,
             updated_at=stamp,
@@ -289,6 +332,34 @@ class Executor:
         sha = self.receipts.write(receipt)
         self._record_terminal(receipt, "reconciled", sha=sha)
         return receipt
+
+    def _replan(
+        self, ident: CallIdentity, parent: str | None, commit_id: str
+    ) -> tuple[tuple[FileRecord, ...], dict[str, list[str]]] | None:
+        """Re-derive the records the interrupted process would have written: plan the call's
+        recorded args on the commit's parent, and accept the result only if every path's blob
+        equals the commit's. Pure reads: nothing is staged again."""
+        data = self.ledger.args_of(ident.call_id)
+        if data is None:
+            return None
+        try:
+            args = ApplyPatchArgs.model_validate(data)
+            if args.sha256() != ident.args_sha256:
+                return None
+            tree_plan = plan(args.patch(), self.git.tree_at(parent))
+        except (ApplyOnceError, ValueError):
+            return None
+        tree = self.git.tree_at(commit_id)
+        blobs: dict[str, str] = {}
+        for change in tree_plan.changes:
+            expected = None if change.content is None else blob_id_of(change.content)
+            if tree.blob_id(change.path) != expected:
+                return None
+            if expected is not None:
+                blobs[change.path] = expected
+        if any(tree.blob_id(path) is not None for path in tree_plan.removed):
+            return None
+        return records_of_plan(tree_plan, blobs)
 
     def _file_records_from_commit(self, parent: str | None, commit_id: str) -> tuple[FileRecord, ...]:
         diff = self.git.repo.diff(
@@ -399,22 +470,7 @@ class Executor:
         except ApplyOnceError as exc:
             return self._reject(prepared, exc, checks)
         fault("after-publish")
-        files = tuple(
-            FileRecord(
-                path=c.path,
-                action=c.action,
-                **{"from": c.from_path},
-                blob=blobs.get(c.path),
-                sha256=hashlib.sha256(c.content).hexdigest() if c.content is not None else None,
-                mode=f"{c.mode:o}" if c.content is not None else None,
-            )
-            for c in tree_plan.changes
-        )
-        levels = {
-            c.path: [level.label for level in c.match_levels]
-            for c in tree_plan.changes
-            if c.match_levels
-        }
+        files, levels = records_of_plan(tree_plan, blobs)
         committed = prepared.with_output(
             success_output(files),
             status="committed",
@@ -494,6 +550,98 @@ class Executor:
             raise error
         return records
 
+    # --- after a crash ------------------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        """Settle every interrupted call by asking Git (see :mod:`applyonce.recovery`)."""
+        from applyonce.recovery import Recovery
+
+        return Recovery(self).recover()
+
+    def audit(self, *, branch: str | None = None, since: str | None = None,
+              progress: Callable[[int], None] | None = None) -> AuditReport:
+        """Check every trailer commit against its receipt (see :mod:`applyonce.audit`)."""
+        from applyonce.audit import audit
+
+        return audit(self, branch=branch, since=since, progress=progress)
+
+    def replay(self) -> ReplayReport:
+        """Re-derive every decision from the ledger and receipts alone (no Git)."""
+        from applyonce.replay import replay
+
+        return replay(self)
+
+    def resolve(
+        self, call_id: str, *, outcome: str, note: str, commit: str | None = None
+    ) -> Receipt:
+        """A person's decision on a call whose outcome is unknown, recorded with their note."""
+        row = self.ledger.get(call_id)
+        if row is None:
+            raise UsageError(f"no call {call_id[:12]} in the ledger")
+        if row.state != "unknown":
+            raise UsageError(
+                f"call {call_id[:12]} is {row.state}; resolve is for calls whose outcome is unknown",
+                hint="run 'applyonce recover' for interrupted calls",
+            )
+        if not note.strip():
+            raise UsageError("--note must say why", hint="pass --note TEXT")
+        current = self.receipts.load(call_id, expected_sha256=row.receipt_sha256)
+        if current is None:
+            raise ReceiptError(f"receipt {call_id[:12]} is missing", call_id=call_id)
+        ident = current.identity
+        execution_id = uuid.uuid4().hex
+        if outcome == "committed":
+            candidates = self.git.commits_with_call_id(row.ref, call_id, since=None)
+            if commit is not None:
+                chosen = self.git.resolve_commit(commit)
+                if chosen not in candidates:
+                    raise UsageError(f"{commit} is not a commit of {row.ref} carrying this Call-Id")
+            elif len(candidates) == 1:
+                chosen = candidates[0]
+            else:
+                raise UsageError(
+                    f"{len(candidates)} commits on {row.ref} carry this Call-Id",
+                    hint="pass --commit with the one that counts",
+                )
+            receipt = self.adopt_commit(ident, execution_id, row.ref, chosen, current, note=note)
+        elif outcome == "rejected":
+            error = ResolvedAsRejectedError(f"resolved as rejected: {note}")
+            receipt = self._reject(
+                current.model_copy(update={"execution_id": execution_id, "note": note}), error, []
+            )
+        else:
+            raise UsageError(f"--as must be committed or rejected, not {outcome!r}")
+        self.ledger.record(call_id, execution_id, "resolved", extra={"as": outcome, "note": note})
+        return receipt
+
+    def reject_interrupted(
+        self,
+        ident: CallIdentity,
+        execution_id: str,
+        row: CallRow,
+        prepared: Receipt | None,
+        error: ApplyOnceError,
+    ) -> Receipt:
+        """Close a call that died before its publish: nothing took effect; it may run again."""
+        stamp = now()
+        base = prepared or Receipt(
+            call_id=ident.call_id,
+            status="prepared",
+            execution_id=execution_id,
+            tool=ident.tool,
+            tool_version=ident.tool_version,
+            contract_sha256=ident.contract_sha256,
+            attempt=ident.attempt,
+            args_sha256=ident.args_sha256,
+            idempotency_key=ident.idempotency_key,
+            ref=row.ref,
+            base_commit=row.base_commit,
+            created_at=stamp,
+            updated_at=stamp,
+        )
+        base = base.model_copy(update={"execution_id": execution_id, "reconciled": True})
+        return self._reject(base, error, [])
+
     def _reject(self, prepared: Receipt, exc: ApplyOnceError, checks: list[CheckRecord]) -> Receipt:
         records = getattr(exc, "checks", checks)
         rejected = prepared.with_output(
@@ -559,6 +707,29 @@ class Executor:
             if oldest is not None and base != oldest and self.git.is_ancestor(base, oldest):
                 oldest = base
         return oldest
+
+
+def records_of_plan(
+    tree_plan: TreePlan, blobs: dict[str, str]
+) -> tuple[tuple[FileRecord, ...], dict[str, list[str]]]:
+    """The receipt's ``files`` and ``match_levels`` for a plan whose blobs were written."""
+    files = tuple(
+        FileRecord(
+            path=c.path,
+            action=c.action,
+            **{"from": c.from_path},
+            blob=blobs.get(c.path),
+            sha256=hashlib.sha256(c.content).hexdigest() if c.content is not None else None,
+            mode=f"{c.mode:o}" if c.content is not None else None,
+        )
+        for c in tree_plan.changes
+    )
+    levels = {
+        c.path: [level.label for level in c.match_levels]
+        for c in tree_plan.changes
+        if c.match_levels
+    }
+    return files, levels
 
 
 def success_output(files: Sequence[FileRecord]) -> str:

@@ -166,6 +166,14 @@ class GitStore:
         reference = self.repo.references.get(ref)
         return None if reference is None else str(reference.resolve().target)
 
+    def resolve_commit(self, rev: str) -> str:
+        """A revision (``HEAD~3``, a tag, an ID) as a commit ID."""
+        try:
+            obj = self.repo.revparse_single(rev).peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            raise UsageError(f"{rev!r} is not a commit in this repository") from None
+        return str(obj.id)
+
     def tree_at(self, commit_id: str | None) -> GitTree:
         if commit_id is None:
             return GitTree(self.repo, None)
@@ -440,6 +448,11 @@ def _write_index(index: pygit2.Index) -> None:
                 time.sleep(0.01 * (attempt + 1))
                 continue
             raise LockedError(f"the index stays locked by another writer ({exc})") from None
+
+
+def blob_id_of(data: bytes) -> str:
+    """The Git blob ID ``data`` would have (nothing is written)."""
+    return str(pygit2.hash(data))
 
 
 def trailers(commit: pygit2.Commit) -> dict[str, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+from pydantic import BaseModel
 
 from applyonce.errors import ConflictError, StateError
 from applyonce.identity import CallIdentity
@@ -293,7 +294,9 @@ class Ledger:
         with self.transaction() as db:
             self._event(db, call_id, execution_id, kind, changes, extra)
 
-    def claim(self, ident: CallIdentity, *, ref: str, owner: Owner) -> Claim:
+    def claim(
+        self, ident: CallIdentity, *, ref: str, owner: Owner, args: BaseModel | None = None
+    ) -> Claim:
         """Atomically decide who executes ``ident``.
 
         Raises:
@@ -318,7 +321,8 @@ class Ledger:
                     "claimed",
                     {"state": "claimed", "execution_id": execution_id, **owner_cols},
                     {"args_sha256": ident.args_sha256, "idempotency_key": ident.idempotency_key,
-                     "ref": ref},
+                     "ref": ref, "identity": ident.model_dump(),
+                     "args": args.model_dump(mode="json") if args is not None else None},
                 )
                 return Claim("run", execution_id, None)
             row = self._row(found)
@@ -348,6 +352,64 @@ class Ledger:
                 {"previous_state": row.state, "previous_execution_id": row.execution_id},
             )
             return Claim(outcome, execution_id, row)
+
+    def take_over(self, call_id: str, owner: Owner) -> str | None:
+        """Take an in-flight call whose owner is gone (for recovery). Returns the new execution ID,
+        or None if the call is terminal or a live process holds it."""
+        execution_id = uuid.uuid4().hex
+        with self.transaction() as db:
+            found = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+            if found is None:
+                return None
+            row = self._row(found)
+            if row.state not in IN_FLIGHT:
+                return None
+            if row.owner is not None and row.owner.alive() and row.owner.pid != owner.pid:
+                return None
+            self._event(
+                db, call_id, execution_id, "recovering",
+                {"execution_id": execution_id, "owner_pid": owner.pid,
+                 "owner_host": owner.host, "owner_start": owner.start},
+                {"previous_execution_id": row.execution_id},
+            )
+            return execution_id
+
+    def adopt_receipt(self, receipt: Any) -> CallRow | None:
+        """Re-create the ledger row of a prepared receipt whose row was lost."""
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (receipt.call_id,)).fetchone():
+                return None
+            at = now()
+            db.execute(
+                "INSERT INTO calls (call_id, state, execution_id, args_sha256, idempotency_key,"
+                " ref, base_commit, created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?, ?, ?)",
+                (receipt.call_id, receipt.execution_id, receipt.args_sha256,
+                 receipt.idempotency_key, receipt.ref, receipt.base_commit, at, at),
+            )
+            self._event(
+                db, receipt.call_id, receipt.execution_id, "adopted",
+                {"state": "prepared", "base_commit": receipt.base_commit},
+                {"args_sha256": receipt.args_sha256, "idempotency_key": receipt.idempotency_key,
+                 "ref": receipt.ref, "identity": receipt.identity.model_dump(),
+                 "reason": "prepared receipt without a ledger row"},
+            )
+        return self.get(receipt.call_id)
+
+    def args_of(self, call_id: str) -> dict[str, Any] | None:
+        """The normalised args recorded when the call was first claimed."""
+        for event in self.events(call_id):
+            if event["kind"] == "claimed" and event["data"].get("args"):
+                args: dict[str, Any] = event["data"]["args"]
+                return args
+        return None
+
+    def unsynced_committed(self) -> list[CallRow]:
+        return [
+            self._row(r)
+            for r in self.db.execute(
+                "SELECT * FROM calls WHERE state = 'committed' AND synced = 0 ORDER BY updated_at"
+            )
+        ]
 
     def rebuild_calls(self) -> dict[str, dict[str, Any]]:
         """The ``calls`` state derived from ``events`` alone (for replay and repair)."""

@@ -85,6 +85,7 @@ class Receipt(BaseModel):
     exit_code: int | None = None
     error: dict[str, Any] | None = None
     reconciled: bool = False
+    note: str | None = None  # a person's words, from 'applyonce resolve'
     created_at: str
     updated_at: str
 

@@ -1,0 +1,164 @@
+"""Audit (DESIGN §6): every trailer commit against its receipt, and every receipt against Git.
+
+Problems found, each named by call ID with what to do:
+
+* ``identity``        a commit's trailers do not recompute to its Call-Id;
+* ``duplicate``       two commits carry one Call-Id (the call landed twice);
+* ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
+* ``tampered``        a receipt does not verify (edited, unreadable, or disagrees with the ledger);
+* ``mismatch``        a receipt's commit, files or digests differ from what the commit holds;
+* ``unreachable``     a committed receipt's commit is no longer on the branch;
+* ``pending``         a call is still prepared (interrupted): run ``applyonce recover``;
+* ``unknown``         a call's outcome is unknown: run ``applyonce resolve``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from applyonce.gitstore import trailers
+from applyonce.receipts import ReceiptError
+from applyonce.trailers import identity_from_trailers
+
+if TYPE_CHECKING:
+    from applyonce.executor import Executor
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    call_id: str
+    message: str
+    hint: str
+    commit: str | None = None
+
+
+@dataclass
+class AuditReport:
+    ref: str
+    commits: int = 0
+    receipts: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ref": self.ref,
+            "commits": self.commits,
+            "receipts": self.receipts,
+            "clean": self.clean,
+            "problems": [asdict(p) for p in self.problems],
+        }
+
+
+def audit(
+    executor: Executor,
+    *,
+    branch: str | None = None,
+    since: str | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Check the trailer commits of ``branch`` (after ``since``) and every receipt of the repo."""
+    git = executor.git
+    ref = git.resolve_branch(branch)
+    report = AuditReport(ref=ref)
+    tip = git.tip(ref)
+    hide = git.resolve_commit(since) if since else None
+    ledger_rows = {row.call_id: row for row in executor.ledger.calls()}
+    seen: dict[str, str] = {}
+    for count, commit in enumerate(git.walk(tip, hide=hide), start=1):
+        if progress is not None and count % 500 == 0:
+            progress(count)
+        block = trailers(commit)
+        call_id = block.get("Call-Id")
+        if not call_id:
+            continue
+        commit_id = str(commit.id)
+        report.commits += 1
+        ident = identity_from_trailers(block)
+        if ident is None or ident.recompute() != call_id:
+            report.problems.append(Problem(
+                "identity", call_id,
+                f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
+                "the commit message was edited or forged; inspect it with git show", commit_id,
+            ))
+        if call_id in seen:
+            report.problems.append(Problem(
+                "duplicate", call_id,
+                f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
+                "the call landed twice; revert one commit", commit_id,
+            ))
+            continue
+        seen[call_id] = commit_id
+        row = ledger_rows.get(call_id)
+        try:
+            receipt = executor.receipts.load(
+                call_id, expected_sha256=row.receipt_sha256 if row else None
+            )
+        except ReceiptError as exc:
+            report.problems.append(Problem("tampered", call_id, exc.message, exc.hint, commit_id))
+            continue
+        if receipt is None:
+            report.problems.append(Problem(
+                "no-receipt", call_id, f"commit {commit_id[:12]} has no receipt",
+                "run 'applyonce recover' if the call was interrupted; otherwise the receipt was"
+                " deleted", commit_id,
+            ))
+            continue
+        if receipt.status != "committed" or receipt.commit != commit_id:
+            report.problems.append(Problem(
+                "mismatch", call_id,
+                f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
+                f"the branch has commit {commit_id[:12]}",
+                "run 'applyonce recover'", commit_id,
+            ))
+            continue
+        try:
+            executor.verify_against_git(receipt)
+        except ReceiptError as exc:
+            report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))
+    for call_id in executor.receipts.call_ids():
+        report.receipts += 1
+        row = ledger_rows.get(call_id)
+        try:
+            receipt = executor.receipts.load(
+                call_id, expected_sha256=row.receipt_sha256 if row else None
+            )
+        except ReceiptError as exc:
+            if call_id not in seen:
+                report.problems.append(Problem("tampered", call_id, exc.message, exc.hint))
+            continue
+        if receipt is None or receipt.ref != ref:
+            continue
+        if receipt.status == "prepared":
+            report.problems.append(Problem(
+                "pending", call_id, "the call was interrupted and is not settled",
+                "run 'applyonce recover'",
+            ))
+        elif receipt.status == "unknown":
+            report.problems.append(Problem(
+                "unknown", call_id, "the call's outcome is unknown",
+                "run 'applyonce show' on it, then 'applyonce resolve'",
+            ))
+        elif receipt.status == "committed" and call_id not in seen and not since:
+            on_branch = (
+                receipt.commit is not None
+                and tip is not None
+                and git.has_object(receipt.commit)
+                and git.is_ancestor(receipt.commit, tip)
+            )
+            if not on_branch:
+                report.problems.append(Problem(
+                    "unreachable", call_id,
+                    f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
+                    "the branch was reset or rewritten; re-apply the call as a new attempt if"
+                    " its change is still wanted", receipt.commit,
+                ))
+    return report

@@ -1,0 +1,340 @@
+"""Recovery (DESIGN §6): finish every interrupted call by asking Git what happened.
+
+For a call that is not terminal and whose owner is gone:
+
+* a commit carrying its ``Call-Id`` on the branch after ``base_commit`` → ``committed``,
+  ``reconciled: true``; receipt and ledger completed, checkout synced. The patch is never re-applied;
+* its commit object exists (recorded by the ``commit-object`` event) but the branch was not moved,
+  and the tip still equals ``base_commit`` → published now by compare-and-swap (roll forward);
+* otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run again;
+* contradictions (two commits with one Call-Id) → ``unknown``, for a person to ``resolve``.
+
+Committed calls without a ``synced`` event get their checkout sync. Recovery also removes lock files
+that no live process holds, temp files of killed writers, and broken scratch checkouts. It is
+idempotent and safe to run concurrently with itself and with ``apply``: each call is taken over in
+the ledger before it is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from applyonce.errors import ApplyOnceError
+from applyonce.fsutil import TMP_PREFIX
+from applyonce.gitstore import TipMovedError, trailers
+from applyonce.identity import CallIdentity
+from applyonce.ledger import IN_FLIGHT, CallRow, Owner
+from applyonce.receipts import Receipt, ReceiptError, now
+
+if TYPE_CHECKING:
+    from applyonce.executor import Executor
+
+LOCK_MIN_AGE_S = 2.0
+
+
+class InterruptedCallError(ApplyOnceError):
+    kind = "interrupted"
+    default_retryable = True
+    default_hint = "nothing was committed; repeat the call to run it again"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One line of the recovery report."""
+
+    call_id: str
+    was: str
+    now: str
+    why: str
+
+
+@dataclass
+class RecoveryReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _open_by_any_process(paths: set[Path]) -> set[Path]:
+    """Which of ``paths`` some live process has open (Linux ``/proc``; elsewhere: all of them)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return set(paths)
+    wanted = {str(p) for p in paths}
+    held: set[Path] = set()
+    for fd_dir in proc.glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in fd_dir.iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target in wanted:
+                        held.add(Path(target))
+    return held
+
+
+class Recovery:
+    def __init__(self, executor: Executor) -> None:
+        self.ex = executor
+        self.git = executor.git
+        self.ledger = executor.ledger
+
+    # --- the whole repository -----------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        report = RecoveryReport()
+        report.removed.extend(self.remove_stale_files())
+        ledger_rows = {row.call_id: row for row in self.ledger.calls(states=IN_FLIGHT)}
+        # A prepared receipt without a ledger row: the ledger was lost or rebuilt.
+        for call_id in self.ex.receipts.call_ids():
+            if call_id in ledger_rows:
+                continue
+            with contextlib.suppress(ReceiptError):
+                receipt = self.ex.receipts.load(call_id)
+                if receipt is not None and receipt.status == "prepared":
+                    row = self.ledger.adopt_receipt(receipt)
+                    if row is not None:
+                        ledger_rows[call_id] = row
+        history = self._history_index(ledger_rows.values(), report)
+        for row in ledger_rows.values():
+            outcome = self.reconcile(row, history=history)
+            if outcome is not None:
+                report.outcomes.append(outcome)
+        for row in self.ledger.unsynced_committed():
+            with contextlib.suppress(ReceiptError):
+                receipt = self.ex.stored_receipt(row.call_id)
+                reports = self.ex.sync_checkout(receipt)
+                left = [p for r in reports for p in r.left_alone]
+                why = "checkout synced" + (f"; left your changes in {', '.join(left)}" if left else "")
+                report.outcomes.append(Outcome(row.call_id, "committed", "committed", why))
+        return report
+
+    def _history_index(
+        self, rows: Iterable[CallRow], report: RecoveryReport
+    ) -> dict[str, dict[str, list[str]]]:
+        """One walk per ref, from the tip back to the oldest base of the calls being recovered:
+        Call-Id → commits. Without a known base the whole branch is walked, and that is said."""
+        by_ref: dict[str, list[str | None]] = {}
+        for row in rows:
+            by_ref.setdefault(row.ref, []).append(row.base_commit)
+        index: dict[str, dict[str, list[str]]] = {}
+        for ref, bases in by_ref.items():
+            tip = self.git.tip(ref)
+            remaining = {b for b in bases if b is not None}
+            complete = None not in bases and all(self._base_on_branch(ref, b) for b in remaining)
+            if not complete and tip is not None:
+                report.notes.append(
+                    f"{ref}: a call has no known base on the branch; searched its whole history"
+                )
+            found: dict[str, list[str]] = {}
+            # Newest first; once every base has been passed, older commits cannot hold the calls.
+            for commit in self.git.walk(tip):
+                call = trailers(commit).get("Call-Id")
+                if call:
+                    found.setdefault(call, []).append(str(commit.id))
+                if complete:
+                    remaining.discard(str(commit.id))
+                    if not remaining:
+                        break
+            index[ref] = found
+        return index
+
+    # --- one call -----------------------------------------------------------------------------
+
+    def reconcile(
+        self,
+        row: CallRow,
+        *,
+        history: dict[str, dict[str, list[str]]] | None = None,
+        already_claimed: str | None = None,
+    ) -> Outcome | None:
+        """Settle one in-flight call. Returns None if a live process still runs it."""
+        execution_id = already_claimed or self.ledger.take_over(row.call_id, Owner.me())
+        if execution_id is None:
+            return None
+        receipt: Receipt | None = None
+        with contextlib.suppress(ReceiptError):
+            receipt = self.ex.receipts.load(row.call_id)
+        ident = self._identity(row, receipt)
+        base = row.base_commit or (receipt.base_commit if receipt else None)
+        if history is not None and row.ref in history:
+            commits = history[row.ref].get(row.call_id, [])
+        else:
+            commits = self.git.commits_with_call_id(row.ref, row.call_id, since=base)
+            if base is not None and not commits and not self._base_on_branch(row.ref, base):
+                commits = self.git.commits_with_call_id(row.ref, row.call_id, since=None)
+        if len(commits) > 1:
+            self._mark_unknown(row, ident, receipt, execution_id, commits)
+            return Outcome(row.call_id, row.state, "unknown",
+                           f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'")
+        if len(commits) == 1:
+            self.ex.adopt_commit(ident, execution_id, row.ref, commits[0], receipt)
+            return Outcome(row.call_id, row.state, "committed",
+                           f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished")
+        orphan = self._orphan_commit(row.call_id, base)
+        if orphan is not None and base is not None and self.git.tip(row.ref) == base:
+            try:
+                self.git.publish(row.ref, base, orphan, reason=f"applyonce recover: {row.call_id}")
+            except TipMovedError:
+                pass
+            else:
+                self.ex.adopt_commit(ident, execution_id, row.ref, orphan, receipt)
+                return Outcome(row.call_id, row.state, "committed",
+                               f"commit object {orphan[:12]} was staged; published it now")
+        error = InterruptedCallError(
+            "the call was interrupted before its commit was published", call_id=row.call_id
+        )
+        self.ex.reject_interrupted(ident, execution_id, row, receipt, error)
+        return Outcome(row.call_id, row.state, "rejected",
+                       "interrupted before the publish; nothing took effect (retryable)")
+
+    def _identity(self, row: CallRow, receipt: Receipt | None) -> CallIdentity:
+        if receipt is not None:
+            return receipt.identity
+        claimed = next(
+            (e["data"] for e in self.ledger.events(row.call_id) if e["kind"] == "claimed"), {}
+        )
+        identity = claimed.get("identity")
+        if identity:
+            return CallIdentity.model_validate(identity)
+        raise ReceiptError(
+            f"call {row.call_id[:12]} has neither a receipt nor a recorded identity",
+            call_id=row.call_id,
+        )
+
+    def _base_on_branch(self, ref: str, base: str) -> bool:
+        tip = self.git.tip(ref)
+        return tip is not None and self.git.has_object(base) and self.git.is_ancestor(base, tip)
+
+    def _orphan_commit(self, call_id: str, base: str | None) -> str | None:
+        """The newest commit object staged for ``call_id`` on ``base``, if it still exists."""
+        for event in reversed(self.ledger.events(call_id)):
+            if event["kind"] != "commit-object":
+                continue
+            commit = event["data"].get("commit")
+            if event["data"].get("base") != base or not commit or not self.git.has_object(commit):
+                return None
+            obj = self.git.repo[commit]
+            if trailers(obj).get("Call-Id") != call_id:  # type: ignore[arg-type]
+                return None
+            return str(commit)
+        return None
+
+    def _mark_unknown(
+        self,
+        row: CallRow,
+        ident: CallIdentity,
+        receipt: Receipt | None,
+        execution_id: str,
+        commits: list[str],
+    ) -> None:
+        stamp = now()
+        unknown = Receipt(
+            call_id=row.call_id,
+            status="unknown",
+            execution_id=execution_id,
+            tool=ident.tool,
+            tool_version=ident.tool_version,
+            contract_sha256=ident.contract_sha256,
+            attempt=ident.attempt,
+            args_sha256=ident.args_sha256,
+            idempotency_key=ident.idempotency_key,
+            tool_call_id=receipt.tool_call_id if receipt else None,
+            ref=row.ref,
+            base_commit=row.base_commit,
+            error={
+                "kind": "duplicate-call-id",
+                "message": f"{len(commits)} commits carry this Call-Id",
+                "commits": commits,
+                "retryable": False,
+            },
+            exit_code=5,
+            reconciled=True,
+            created_at=receipt.created_at if receipt else stamp,
+            updated_at=stamp,
+        ).with_output(f"error: call {row.call_id[:12]}'s outcome is unknown\n")
+        sha = self.ex.receipts.write(unknown)
+        self.ledger.record(
+            row.call_id, execution_id, "unknown",
+            state="unknown", receipt_sha256=sha, exit_code=5, extra={"commits": commits},
+        )
+
+    # --- debris -------------------------------------------------------------------------------
+
+    def remove_stale_files(self) -> list[str]:
+        """Temp files of dead writers, lock files nobody holds, broken scratch checkouts."""
+        removed: list[str] = []
+        receipts_dir = self.ex.receipts.dir
+        if receipts_dir.is_dir():
+            for tmp in receipts_dir.glob(TMP_PREFIX + "*"):
+                parts = tmp.name.rsplit(".", 2)
+                pid = int(parts[-2]) if len(parts) == 3 and parts[-2].isdigit() else None
+                if pid is None or not _pid_alive(pid):
+                    with contextlib.suppress(FileNotFoundError):
+                        tmp.unlink()
+                        removed.append(str(tmp))
+        removed.extend(self._remove_stale_locks())
+        scratch = self.ex.state_dir / "scratch"
+        if scratch.is_dir():
+            for slot in scratch.iterdir():
+                if not slot.is_dir():
+                    continue
+                try:
+                    pygit2.Repository(str(slot))
+                except (pygit2.GitError, KeyError):
+                    if not self._slot_busy(scratch, slot.name):
+                        shutil.rmtree(slot, ignore_errors=True)
+                        removed.append(str(slot))
+        return removed
+
+    def _slot_busy(self, scratch: Path, name: str) -> bool:
+        import fcntl
+
+        lock_path = scratch / f"{name}.lock"
+        if not lock_path.exists():
+            return False
+        fd = os.open(lock_path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def _remove_stale_locks(self) -> list[str]:
+        common = self.git.common_dir
+        candidates: set[Path] = set()
+        for pattern in ("*.lock", "refs/**/*.lock", "worktrees/*/*.lock", "logs/**/*.lock"):
+            candidates.update(p for p in common.glob(pattern) if p.is_file())
+        scratch = self.ex.state_dir / "scratch"
+        if scratch.is_dir():
+            candidates.update(p for p in scratch.glob("*/.git/**/*.lock") if p.is_file())
+        old = {p for p in candidates if time.time() - p.stat().st_mtime >= LOCK_MIN_AGE_S}
+        if not old:
+            return []
+        held = _open_by_any_process(old)
+        removed = []
+        for lock in sorted(old - held):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+                removed.append(str(lock))
+        return removed

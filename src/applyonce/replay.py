@@ -1,0 +1,109 @@
+"""Replay (DESIGN §6): re-derive every call's decision and tool output from the record alone.
+
+No Git access at all and no patch application: the ledger's events are folded into each call's
+state and compared with the ``calls`` table, and each terminal receipt's output is derived again
+from its own fields (the Codex summary from ``files``, the error line from ``error``) and compared
+with the stored ``output``, byte for byte. Any disagreement is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from applyonce.receipts import Receipt, ReceiptError
+
+if TYPE_CHECKING:
+    from applyonce.executor import Executor
+
+COMPARED = ("state", "commit_id", "base_commit", "exit_code", "receipt_sha256")
+
+
+@dataclass(frozen=True)
+class Decision:
+    call_id: str
+    state: str
+    exit_code: int | None
+    output: str
+    agrees: bool
+    problems: tuple[str, ...] = ()
+
+
+@dataclass
+class ReplayReport:
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def disagreements(self) -> int:
+        return sum(not d.agrees for d in self.decisions)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "calls": len(self.decisions),
+            "disagreements": self.disagreements,
+            "decisions": [asdict(d) for d in self.decisions],
+        }
+
+
+def derived_output(receipt: Receipt) -> str | None:
+    """The output the call's recorded decision implies (None for non-terminal calls)."""
+    from applyonce.executor import success_output
+
+    if receipt.status == "committed":
+        return success_output(receipt.files)
+    if receipt.status == "rejected" and receipt.error is not None:
+        message = receipt.error.get("message", "")
+        hint = receipt.error.get("hint", "")
+        line = f"{message}; {hint}" if hint else message
+        return f"error: {' '.join(line.split(chr(10)))}\n"
+    return None
+
+
+def replay(executor: Executor) -> ReplayReport:
+    ledger = executor.ledger
+    report = ReplayReport()
+    folded = ledger.rebuild_calls()
+    rows = {row.call_id: row for row in ledger.calls()}
+    for call_id in sorted(set(rows) | set(folded) | set(executor.receipts.call_ids())):
+        problems: list[str] = []
+        row = rows.get(call_id)
+        state = folded.get(call_id, {})
+        if row is None:
+            problems.append("has a receipt but no ledger row")
+        else:
+            for column in COMPARED:
+                if column in state and state[column] != getattr(row, column):
+                    problems.append(f"events say {column}={state[column]!r}, calls say {getattr(row, column)!r}")
+        receipt: Receipt | None = None
+        try:
+            receipt = executor.receipts.load(
+                call_id, expected_sha256=row.receipt_sha256 if row else None
+            )
+        except ReceiptError as exc:
+            problems.append(exc.message)
+        if receipt is None and not problems:
+            if row is not None and row.state not in ("claimed",):
+                problems.append("the receipt is missing")
+        output = ""
+        if receipt is not None:
+            output = receipt.output
+            if row is not None and receipt.status != row.state and row.state != "claimed":
+                problems.append(f"receipt says {receipt.status}, ledger says {row.state}")
+            expected = derived_output(receipt)
+            if expected is not None and expected != receipt.output:
+                problems.append("the stored output is not what the recorded decision gives")
+            if row is not None and receipt.status in ("committed", "rejected") and (
+                receipt.exit_code != row.exit_code
+            ):
+                problems.append(f"exit code {receipt.exit_code} in the receipt, {row.exit_code} in the ledger")
+        report.decisions.append(
+            Decision(
+                call_id=call_id,
+                state=receipt.status if receipt else (row.state if row else "?"),
+                exit_code=receipt.exit_code if receipt else None,
+                output=output,
+                agrees=not problems,
+                problems=tuple(problems),
+            )
+        )
+    return report

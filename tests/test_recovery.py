@@ -1,0 +1,247 @@
+"""Crashes at every fault point, with real SIGKILLs, then recover: the invariants of DESIGN §7."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from applyonce.faults import POINTS
+from tests.conftest import Repo, make_repo, run_cli
+
+PATCH = """*** Begin Patch
+*** Update File: src/util.py
+@@
+-VALUE = 1
++VALUE = 2
+*** Add File: docs/notes.md
++notes
+*** Delete File: README.md
+*** End Patch
+"""
+BAD_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 7\n+VALUE = 8\n*** End Patch\n"
+COMMIT_POINTS = [p for p in POINTS if p != "after-reject-receipt-tmp"]
+
+
+def apply(repo: Repo, patch: str = PATCH, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return run_cli("apply", "-", "--repo", str(repo.path), "--json", *args, input=patch, env=env)
+
+
+def assert_invariants(repo: Repo, base: str, call_id: str, *, committed: bool) -> None:
+    """DESIGN §7, checked from the outside with git and the CLI."""
+    carrying = [c for c in repo.call_ids() if c == call_id]
+    assert len(carrying) == (1 if committed else 0)
+    # Fast-forward only: the base is an ancestor of the tip, no merges.
+    assert repo.git("merge-base", "--is-ancestor", base, "HEAD", check=False) == ""
+    assert repo.git("rev-list", "--merges", "HEAD") == ""
+    shown = run_cli("show", call_id, "--repo", str(repo.path), "--json")
+    assert shown.returncode == 0, shown.stderr
+    receipt = orjson.loads(shown.stdout)
+    assert receipt["status"] == ("committed" if committed else "rejected")
+    if committed:
+        assert receipt["commit"] == repo.head()
+        for record in receipt["files"]:
+            if record["blob"] is not None:
+                assert record["blob"] == repo.git("rev-parse", f"HEAD:{record['path']}").strip()
+    log = orjson.loads(run_cli("log", "--repo", str(repo.path), "--json").stdout)
+    states = [row["state"] for row in log if row["call_id"] == call_id]
+    assert states == [receipt["status"]]
+    assert repo.git("fsck", "--strict", "--no-dangling") == ""
+    leftovers = [
+        p for p in repo.path.joinpath(".git").rglob("*")
+        if p.name.endswith(".lock") and "applyonce" not in p.parts
+        or p.name.startswith(".applyonce-tmp-")
+    ]
+    assert leftovers == []
+    assert repo.git("status", "--porcelain") == ""
+    audit = run_cli("audit", "--repo", str(repo.path))
+    assert audit.returncode == 0, audit.stdout
+    replay = run_cli("replay", "--repo", str(repo.path))
+    assert replay.returncode == 0, replay.stdout
+
+
+@pytest.mark.parametrize("point", COMMIT_POINTS)
+def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
+    base = repo.head()
+    crashed = apply(repo, env={"APPLYONCE_FAULT": point})
+    assert crashed.returncode == -signal.SIGKILL
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 0, recovered.stderr
+    again = apply(repo)
+    assert again.returncode == 0, again.stderr
+    receipt = orjson.loads(again.stdout)
+    assert receipt["output"] == (
+        "Success. Updated the following files:\nM src/util.py\nA docs/notes.md\nD README.md\n"
+    )
+    assert_invariants(repo, base, receipt["call_id"], committed=True)
+    # Settled means settled: a second recover and a third apply change nothing.
+    head = repo.head()
+    assert "nothing to recover" in run_cli("recover", "--repo", str(repo.path)).stdout
+    third = apply(repo)
+    assert third.stdout == again.stdout
+    assert repo.head() == head
+
+
+def test_crash_while_writing_a_rejection(repo: Repo) -> None:
+    base = repo.head()
+    crashed = apply(repo, BAD_PATCH, env={"APPLYONCE_FAULT": "after-reject-receipt-tmp"})
+    assert crashed.returncode == -signal.SIGKILL
+    assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
+    again = apply(repo, BAD_PATCH)
+    assert again.returncode == 1
+    receipt = orjson.loads(again.stdout)
+    assert receipt["error"]["kind"] == "hunk-mismatch"
+    assert_invariants(repo, base, receipt["call_id"], committed=False)
+
+
+@pytest.mark.parametrize("point", ["after-prepared", "after-publish", "after-ledger"])
+def test_repeating_an_interrupted_call_recovers_it_first(repo: Repo, point: str) -> None:
+    """No explicit recover: the repeated apply finds the dead claim and asks Git."""
+    base = repo.head()
+    assert apply(repo, env={"APPLYONCE_FAULT": point}).returncode == -signal.SIGKILL
+    again = apply(repo)
+    assert again.returncode == 0, again.stderr
+    receipt = orjson.loads(again.stdout)
+    # after-publish: the commit was found in Git; after-prepared: nothing had landed, so the call
+    # ran again; after-ledger: the call was complete and its receipt is simply returned.
+    assert receipt["reconciled"] is (point == "after-publish")
+    assert_invariants(repo, base, receipt["call_id"], committed=True)
+
+
+def test_reconciled_receipt_equals_what_the_original_would_have_written(repo: Repo, tmp_path: Path) -> None:
+    clean = make_repo(tmp_path / "clean", repo.files())
+    expected = orjson.loads(apply(clean).stdout)
+    assert apply(repo, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    run_cli("recover", "--repo", str(repo.path))
+    receipt = orjson.loads(apply(repo).stdout)
+    assert receipt["reconciled"] is True
+    for key in ("call_id", "files", "match_levels", "output", "output_sha256", "args_sha256"):
+        assert receipt[key] == expected[key], key
+
+
+def test_recover_rolls_forward_an_unpublished_commit_object(repo: Repo) -> None:
+    base = repo.head()
+    assert apply(repo, env={"APPLYONCE_FAULT": "after-commit-object"}).returncode == -signal.SIGKILL
+    assert repo.head() == base
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "published it now" in result.stdout
+    assert repo.head() != base and len(repo.call_ids()) == 1
+
+
+def test_recover_does_not_roll_forward_when_the_tip_moved(repo: Repo) -> None:
+    base = repo.head()
+    assert apply(repo, env={"APPLYONCE_FAULT": "after-commit-object"}).returncode == -signal.SIGKILL
+    (repo.path / "other.txt").write_text("someone else\n")
+    repo.git("add", "other.txt")
+    repo.git("commit", "-q", "-m", "outside commit")
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "interrupted before the publish" in result.stdout
+    assert repo.call_ids() == []
+    # The call is retryable and lands on the new tip.
+    again = apply(repo)
+    assert again.returncode == 0, again.stderr
+    assert repo.git("merge-base", "--is-ancestor", base, "HEAD", check=False) == ""
+    assert len(repo.call_ids()) == 1
+
+
+def test_recover_removes_stale_locks_but_not_held_ones(repo: Repo) -> None:
+    stale = repo.path / ".git" / "refs" / "heads" / "main.lock"
+    stale.write_text("")
+    old = time.time() - 60
+    os.utime(stale, (old, old))
+    held = repo.path / ".git" / "index.lock"
+    held.write_text("")
+    os.utime(held, (old, old))
+    holder = subprocess.Popen([sys.executable, "-c", f"f=open({str(held)!r}); import time; time.sleep(60)"])
+    try:
+        time.sleep(0.5)
+        result = run_cli("recover", "--repo", str(repo.path), "--json")
+        report = orjson.loads(result.stdout)
+        assert str(stale) in report["removed"]
+        assert str(held) not in report["removed"]
+        assert held.exists() and not stale.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_recover_of_a_live_call_leaves_it_alone(repo: Repo) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
+         "--check", "sleep 3"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(PATCH.encode())
+    proc.stdin.close()
+    time.sleep(1.2)
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "nothing to recover" in result.stdout
+    assert proc.wait(timeout=30) == 0
+    assert len(repo.call_ids()) == 1
+
+
+def test_two_recovers_and_an_apply_race(repo: Repo) -> None:
+    base = repo.head()
+    assert apply(repo, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+        subprocess.Popen([sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE),
+        subprocess.Popen([sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
+                          "--json"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE),
+    ]
+    procs[2].stdin.write(PATCH.encode())  # type: ignore[union-attr]
+    procs[2].stdin.close()  # type: ignore[union-attr]
+    codes = [p.wait(timeout=60) for p in procs]
+    assert codes[0] == codes[1] == 0
+    assert codes[2] in (0, 4)
+    final = apply(repo)
+    assert final.returncode == 0
+    assert_invariants(repo, base, orjson.loads(final.stdout)["call_id"], committed=True)
+
+
+def test_chaos_kills_from_outside(tmp_path: Path) -> None:
+    """Distinct calls, each process SIGKILLed at a random moment; then recover and redo all."""
+    rng = random.Random(20261202)
+    count = 12
+    repo = make_repo(tmp_path / "repo", {f"f{i}.txt": f"v0 {i}\n" for i in range(count)})
+    base = repo.head()
+    patches = [
+        f"*** Begin Patch\n*** Update File: f{i}.txt\n@@\n-v0 {i}\n+v1 {i}\n"
+        f"*** Add File: new/n{i}.txt\n+{i}\n*** End Patch\n"
+        for i in range(count)
+    ]
+    for patch in patches:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        proc.stdin.write(patch.encode())  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        time.sleep(rng.uniform(0.0, 0.45))
+        proc.kill()
+        proc.wait()
+    assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
+    ids = []
+    for patch in patches:
+        result = apply(repo, patch)
+        assert result.returncode == 0, result.stderr
+        ids.append(orjson.loads(result.stdout)["call_id"])
+    carried = repo.call_ids()
+    assert sorted(carried) == sorted(ids)  # every call once: none lost, none twice
+    assert repo.git("merge-base", "--is-ancestor", base, "HEAD", check=False) == ""
+    assert repo.git("fsck", "--strict", "--no-dangling") == ""
+    assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
+    assert repo.git("status", "--porcelain") == ""
+    for i in range(count):
+        assert (repo.path / f"f{i}.txt").read_text() == f"v1 {i}\n"
