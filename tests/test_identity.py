@@ -69,7 +69,8 @@ def test_key_mode_ignores_args_and_attempt() -> None:
     ("kwargs", "message"),
     [
         ({"contract_sha256": "xyz"}, "not 64 lowercase hex"),
-        ({"attempt": 0}, "attempt must be 1 or more"),
+        ({"attempt": 0}, "attempt must be from 1"),
+        ({"attempt": 2**63}, "attempt must be from 1"),
         ({"idempotency_key": "has space"}, "idempotency key"),
     ],
 )

@@ -78,7 +78,7 @@ def test_wal_full_sync_and_named_migrations(tmp_path: Path) -> None:
     assert ledger.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert ledger.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     names = [r[0] for r in ledger.db.execute("SELECT name FROM migrations")]
-    assert names == ["0001_events_and_calls"]
+    assert names == ["0001_events_and_calls", "0002_trailer_index"]
     ledger.close()
     Ledger(tmp_path / "ledger.sqlite3").close()  # re-opening does not re-apply
 

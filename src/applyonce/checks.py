@@ -42,7 +42,12 @@ class CheckFailedError(ApplyOnceError):
     default_hint = "fix the patch so the check passes, and send it as a new attempt"
 
 
+MAX_SYNTAX_CHECK_BYTES = 8 * 1024 * 1024
+
+
 def _syntax_error(path: str, data: bytes) -> str | None:
+    if len(data) > MAX_SYNTAX_CHECK_BYTES:
+        return None  # too large to parse safely in-process; --check commands still see it
     try:
         if path.endswith(".py"):
             compile(data, path, "exec", dont_inherit=True)
@@ -54,6 +59,8 @@ def _syntax_error(path: str, data: bytes) -> str | None:
         return f"{path}:{exc.lineno}: {exc.msg}"
     except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
         return f"{path}: {str(exc).splitlines()[0]}"
+    except (RecursionError, MemoryError):
+        return f"{path}: nested too deeply to parse"
     return None
 
 
@@ -103,7 +110,12 @@ class Scratch:
     def checkout(self, tree_id: str) -> None:
         tree = self.repo[tree_id]
         assert isinstance(tree, pygit2.Tree)
-        self.repo.checkout_tree(tree, strategy=pygit2.enums.CheckoutStrategy.FORCE)
+        # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED: files a
+        # previous check created are removed (ignored ones, like caches, are kept).
+        strategy = (
+            pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
+        )
+        self.repo.checkout_tree(tree, strategy=strategy)
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
         commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
         self.repo.set_head(commit)
@@ -169,6 +181,12 @@ def run_command(
         out, _ = proc.communicate()
         out += f"\n[applyonce: killed after {timeout:g}s]".encode()
         code = None
+    except BaseException:
+        # Interrupted (Ctrl-C): the check must not outlive us in a slot we are about to release.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     elapsed = int((time.monotonic() - started) * 1000)
     tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
     return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)

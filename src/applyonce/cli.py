@@ -209,6 +209,12 @@ def apply(
         receipt = executor.apply(text, options)
         _print_receipt(executor, receipt, json)
         for report in options.sync_reports:
+            if report.failed:
+                typer.echo(
+                    f"warning: committed, but the checkout was not updated ({report.failed}); "
+                    "run 'applyonce recover' to update it",
+                    err=True,
+                )
             for path in report.left_alone:
                 typer.echo(
                     f"warning: {path} in {report.worktree} has your changes; left it as it is",
@@ -242,7 +248,8 @@ def show(
     with error_boundary():
         executor = Executor(repo, state_dir=state_dir)
         full = _resolve_call_id(executor, call_id)
-        receipt = executor.receipts.load(full)
+        row = executor.ledger.get(full)
+        receipt = executor.receipts.load(full, expected_sha256=row.receipt_sha256 if row else None)
         if receipt is None:
             raise UsageError(f"no receipt for call {full[:12]}")
         if receipt.status == "committed":

@@ -34,7 +34,7 @@ from applyonce.gitstore import (
     trailers,
 )
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
-from applyonce.ledger import CallRow, Claim, Ledger, Owner
+from applyonce.ledger import CallRow, Claim, KeyReusedError, Ledger, Owner
 from applyonce.patch import PatchFormat, parse
 from applyonce.plan import TreePlan, check_parents, plan
 from applyonce.receipts import (
@@ -44,6 +44,7 @@ from applyonce.receipts import (
     ReceiptError,
     ReceiptStore,
     now,
+    parse_receipt,
 )
 from applyonce.trailers import build_message
 
@@ -133,16 +134,26 @@ class Executor:
     def __init__(self, repo: str | os.PathLike[str] = ".", *, state_dir: str | None = None) -> None:
         self.git = GitStore(repo)
         self.state_dir = Path(state_dir) if state_dir else self.git.common_dir / "applyonce"
+        existing = next(p for p in (self.state_dir, *self.state_dir.parents) if p.exists())
+        if not existing.is_dir():
+            raise UsageError(
+                f"cannot use state directory {self.state_dir}: {existing} is not a directory",
+                hint="pass --state-dir with a writable directory",
+            )
         self.receipts = ReceiptStore(self.state_dir)
         self._ledger: Ledger | None = None
-        self._ledger_was_new = False
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
             path = self.state_dir / "ledger.sqlite3"
-            self._ledger_was_new = not path.exists()
-            self._ledger = Ledger(path)
+            try:
+                self._ledger = Ledger(path)
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot use state directory {self.state_dir}: {exc.strerror}",
+                    hint="pass --state-dir with a writable directory",
+                ) from None
         return self._ledger
 
     def close(self) -> None:
@@ -194,17 +205,21 @@ class Executor:
             ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
         """
         options = options or CallOptions(**option_fields)
+        if not options.check_timeout > 0:
+            raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
         args, ident = self.identify(patch_text, options)
-        # Hostile paths are refused before any state exists; the tip's tree tells symlinked parents.
-        tip_tree = self.git.tree_at(self.git.tip(args.ref))
-        for path in args.patch().touched_paths():
-            check_parents(tip_tree, path)
+        if self.receipts.read_bytes(ident.call_id) is None:
+            # A new call's hostile paths are refused before any state exists (the tip's tree tells
+            # symlinked parents). A known call is not re-judged: it replays what it was.
+            tip_tree = self.git.tree_at(self.git.tip(args.ref))
+            for path in args.patch().touched_paths():
+                check_parents(tip_tree, path)
         claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
         fault("after-claim")
         if claim.outcome == "replay":
             receipt = self.stored_receipt(ident.call_id)
             if receipt.status == "committed" and claim.row is not None and not claim.row.synced:
-                options.sync_reports.extend(self.sync_checkout(receipt))
+                options.sync_reports.extend(self._sync_quietly(receipt))
             return receipt
         if claim.outcome == "unknown":
             raise UnknownOutcomeError(
@@ -219,7 +234,7 @@ class Executor:
             assert outcome is not None
             if outcome.now == "committed":
                 receipt = self.stored_receipt(ident.call_id)
-                options.sync_reports.extend(self.sync_checkout(receipt))
+                options.sync_reports.extend(self._sync_quietly(receipt))
                 return receipt
             if outcome.now == "unknown":
                 raise UnknownOutcomeError(
@@ -227,9 +242,9 @@ class Executor:
                     call_id=ident.call_id,
                 )
             claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
-        found = self._find_published(claim, ident, args.ref)
+        found = self._find_published(claim, ident, args.ref) if claim.row is None else None
         if found is not None:
-            options.sync_reports.extend(self.sync_checkout(found))
+            options.sync_reports.extend(self._sync_quietly(found))
             return found
         return self._execute(args, ident, claim.execution_id, options)
 
@@ -270,23 +285,58 @@ class Executor:
         state directory: in each case Git is asked whether a commit carries this Call-Id.
         """
         receipt: Receipt | None = None
-        with contextlib.suppress(ReceiptError):
-            receipt = self.receipts.load(ident.call_id)
+        data = self.receipts.read_bytes(ident.call_id)
+        if data is not None:
+            with contextlib.suppress(ReceiptError):
+                receipt = parse_receipt(data, call_id=ident.call_id)
         if receipt is not None and receipt.status == "committed":
             self.verify_against_git(receipt)
-            self._record_terminal(receipt, "reconciled", sha=None)
+            self._check_same_args(ident, receipt.commit)
+            assert data is not None
+            self._record_terminal(receipt, "reconciled", sha=hashlib.sha256(data).hexdigest())
             return receipt
-        if not self._ledger_was_new:
-            return None
-        base = receipt.base_commit if receipt is not None else None
-        commits = self.git.commits_with_call_id(ref, ident.call_id, since=base)
+        commits = self._indexed_call_commits(ref, ident.call_id)
         if not commits:
             return None
         if len(commits) > 1:
             raise UnknownOutcomeError(
                 f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
             )
+        self._check_same_args(ident, commits[0])
         return self.adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
+
+    def _indexed_call_commits(self, ref: str, call_id: str) -> list[str]:
+        """Commits on ``ref`` carrying ``call_id``, from the ledger's trailer index, which is brought
+        up to date incrementally (the commits since the last scanned tip; the whole branch once)."""
+        tip = self.git.tip(ref)
+        if tip is None:
+            return []
+        last = self.ledger.scanned_tip(ref)
+        if last != tip:
+            hide = last if last is not None and self.git.has_object(last) else None
+            found = [
+                (call, str(commit.id))
+                for commit in self.git.walk(tip, hide=hide)
+                if (call := trailers(commit).get("Call-Id"))
+            ]
+            self.ledger.index_trailers(ref, found, tip)
+        return [
+            commit
+            for commit in self.ledger.indexed_commits(ref, call_id)
+            if self.git.has_object(commit) and self.git.is_ancestor(commit, tip)
+        ]
+
+    def _check_same_args(self, ident: CallIdentity, commit_id: str | None) -> None:
+        """A key-mode call found in Git must be the same change, or the key was reused."""
+        if ident.idempotency_key is None or commit_id is None:
+            return
+        recorded = trailers(self.git.repo[commit_id]).get("Args-Sha256")  # type: ignore[arg-type]
+        if recorded is not None and recorded != ident.args_sha256:
+            raise KeyReusedError(
+                f"idempotency key {ident.idempotency_key!r} was already used for commit "
+                f"{commit_id[:12]} with other arguments",
+                call_id=ident.call_id,
+            )
 
     def adopt_commit(
         self,
@@ -461,6 +511,15 @@ class Executor:
                 try:
                     self.git.publish(ref, base, commit_id, reason=f"applyonce: {ident.call_id}")
                 except TipMovedError as moved:
+                    # Whoever moved the tip may have been this very call (another execution of
+                    # it, wrongly judged dead): then it has landed, and must not land twice.
+                    own = self.git.commits_with_call_id(ref, ident.call_id, since=base)
+                    if own:
+                        landed = self.adopt_commit(
+                            ident, execution_id, ref, own[0], prepared
+                        )
+                        options.sync_reports.extend(self._sync_quietly(landed))
+                        return landed
                     base = moved.actual
                     base_tree = self.git.tree_at(base)
                     continue
@@ -485,7 +544,7 @@ class Executor:
         fault("after-receipt")
         self._record_terminal(committed, "committed", sha=sha)
         fault("after-ledger")
-        options.sync_reports.extend(self.sync_checkout(committed))
+        options.sync_reports.extend(self._sync_quietly(committed))
         fault("after-sync")
         return committed
 
@@ -698,6 +757,15 @@ class Executor:
                 extra={"reports": [r.__dict__ for r in reports]},
             )
         return reports
+
+    def _sync_quietly(self, receipt: Receipt) -> list[SyncReport]:
+        """Sync after a publish: the call has taken effect, so a sync failure is a warning (left
+        for 'applyonce recover'), never a failure of the call."""
+        try:
+            return self.sync_checkout(receipt)
+        except (ApplyOnceError, OSError) as exc:
+            reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+            return [SyncReport(None, (), (), failed=reason)]
 
     def _oldest_unsynced_base(self, receipt: Receipt) -> str | None:
         """The base of the oldest committed-but-unsynced call on the ref: the checkout may hold any

@@ -27,6 +27,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def ensure_dir(path: Path) -> None:
+    """``mkdir -p`` that makes each directory it creates durable (fsync of its parent)."""
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            continue
+        fsync_dir(directory.parent)
+
+
 def atomic_write(
     path: Path,
     data: bytes,

@@ -35,6 +35,7 @@ pygit2.settings.enable_fsync_gitdir(True)
 FALLBACK_NAME = "applyonce"
 FALLBACK_EMAIL = "applyonce@localhost"
 _LOCK_RETRIES = 50
+_INDEX_LOCK_RETRIES = 20
 
 
 class NotARepositoryError(ApplyOnceError):
@@ -125,6 +126,7 @@ class SyncReport:
     worktree: str | None
     written: tuple[str, ...] = ()
     left_alone: tuple[str, ...] = ()
+    failed: str | None = None  # why the sync could not run (it is retried by 'applyonce recover')
 
 
 class GitStore:
@@ -160,7 +162,13 @@ class GitStore:
         ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
         if not ref.startswith("refs/heads/") or not pygit2.reference_is_valid_name(ref):
             raise UsageError(f"{branch!r} is not a valid branch name", hint="pass --branch NAME")
-        return ref
+        # A symbolic branch (an alias of another) means the branch it points at.
+        for _ in range(5):
+            reference = self.repo.references.get(ref)
+            if reference is None or reference.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                return ref
+            ref = str(reference.target)
+        raise UsageError(f"{branch!r} is a loop of symbolic refs")
 
     def tip(self, ref: str) -> str | None:
         reference = self.repo.references.get(ref)
@@ -256,6 +264,9 @@ class GitStore:
             TipMovedError: the ref is not at ``base`` (another writer got there first).
         """
         for attempt in range(_LOCK_RETRIES):
+            current_tip = self.tip(ref)
+            if current_tip != base:
+                raise TipMovedError(ref, base, current_tip)
             try:
                 if base is None:
                     if self.repo.references.get(ref) is not None:
@@ -269,10 +280,11 @@ class GitStore:
                 # checked under the ref's lock: a writer between the read and here makes it fail.
                 current.set_target(pygit2.Oid(hex=new), reason)
                 return
-            except (pygit2.GitError, OSError) as exc:
+            except (pygit2.GitError, OSError, KeyError) as exc:
                 text = str(exc)
-                if "old reference value does not match" in text or "already exists" in text:
-                    raise TipMovedError(ref, base, self.tip(ref)) from None
+                now_at = self.tip(ref)
+                if now_at != base:  # moved or deleted under us: the CAS did its job
+                    raise TipMovedError(ref, base, now_at) from None
                 if "lock" not in text:
                     raise
                 if attempt + 1 < _LOCK_RETRIES:
@@ -315,12 +327,24 @@ class GitStore:
     # --- the user's checkout ------------------------------------------------------------------
 
     def checkouts_of(self, ref: str) -> list[pygit2.Repository]:
-        """The work trees (main and linked) whose HEAD is ``ref``."""
+        """The work trees (main and linked, from wherever we were opened) whose HEAD is ``ref``."""
         found: list[pygit2.Repository] = []
-        candidates: list[pygit2.Repository] = [self.repo]
-        for name in self.repo.list_worktrees():
+        candidates: list[pygit2.Repository] = []
+        seen: set[str] = set()
+        main = pygit2.Repository(str(self.common_dir))
+        paths = [None if main.is_bare else main.workdir]
+        for name in main.list_worktrees():
             with contextlib.suppress(pygit2.GitError, KeyError):
-                candidates.append(pygit2.Repository(self.repo.lookup_worktree(name).path))
+                paths.append(main.lookup_worktree(name).path)
+        for path in paths:
+            if path is None:
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            with contextlib.suppress(pygit2.GitError, KeyError):
+                candidates.append(pygit2.Repository(path))
         for repo in candidates:
             if repo.is_bare:
                 continue
@@ -344,7 +368,7 @@ class GitStore:
                 if base.kind(path) in ("dir", "submodule"):
                     continue  # not a file: the planner refuses the operation itself
                 expected = base.blob_id(path)
-                if _workdir_blob(root, path) != expected or _index_blob(index, path) != expected:
+                if _workdir_blob(checkout, root, path) != expected or _index_blob(index, path) != expected:
                     state = "is untracked" if expected is None else "has uncommitted changes"
                     raise DirtyPathError(
                         f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
@@ -372,7 +396,7 @@ class GitStore:
             index.read(False)
             for path in paths:
                 target = tip_tree.blob_id(path)
-                current = _workdir_blob(root, path)
+                current = _workdir_blob(checkout, root, path)
                 staged = _index_blob(index, path)
                 if current == target and staged == target:
                     continue
@@ -383,20 +407,33 @@ class GitStore:
                     left.append(path)
                     continue
                 full = root / path
+                if full.is_dir() and not full.is_symlink():
+                    left.append(path)
+                    continue
                 if target is None:
                     remove_file(full)
                     prune_empty_dirs(full.parent, root)
                     if staged is not None:
                         index.remove(path)
                 else:
-                    data, mode = tip_tree.read(path)
+                    entry = tip_tree.entry(path)
+                    assert entry is not None
                     full.parent.mkdir(parents=True, exist_ok=True)
-                    if full.is_symlink() or full.is_dir():
-                        left.append(path)
-                        continue
-                    atomic_write(
-                        full, data, mode=0o755 if mode == MODE_EXEC else 0o644, durable=False
-                    )
+                    if full.is_symlink():
+                        full.unlink()  # a known version of the path: replaced, not written through
+                    if entry.filemode == MODE_LINK:
+                        link = self.repo[entry.id]
+                        assert isinstance(link, pygit2.Blob)
+                        os.symlink(link.data, full)
+                    else:
+                        blob = self.repo[entry.id]
+                        assert isinstance(blob, pygit2.Blob)
+                        # Through the repo's filters (eol, .gitattributes), as git would write it.
+                        with pygit2.BlobIO(blob, as_path=path) as stream:
+                            data = stream.read()
+                        atomic_write(
+                            full, data, mode=_file_mode(entry.filemode), durable=False
+                        )
                     index.add(path)
                 written.append(path)
             if written:
@@ -417,16 +454,24 @@ class GitStore:
         return versions
 
 
-def _workdir_blob(root: Path, path: str) -> str | None:
+def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | None:
+    """The blob ID the work-tree file would be committed as (after the repo's clean filters)."""
     full = root / path
     try:
         if full.is_symlink():
             return str(pygit2.hash(os.readlink(full).encode()))
         if not full.is_file():
             return None if not full.exists() else "directory"
-        return str(pygit2.hashfile(str(full)))
-    except OSError:
+        return str(checkout.hashfile(str(full), as_path=path))
+    except (OSError, pygit2.GitError):
         return "unreadable"
+
+
+def _file_mode(git_mode: int) -> int:
+    """Permission bits for a checkout file, as git would give them under the user's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
 
 
 def _index_blob(index: pygit2.Index, path: str) -> str | None:
@@ -437,15 +482,17 @@ def _index_blob(index: pygit2.Index, path: str) -> str | None:
 
 
 def _write_index(index: pygit2.Index) -> None:
-    for attempt in range(_LOCK_RETRIES):
+    # The user's own git holds index.lock only briefly; wait about a second, then give up (the
+    # sync is retried by 'applyonce recover').
+    for attempt in range(_INDEX_LOCK_RETRIES):
         try:
             index.write()
             return
         except (pygit2.GitError, OSError) as exc:
             if "lock" not in str(exc):
                 raise
-            if attempt + 1 < _LOCK_RETRIES:
-                time.sleep(0.01 * (attempt + 1))
+            if attempt + 1 < _INDEX_LOCK_RETRIES:
+                time.sleep(0.05)
                 continue
             raise LockedError(f"the index stays locked by another writer ({exc})") from None
 

@@ -130,8 +130,10 @@ class CallIdentity(BaseModel):
                 f"contract digest {contract_sha256[:80]!r} is not 64 lowercase hex digits",
                 hint="pass --contract FILE or --contract-sha with a sha256 hex digest",
             )
-        if attempt < 1:
-            raise UsageError(f"attempt must be 1 or more, not {attempt}", hint="pass --attempt N")
+        if not 1 <= attempt < 2**53:
+            raise UsageError(
+                f"attempt must be from 1 to 2**53-1, not {attempt}", hint="pass --attempt N"
+            )
         if idempotency_key is not None and not _KEY.match(idempotency_key):
             raise UsageError(
                 "the idempotency key must be 1-200 printable ASCII characters without spaces",

@@ -12,6 +12,7 @@ time); a claim whose owner is gone can be taken over.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import socket
 import sqlite3
@@ -24,7 +25,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel
 
-from applyonce.errors import ConflictError, StateError
+from applyonce.errors import ApplyOnceError, ConflictError, StateError
+from applyonce.fsutil import ensure_dir
 from applyonce.identity import CallIdentity
 from applyonce.receipts import now
 
@@ -66,12 +68,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX calls_by_state ON calls (state);
         """,
     ),
+    (
+        "0002_trailer_index",
+        """
+        CREATE TABLE trailer_index (
+            ref TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            commit_id TEXT NOT NULL,
+            PRIMARY KEY (ref, call_id, commit_id)
+        );
+        CREATE TABLE scanned (ref TEXT PRIMARY KEY, tip TEXT NOT NULL);
+        """,
+    ),
 ]
 
 
 class LedgerError(StateError):
     kind = "ledger-unreadable"
     default_hint = "move the ledger file aside and run 'applyonce recover' to rebuild the record"
+
+
+class LedgerBusyError(ConflictError):
+    kind = "ledger-busy"
+    default_retryable = True
+    default_hint = "another applyonce process holds the ledger; retry in a moment"
+
+
+def _ledger_error(path: Path, exc: sqlite3.Error) -> ApplyOnceError:
+    if "locked" in str(exc) or "busy" in str(exc):
+        return LedgerBusyError(f"the ledger {path} is busy ({exc})")
+    return LedgerError(f"the ledger {path} is unreadable ({exc})")
 
 
 class CallBusyError(ConflictError):
@@ -153,8 +179,12 @@ class Claim:
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_dir(path.parent)
+        # Switching a new database to WAL and migrating it are serialised between processes: two
+        # first-time openers would otherwise get SQLITE_BUSY without waiting.
+        lock = os.open(path.parent / "ledger.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
             self.db.execute("PRAGMA busy_timeout = 60000")
             mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -162,8 +192,11 @@ class Ledger:
             if mode != "wal":
                 raise sqlite3.DatabaseError(f"journal mode is {mode}, not wal")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"the ledger {path} is unreadable ({exc})") from None
+        except sqlite3.Error as exc:
+            raise _ledger_error(path, exc) from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
 
     def close(self) -> None:
         self.db.close()
@@ -173,15 +206,19 @@ class Ledger:
         """``BEGIN IMMEDIATE`` … ``COMMIT``: one writer at a time, all or nothing."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"the ledger {self.path} is unreadable ({exc})") from None
+        except sqlite3.Error as exc:
+            raise _ledger_error(self.path, exc) from None
         try:
             yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        else:
             self.db.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and (
+                "locked" in str(exc) or "disk" in str(exc) or "busy" in str(exc)
+            ):
+                raise _ledger_error(self.path, exc) from None
+            raise
 
     def _migrate(self) -> None:
         with self.transaction() as db:
@@ -410,6 +447,25 @@ class Ledger:
                 "SELECT * FROM calls WHERE state = 'committed' AND synced = 0 ORDER BY updated_at"
             )
         ]
+
+    def scanned_tip(self, ref: str) -> str | None:
+        row = self.db.execute("SELECT tip FROM scanned WHERE ref = ?", (ref,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def index_trailers(self, ref: str, found: list[tuple[str, str]], tip: str) -> None:
+        """Record (call_id, commit) pairs seen on ``ref`` up to ``tip``."""
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO trailer_index (ref, call_id, commit_id) VALUES (?, ?, ?)",
+                [(ref, call, commit) for call, commit in found],
+            )
+            db.execute("INSERT OR REPLACE INTO scanned (ref, tip) VALUES (?, ?)", (ref, tip))
+
+    def indexed_commits(self, ref: str, call_id: str) -> list[str]:
+        rows = self.db.execute(
+            "SELECT commit_id FROM trailer_index WHERE ref = ? AND call_id = ?", (ref, call_id)
+        )
+        return [str(r[0]) for r in rows]
 
     def rebuild_calls(self) -> dict[str, dict[str, Any]]:
         """The ``calls`` state derived from ``events`` alone (for replay and repair)."""

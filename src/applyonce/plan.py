@@ -131,6 +131,7 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
             mode = MODE_FILE
             if kind == "file":
                 mode = base.read(op.path)[1]  # Codex overwrites; keep an executable bit
+            # A symlink is replaced by a regular file, never written through.
             changes.append(FileChange(op.path, "add", op.content.encode("utf-8"), mode))
         elif isinstance(op, DeleteFile):
             _existing_file(base, op.path, "delete")

@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from applyonce.errors import StateError
-from applyonce.fsutil import atomic_write
+from applyonce.fsutil import atomic_write, ensure_dir
 from applyonce.identity import CallIdentity, is_sha256_hex
 
 SCHEMA = 1
@@ -138,7 +138,7 @@ class ReceiptStore:
 
     def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
         """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.dir)
         data = receipt.to_json()
         atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
         return hashlib.sha256(data).hexdigest()
