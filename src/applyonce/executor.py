@@ -744,18 +744,30 @@ class Executor:
 
     def sync_checkout(self, receipt: Receipt) -> list[SyncReport]:
         """Update the touched paths of every checkout of the branch; record a ``synced`` event."""
-        paths: dict[str, None] = {}
-        for record in receipt.files:
-            paths[record.path] = None
-            if record.from_:
-                paths[record.from_] = None
+        return self.sync_many([receipt])
+
+    def sync_many(self, receipts: Sequence[Receipt]) -> list[SyncReport]:
+        """Sync the paths of several committed calls in one pass per branch (used by recover)."""
+        reports: list[SyncReport] = []
+        by_ref: dict[str, list[Receipt]] = {}
+        for receipt in receipts:
+            by_ref.setdefault(receipt.ref, []).append(receipt)
         with self._sync_lock():
-            since = self._oldest_unsynced_base(receipt)
-            reports = self.git.sync_checkouts(receipt.ref, since, list(paths))
-            self.ledger.record(
-                receipt.call_id, receipt.execution_id, "synced", synced=1,
-                extra={"reports": [r.__dict__ for r in reports]},
-            )
+            for ref, group in by_ref.items():
+                paths: dict[str, None] = {}
+                for receipt in group:
+                    for record in receipt.files:
+                        paths[record.path] = None
+                        if record.from_:
+                            paths[record.from_] = None
+                bases = [r.base_commit for r in group] + self.ledger.unsynced_bases(ref)
+                since = self._oldest_base(ref, bases)
+                ref_reports = self.git.sync_checkouts(ref, since, list(paths))
+                reports.extend(ref_reports)
+                detail = {"reports": [r.__dict__ for r in ref_reports]}
+                self.ledger.record_many(
+                    [(r.call_id, r.execution_id, "synced", {"synced": 1}, detail) for r in group]
+                )
         return reports
 
     def _sync_quietly(self, receipt: Receipt) -> list[SyncReport]:
@@ -767,14 +779,21 @@ class Executor:
             reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
             return [SyncReport(None, (), (), failed=reason)]
 
-    def _oldest_unsynced_base(self, receipt: Receipt) -> str | None:
-        """The base of the oldest committed-but-unsynced call on the ref: the checkout may hold any
-        version of a path from there on."""
-        oldest = receipt.base_commit
-        for base in self.ledger.unsynced_bases(receipt.ref):
-            if oldest is not None and base != oldest and self.git.is_ancestor(base, oldest):
-                oldest = base
-        return oldest
+    def _oldest_base(self, ref: str, bases: Sequence[str | None]) -> str | None:
+        """The oldest of ``bases`` on ``ref`` (one walk from the tip): the checkout may hold any
+        version of a path from there on. None if a call started on an unborn branch."""
+        if any(base is None for base in bases):
+            return None
+        remaining = set(bases)
+        oldest: str | None = None
+        for commit in self.git.walk(self.git.tip(ref)):
+            commit_id = str(commit.id)
+            if commit_id in remaining:
+                oldest = commit_id
+                remaining.discard(commit_id)
+                if not remaining:
+                    break
+        return oldest if oldest is not None else (bases[0] if bases else None)
 
 
 def records_of_plan(

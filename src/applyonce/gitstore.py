@@ -35,6 +35,7 @@ pygit2.settings.enable_fsync_gitdir(True)
 FALLBACK_NAME = "applyonce"
 FALLBACK_EMAIL = "applyonce@localhost"
 _LOCK_RETRIES = 50
+_ZERO_OID = pygit2.Oid(hex="0" * 40)
 _INDEX_LOCK_RETRIES = 20
 
 
@@ -444,13 +445,22 @@ class GitStore:
     def _versions_since(
         self, tip: str | None, base_commit: str | None, paths: list[str]
     ) -> dict[str, set[str | None]]:
-        """Every blob ID (None: absent) each path had from ``base_commit`` to ``tip``."""
-        versions: dict[str, set[str | None]] = {path: set() for path in paths}
-        commits = [self.tree_at(str(c.id)) for c in self.walk(tip, hide=base_commit)]
-        commits.append(self.tree_at(base_commit))
-        for tree in commits:
-            for path in paths:
-                versions[path].add(tree.blob_id(path))
+        """Every blob ID (None: absent) each path had from ``base_commit`` to ``tip``: its version
+        at the base plus every version a commit in between introduced (one tree diff a commit,
+        so the cost follows the changes, not commits × paths)."""
+        base_tree = self.tree_at(base_commit)
+        versions: dict[str, set[str | None]] = {path: {base_tree.blob_id(path)} for path in paths}
+        for commit in self.walk(tip, hide=base_commit):
+            if not commit.parents:  # a root commit: its versions are simply its own
+                root = GitTree(self.repo, commit.tree)
+                for path in paths:
+                    versions[path].add(root.blob_id(path))
+                continue
+            for delta in self.repo.diff(commit.parents[0].tree, commit.tree).deltas:
+                for side in (delta.old_file, delta.new_file):
+                    if side.path in versions:
+                        blob = None if side.id == _ZERO_OID else str(side.id)
+                        versions[side.path].add(blob)
         return versions
 
 

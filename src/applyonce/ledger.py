@@ -331,6 +331,14 @@ class Ledger:
         with self.transaction() as db:
             self._event(db, call_id, execution_id, kind, changes, extra)
 
+    def record_many(
+        self, entries: list[tuple[str, str | None, str, dict[str, Any], dict[str, Any] | None]]
+    ) -> None:
+        """Several ``(call_id, execution_id, kind, changes, extra)`` events in one transaction."""
+        with self.transaction() as db:
+            for call_id, execution_id, kind, changes, extra in entries:
+                self._event(db, call_id, execution_id, kind, changes, extra)
+
     def claim(
         self, ident: CallIdentity, *, ref: str, owner: Owner, args: BaseModel | None = None
     ) -> Claim:

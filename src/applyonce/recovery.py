@@ -114,17 +114,33 @@ class Recovery:
                     if row is not None:
                         ledger_rows[call_id] = row
         history = self._history_index(ledger_rows.values(), report)
+        reconciled: dict[str, int] = {}
         for row in ledger_rows.values():
             outcome = self.reconcile(row, history=history)
             if outcome is not None:
+                reconciled[row.call_id] = len(report.outcomes)
                 report.outcomes.append(outcome)
+        receipts = []
         for row in self.ledger.unsynced_committed():
-            with contextlib.suppress(ReceiptError):
-                receipt = self.ex.stored_receipt(row.call_id)
-                reports = self.ex.sync_checkout(receipt)
-                left = [p for r in reports for p in r.left_alone]
-                why = "checkout synced" + (f"; left your changes in {', '.join(left)}" if left else "")
-                report.outcomes.append(Outcome(row.call_id, "committed", "committed", why))
+            try:
+                receipts.append(self.ex.stored_receipt(row.call_id))
+            except ReceiptError as exc:
+                report.notes.append(f"{row.call_id[:12]}: not synced, {exc.one_line()}")
+        if receipts:
+            left = sorted({p for r in self.ex.sync_many(receipts) for p in r.left_alone})
+            for receipt in receipts:
+                if receipt.call_id in reconciled:
+                    i = reconciled[receipt.call_id]
+                    o = report.outcomes[i]
+                    report.outcomes[i] = Outcome(o.call_id, o.was, o.now, o.why + "; checkout synced")
+                else:
+                    report.outcomes.append(
+                        Outcome(receipt.call_id, "committed", "committed", "checkout synced")
+                    )
+            if left:
+                report.notes.append(
+                    "left your uncommitted changes as they are in: " + ", ".join(left[:10])
+                )
         return report
 
     def _history_index(
