@@ -51,6 +51,10 @@ def _commits_with(repo: Path, call_id: str) -> int:
     return sum(1 for line in out.splitlines() if line.strip() == call_id)
 
 
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "applyonce", *args], capture_output=True, env=env)
+
+
 def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
     """Run the workspace; return the exit code (0 when every step behaved as promised)."""
     workspace = workspace or SOURCE_WORKSPACE
@@ -58,34 +62,47 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
         raise UsageError(
             f"no demo workspace at {workspace}", hint="pass --workspace with a folder holding calls.jsonl"
         )
-    target = into or Path(tempfile.mkdtemp(prefix="applyonce-demo-"))
     if into is not None and into.exists() and any(into.iterdir()):
         raise UsageError(f"{into} is not empty", hint="pass --into with a new or empty folder")
+    target = into or Path(tempfile.mkdtemp(prefix="applyonce-demo-"))
     _build_repo(workspace, target)
     contract = workspace / "contract.md"
-    calls = [orjson.loads(line) for line in (workspace / "calls.jsonl").read_bytes().splitlines() if line.strip()]
-    echo(f"applyonce demo: {len(calls)} recorded agent calls on a scratch repo at {target}")
+    steps = [orjson.loads(line) for line in (workspace / "calls.jsonl").read_bytes().splitlines() if line.strip()]
+    echo(f"applyonce demo: {sum('run' not in s for s in steps)} recorded agent calls on a scratch repo")
+    echo(f"  {target}")
     failures = 0
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    for number, call in enumerate(calls, start=1):
-        source = calls[call["repeat_of"]] if "repeat_of" in call else call
-        echo(f"\n[{number}] {call['tool_call_id']}: {call['note']}")
+    repo = str(target)
+    for number, step in enumerate(steps, start=1):
+        if step.get("run") == "recover":
+            echo(f"\n[{number}] applyonce recover: {step['note']}")
+            proc = _cli("recover", "--repo", repo, env=env)
+            for line in proc.stdout.decode().splitlines():
+                echo(f"    {line}")
+            failures += proc.returncode != 0
+            continue
+        if step.get("run") == "audit":
+            echo(f"\n[{number}] applyonce audit: {step['note']}")
+            proc = _cli("audit", "--repo", repo, env=env)
+            for line in proc.stdout.decode().splitlines():
+                echo(f"    {line}")
+            failures += proc.returncode != 0
+            continue
+        source = steps[step["repeat_of"]] if "repeat_of" in step else step
+        echo(f"\n[{number}] {step['tool_call_id']}: {step['note']}")
         patch_file = target / ".git" / f"demo-call-{number}.patch"
         patch_file.write_text(source["patch"])
         run_env = dict(env)
-        if call.get("fault"):
-            run_env[FAULT_ENV] = call["fault"]
+        if step.get("fault"):
+            run_env[FAULT_ENV] = step["fault"]
         before = _git(target, "rev-parse", "HEAD").strip()
-        proc = subprocess.run(
-            [sys.executable, "-m", "applyonce", "apply", str(patch_file), "--repo", str(target),
-             "--contract", str(contract), "--tool-call-id", call["tool_call_id"], "--json"],
-            capture_output=True, env=run_env,
-        )
+        proc = _cli("apply", str(patch_file), "--repo", repo, "--contract", str(contract),
+                    "--tool-call-id", step["tool_call_id"], "--json", env=run_env)
         after = _git(target, "rev-parse", "HEAD").strip()
         if proc.returncode < 0:
-            echo(f"    the process was killed (SIGKILL at {call['fault']})")
-            echo(f"    the branch moved: {'yes' if before != after else 'no'}; "
-                 "the receipt still says: prepared")
+            echo(f"    killed by SIGKILL at {step['fault']} (a real crash, via APPLYONCE_FAULT)")
+            echo(f"    the branch {'moved' if before != after else 'did not move'}; "
+                 "no receipt says so yet")
             continue
         if not proc.stdout:
             echo(f"    exit {proc.returncode}: {proc.stderr.decode().strip()}")
@@ -94,26 +111,32 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
         receipt = orjson.loads(proc.stdout)
         call_id = receipt["call_id"]
         if receipt["status"] == "committed":
-            how = "reconciled from Git, not applied again" if receipt["reconciled"] else (
-                "replayed: stored receipt, nothing ran" if before == after and "repeat_of" in call
-                else "new commit")
+            if before != after:
+                how = "new commit"
+            elif receipt["reconciled"]:
+                how = "settled by recover earlier; returned, not applied again"
+            else:
+                how = "replayed: the stored receipt, nothing ran"
             files = ", ".join(f"{f['action']} {f['path']}" for f in receipt["files"])
-            echo(f"    committed {receipt['commit'][:12]} ({how}): {files}")
+            echo(f"    committed {receipt['commit'][:12]} ({how})")
+            echo(f"    {files}")
             count = _commits_with(target, call_id)
             echo(f"    commits carrying Call-Id {call_id[:12]}: {count}")
             failures += count != 1
         else:
-            echo(f"    {receipt['status']} (exit {proc.returncode}): {receipt['output'].strip()}")
-            echo(f"    the branch moved: {'yes' if before != after else 'no'}; "
-                 f"checkout clean: {'yes' if not _git(target, 'status', '--porcelain', '-uno') else 'no'}")
-            failures += before != after
-    echo("\ngit log (subject and Call-Id trailer):")
+            echo(f"    {receipt['status']}, exit {proc.returncode}: {receipt['output'].strip()}")
+            clean = not _git(target, "status", "--porcelain", "-uno")
+            echo(f"    the branch {'moved' if before != after else 'did not move'}; "
+                 f"checkout {'unchanged' if clean else 'CHANGED'}")
+            failures += before != after or not clean
+    echo("\ngit log --format='%h %s' plus each commit's Call-Id trailer:")
     log = _git(target, "log", "--format=%h %s%n        Call-Id: %(trailers:key=Call-Id,valueonly)")
     for line in log.splitlines():
         if line.strip() and line.strip() != "Call-Id:":
             echo(f"  {line}")
-    fsck = subprocess.run(["git", "-C", str(target), "fsck", "--strict"], capture_output=True)
+    fsck = subprocess.run(["git", "-C", repo, "fsck", "--strict"], capture_output=True)
     echo(f"\ngit fsck --strict: {'clean' if fsck.returncode == 0 else 'PROBLEMS'}")
     failures += fsck.returncode != 0
-    echo(f"the scratch repo stays at {target}; delete it when done")
+    echo(f"{'every step behaved as promised' if not failures else f'{failures} step(s) went wrong'}; "
+         f"the scratch repo stays at {target}")
     return 0 if failures == 0 else 1
