@@ -1,8 +1,8 @@
 """applyonce: exactly-once apply_patch for coding agents, backed by Git.
 
-    from applyonce import Executor
-    receipt = Executor("path/to/repo").apply(patch_text, tool_call_id="call_1")
-    receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
+from applyonce import Executor
+receipt = Executor("path/to/repo").apply(patch_text, tool_call_id="call_1")
+receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
 """
 
 from __future__ import annotations

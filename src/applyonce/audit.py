@@ -84,17 +84,25 @@ def audit(
         report.commits += 1
         ident = identity_from_trailers(block)
         if ident is None or ident.recompute() != call_id:
-            report.problems.append(Problem(
-                "identity", call_id,
-                f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
-                "the commit message was edited or forged; inspect it with git show", commit_id,
-            ))
+            report.problems.append(
+                Problem(
+                    "identity",
+                    call_id,
+                    f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
+                    "the commit message was edited or forged; inspect it with git show",
+                    commit_id,
+                )
+            )
         if call_id in seen:
-            report.problems.append(Problem(
-                "duplicate", call_id,
-                f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
-                "the call landed twice; revert one commit", commit_id,
-            ))
+            report.problems.append(
+                Problem(
+                    "duplicate",
+                    call_id,
+                    f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
+                    "the call landed twice; revert one commit",
+                    commit_id,
+                )
+            )
             continue
         seen[call_id] = commit_id
         row = ledger_rows.get(call_id)
@@ -106,19 +114,28 @@ def audit(
             report.problems.append(Problem("tampered", call_id, exc.message, exc.hint, commit_id))
             continue
         if receipt is None:
-            report.problems.append(Problem(
-                "no-receipt", call_id, f"commit {commit_id[:12]} has no receipt",
-                "run 'applyonce recover' if the call was interrupted; otherwise the receipt was"
-                " deleted", commit_id,
-            ))
+            report.problems.append(
+                Problem(
+                    "no-receipt",
+                    call_id,
+                    f"commit {commit_id[:12]} has no receipt",
+                    "run 'applyonce recover' if the call was interrupted; otherwise the receipt was"
+                    " deleted",
+                    commit_id,
+                )
+            )
             continue
         if receipt.status != "committed" or receipt.commit != commit_id:
-            report.problems.append(Problem(
-                "mismatch", call_id,
-                f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
-                f"the branch has commit {commit_id[:12]}",
-                "run 'applyonce recover'", commit_id,
-            ))
+            report.problems.append(
+                Problem(
+                    "mismatch",
+                    call_id,
+                    f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
+                    f"the branch has commit {commit_id[:12]}",
+                    "run 'applyonce recover'",
+                    commit_id,
+                )
+            )
             continue
         try:
             executor.verify_against_git(receipt)
@@ -138,15 +155,23 @@ def audit(
         if receipt is None or receipt.ref != ref:
             continue
         if receipt.status == "prepared":
-            report.problems.append(Problem(
-                "pending", call_id, "the call was interrupted and is not settled",
-                "run 'applyonce recover'",
-            ))
+            report.problems.append(
+                Problem(
+                    "pending",
+                    call_id,
+                    "the call was interrupted and is not settled",
+                    "run 'applyonce recover'",
+                )
+            )
         elif receipt.status == "unknown":
-            report.problems.append(Problem(
-                "unknown", call_id, "the call's outcome is unknown",
-                "run 'applyonce show' on it, then 'applyonce resolve'",
-            ))
+            report.problems.append(
+                Problem(
+                    "unknown",
+                    call_id,
+                    "the call's outcome is unknown",
+                    "run 'applyonce show' on it, then 'applyonce resolve'",
+                )
+            )
         elif receipt.status == "committed" and call_id not in seen and not since:
             on_branch = (
                 receipt.commit is not None
@@ -155,10 +180,14 @@ def audit(
                 and git.is_ancestor(receipt.commit, tip)
             )
             if not on_branch:
-                report.problems.append(Problem(
-                    "unreachable", call_id,
-                    f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
-                    "the branch was reset or rewritten; re-apply the call as a new attempt if"
-                    " its change is still wanted", receipt.commit,
-                ))
+                report.problems.append(
+                    Problem(
+                        "unreachable",
+                        call_id,
+                        f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
+                        "the branch was reset or rewritten; re-apply the call as a new attempt if"
+                        " its change is still wanted",
+                        receipt.commit,
+                    )
+                )
     return report

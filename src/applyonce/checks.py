@@ -115,7 +115,7 @@ class Scratch:
         strategy = (
             pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
         )
-        self.repo.checkout_tree(tree, strategy=strategy)
+        self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
         commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
         self.repo.set_head(commit)
@@ -155,9 +155,7 @@ def scratch_checkout(state_dir: Path, objects_dir: Path) -> Iterator[Scratch]:
     )
 
 
-def run_command(
-    command: str, *, cwd: Path, changed: Sequence[str], timeout: float
-) -> CheckRecord:
+def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: float) -> CheckRecord:
     """Run one ``--check`` command; its whole process group is killed on timeout."""
     env = {**os.environ, "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
     env.pop("APPLYONCE_FAULT", None)

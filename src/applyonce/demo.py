@@ -1,9 +1,10 @@
 """``applyonce demo``: a workspace's recorded agent calls, run end to end on a scratch repo.
 
 A workspace is a folder with ``files/`` (the project), ``contract.md`` (the task contract) and
-``calls.jsonl`` (one agent tool call a line: ``tool_call_id``, ``note``, ``patch`` or ``repeat_of``,
-and optionally ``fault``, a fault point at which that process is killed with SIGKILL). Each call runs
-as a real ``applyonce apply`` process, so the crash is a real one.
+``calls.jsonl`` (one agent tool call a line: ``tool_call_id``, ``note``, ``patch`` or
+``repeat_of``, and optionally ``fault``, a fault point at which that process is killed with
+SIGKILL; or a step ``{"run": "recover"|"audit"}``). Each runs as a real ``applyonce`` process, so
+the crash is a real one.
 """
 
 from __future__ import annotations
@@ -60,15 +61,21 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
     workspace = workspace or SOURCE_WORKSPACE
     if not (workspace / "calls.jsonl").is_file():
         raise UsageError(
-            f"no demo workspace at {workspace}", hint="pass --workspace with a folder holding calls.jsonl"
+            f"no demo workspace at {workspace}",
+            hint="pass --workspace with a folder holding calls.jsonl",
         )
     if into is not None and into.exists() and any(into.iterdir()):
         raise UsageError(f"{into} is not empty", hint="pass --into with a new or empty folder")
     target = into or Path(tempfile.mkdtemp(prefix="applyonce-demo-"))
     _build_repo(workspace, target)
     contract = workspace / "contract.md"
-    steps = [orjson.loads(line) for line in (workspace / "calls.jsonl").read_bytes().splitlines() if line.strip()]
-    echo(f"applyonce demo: {sum('run' not in s for s in steps)} recorded agent calls on a scratch repo")
+    steps = [
+        orjson.loads(line)
+        for line in (workspace / "calls.jsonl").read_bytes().splitlines()
+        if line.strip()
+    ]
+    calls = sum("run" not in s for s in steps)
+    echo(f"applyonce demo: {calls} recorded agent calls on a scratch repo")
     echo(f"  {target}")
     failures = 0
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
@@ -96,13 +103,25 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
         if step.get("fault"):
             run_env[FAULT_ENV] = step["fault"]
         before = _git(target, "rev-parse", "HEAD").strip()
-        proc = _cli("apply", str(patch_file), "--repo", repo, "--contract", str(contract),
-                    "--tool-call-id", step["tool_call_id"], "--json", env=run_env)
+        proc = _cli(
+            "apply",
+            str(patch_file),
+            "--repo",
+            repo,
+            "--contract",
+            str(contract),
+            "--tool-call-id",
+            step["tool_call_id"],
+            "--json",
+            env=run_env,
+        )
         after = _git(target, "rev-parse", "HEAD").strip()
         if proc.returncode < 0:
             echo(f"    killed by SIGKILL at {step['fault']} (a real crash, via APPLYONCE_FAULT)")
-            echo(f"    the branch {'moved' if before != after else 'did not move'}; "
-                 "no receipt says so yet")
+            echo(
+                f"    the branch {'moved' if before != after else 'did not move'}; "
+                "no receipt says so yet"
+            )
             continue
         if not proc.stdout:
             echo(f"    exit {proc.returncode}: {proc.stderr.decode().strip()}")
@@ -126,8 +145,10 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
         else:
             echo(f"    {receipt['status']}, exit {proc.returncode}: {receipt['output'].strip()}")
             clean = not _git(target, "status", "--porcelain", "-uno")
-            echo(f"    the branch {'moved' if before != after else 'did not move'}; "
-                 f"checkout {'unchanged' if clean else 'CHANGED'}")
+            echo(
+                f"    the branch {'moved' if before != after else 'did not move'}; "
+                f"checkout {'unchanged' if clean else 'CHANGED'}"
+            )
             failures += before != after or not clean
     echo("\ngit log --format='%h %s' plus each commit's Call-Id trailer:")
     log = _git(target, "log", "--format=%h %s%n        Call-Id: %(trailers:key=Call-Id,valueonly)")
@@ -137,6 +158,6 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
     fsck = subprocess.run(["git", "-C", repo, "fsck", "--strict"], capture_output=True)
     echo(f"\ngit fsck --strict: {'clean' if fsck.returncode == 0 else 'PROBLEMS'}")
     failures += fsck.returncode != 0
-    echo(f"{'every step behaved as promised' if not failures else f'{failures} step(s) went wrong'}; "
-         f"the scratch repo stays at {target}")
+    verdict = "every step behaved as promised" if not failures else f"{failures} step(s) went wrong"
+    echo(f"{verdict}; the scratch repo stays at {target}")
     return 0 if failures == 0 else 1

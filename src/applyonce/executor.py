@@ -92,7 +92,8 @@ class PlanView:
             levels = ",".join(level.label for level in change.match_levels)
             moved = f" (from {change.from_path})" if change.from_path else ""
             out.append(
-                f"{change.action:<6} {change.path}{moved}" + (f"  [match: {levels}]" if levels else "")
+                f"{change.action:<6} {change.path}{moved}"
+                + (f"  [match: {levels}]" if levels else "")
             )
         return out
 
@@ -163,7 +164,9 @@ class Executor:
 
     # --- identity and planning (pure, nothing written) -----------------------------------------
 
-    def identify(self, patch_text: str, options: CallOptions) -> tuple[ApplyPatchArgs, CallIdentity]:
+    def identify(
+        self, patch_text: str, options: CallOptions
+    ) -> tuple[ApplyPatchArgs, CallIdentity]:
         """Parse ``patch_text`` and compute the call's normalised args and identity."""
         if options.tool_call_id is not None and not _TOOL_CALL_ID.match(options.tool_call_id):
             raise UsageError(
@@ -306,8 +309,8 @@ class Executor:
         return self.adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
 
     def _indexed_call_commits(self, ref: str, call_id: str) -> list[str]:
-        """Commits on ``ref`` carrying ``call_id``, from the ledger's trailer index, which is brought
-        up to date incrementally (the commits since the last scanned tip; the whole branch once)."""
+        """Commits on ``ref`` carrying ``call_id``, from the ledger's trailer index, brought up to
+        date incrementally (the commits since the last scanned tip; the whole branch once)."""
         tip = self.git.tip(ref)
         if tip is None:
             return []
@@ -411,15 +414,12 @@ class Executor:
             return None
         return records_of_plan(tree_plan, blobs)
 
-    def _file_records_from_commit(self, parent: str | None, commit_id: str) -> tuple[FileRecord, ...]:
-        diff = self.git.repo.diff(
-            self.git.repo[parent].tree if parent else None,  # type: ignore[attr-defined]
-            self.git.repo[commit_id].tree,  # type: ignore[attr-defined]
-        )
-        diff.find_similar()
+    def _file_records_from_commit(
+        self, parent: str | None, commit_id: str
+    ) -> tuple[FileRecord, ...]:
         tree = self.git.tree_at(commit_id)
         records: list[FileRecord] = []
-        for delta in diff.deltas:
+        for delta in self.git.changes_in(parent, commit_id):
             status = delta.status_char()
             path = delta.new_file.path if status != "D" else delta.old_file.path
             action = {"A": "add", "D": "delete", "R": "move"}.get(status, "update")
@@ -428,7 +428,7 @@ class Executor:
             records.append(
                 FileRecord(
                     path=path,
-                    action=action,  # type: ignore[arg-type]
+                    action=action,
                     **{"from": delta.old_file.path if status == "R" else None},
                     blob=blob,
                     sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
@@ -465,8 +465,12 @@ class Executor:
         )
         sha = self.receipts.write(prepared)
         self.ledger.record(
-            ident.call_id, execution_id, "prepared",
-            state="prepared", base_commit=base, receipt_sha256=sha,
+            ident.call_id,
+            execution_id,
+            "prepared",
+            state="prepared",
+            base_commit=base,
+            receipt_sha256=sha,
         )
         fault("after-prepared")
         patch = args.patch()
@@ -497,14 +501,18 @@ class Executor:
                     approved = True
                 checks = self._run_checks(tree_plan, base_tree, tree_id, options)
                 self.ledger.record(
-                    ident.call_id, execution_id, "checked",
+                    ident.call_id,
+                    execution_id,
+                    "checked",
                     extra={"checks": [c.name for c in checks]},
                 )
                 fault("after-check")
                 message = build_message(tree_plan, ident, tool_call_id=options.tool_call_id)
                 commit_id = self.git.create_commit(tree_id, base, message)
                 self.ledger.record(
-                    ident.call_id, execution_id, "commit-object",
+                    ident.call_id,
+                    execution_id,
+                    "commit-object",
                     extra={"commit": commit_id, "base": base},
                 )
                 fault("after-commit-object")
@@ -515,9 +523,7 @@ class Executor:
                     # it, wrongly judged dead): then it has landed, and must not land twice.
                     own = self.git.commits_with_call_id(ref, ident.call_id, since=base)
                     if own:
-                        landed = self.adopt_commit(
-                            ident, execution_id, ref, own[0], prepared
-                        )
+                        landed = self.adopt_commit(ident, execution_id, ref, own[0], prepared)
                         options.sync_reports.extend(self._sync_quietly(landed))
                         return landed
                     base = moved.actual
@@ -561,13 +567,16 @@ class Executor:
             return
         if options.approve is None:
             raise ApprovalError(
-                f"the patch touches protected paths ({', '.join(protected[:3])}) and needs approval",
+                f"the patch touches protected paths ({', '.join(protected[:3])}) "
+                "and needs approval",
                 retryable=True,
                 hint="repeat the call with --confirm (or an approve callback)",
             )
         approved = bool(options.approve(view))
         self.ledger.record(
-            ident.call_id, execution_id, "approved" if approved else "denied",
+            ident.call_id,
+            execution_id,
+            "approved" if approved else "denied",
             extra={"protected": protected},
         )
         if not approved:
@@ -617,8 +626,13 @@ class Executor:
 
         return Recovery(self).recover()
 
-    def audit(self, *, branch: str | None = None, since: str | None = None,
-              progress: Callable[[int], None] | None = None) -> AuditReport:
+    def audit(
+        self,
+        *,
+        branch: str | None = None,
+        since: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> AuditReport:
         """Check every trailer commit against its receipt (see :mod:`applyonce.audit`)."""
         from applyonce.audit import audit
 
@@ -639,7 +653,8 @@ class Executor:
             raise UsageError(f"no call {call_id[:12]} in the ledger")
         if row.state != "unknown":
             raise UsageError(
-                f"call {call_id[:12]} is {row.state}; resolve is for calls whose outcome is unknown",
+                f"call {call_id[:12]} is {row.state}; "
+                "resolve is for calls whose outcome is unknown",
                 hint="run 'applyonce recover' for interrupted calls",
             )
         if not note.strip():
@@ -717,7 +732,7 @@ class Executor:
         return rejected
 
     def _record_terminal(self, receipt: Receipt, kind: str, *, sha: str | None) -> None:
-        changes: dict[str, object] = {
+        changes: dict[str, Any] = {
             "state": receipt.status,
             "execution_id": receipt.execution_id,
             "exit_code": receipt.exit_code,

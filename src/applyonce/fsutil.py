@@ -1,8 +1,9 @@
 """Every file write applyonce makes goes through here.
 
 ``atomic_write``: temp file in the same directory → write → fsync → ``os.replace`` → fsync the
-directory; the temp file is removed if anything fails before the rename. A reader therefore sees the
-old file or the new one, never a torn one, and after the directory fsync the rename survives a crash.
+directory; the temp file is removed if anything fails before the rename. A reader therefore sees
+the old file or the new one, never a torn one, and after the directory fsync the rename survives a
+crash.
 """
 
 from __future__ import annotations

@@ -272,7 +272,9 @@ class GitStore:
                 if base is None:
                     if self.repo.references.get(ref) is not None:
                         raise TipMovedError(ref, None, self.tip(ref))
-                    self.repo.create_reference_direct(ref, pygit2.Oid(hex=new), False, message=reason)
+                    self.repo.create_reference_direct(
+                        ref, pygit2.Oid(hex=new), False, message=reason
+                    )
                     return
                 current = self.repo.references.get(ref)
                 if current is None or str(current.target) != base:
@@ -291,7 +293,9 @@ class GitStore:
                 if attempt + 1 < _LOCK_RETRIES:
                     time.sleep(0.01 * (attempt + 1))
                     continue
-                raise LockedError(f"{ref} stays locked by another writer ({text.strip()})") from None
+                raise LockedError(
+                    f"{ref} stays locked by another writer ({text.strip()})"
+                ) from None
 
     # --- reading history ----------------------------------------------------------------------
 
@@ -305,9 +309,7 @@ class GitStore:
                 walker.hide(pygit2.Oid(hex=hide))
         yield from walker
 
-    def commits_with_call_id(
-        self, ref: str, call_id: str, *, since: str | None
-    ) -> list[str]:
+    def commits_with_call_id(self, ref: str, call_id: str, *, since: str | None) -> list[str]:
         """Commits on ``ref`` after ``since`` whose ``Call-Id`` trailer is ``call_id``."""
         return [
             str(commit.id)
@@ -315,15 +317,24 @@ class GitStore:
             if trailers(commit).get("Call-Id") == call_id
         ]
 
+    def changes_in(self, parent: str | None, commit_id: str) -> list[pygit2.DiffDelta]:
+        """The file changes from ``parent`` (None: the empty tree) to ``commit_id``, renames
+        detected."""
+        new = self.repo[commit_id].peel(pygit2.Tree)
+        if parent is None:
+            diff = new.diff_to_tree(swap=True)
+        else:
+            diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
+        diff.find_similar()
+        return list(diff.deltas)
+
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
-        return bool(
-            self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
-        )
+        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
 
     # --- the user's checkout ------------------------------------------------------------------
 
@@ -350,9 +361,12 @@ class GitStore:
             if repo.is_bare:
                 continue
             head = repo.references.get("HEAD")
-            if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
-                if str(head.target) == ref:
-                    found.append(repo)
+            if (
+                head is not None
+                and head.type == pygit2.enums.ReferenceType.SYMBOLIC
+                and str(head.target) == ref
+            ):
+                found.append(repo)
         return found
 
     def find_dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> None:
@@ -369,7 +383,10 @@ class GitStore:
                 if base.kind(path) in ("dir", "submodule"):
                     continue  # not a file: the planner refuses the operation itself
                 expected = base.blob_id(path)
-                if _workdir_blob(checkout, root, path) != expected or _index_blob(index, path) != expected:
+                if (
+                    _workdir_blob(checkout, root, path) != expected
+                    or _index_blob(index, path) != expected
+                ):
                     state = "is untracked" if expected is None else "has uncommitted changes"
                     raise DirtyPathError(
                         f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
@@ -432,9 +449,7 @@ class GitStore:
                         # Through the repo's filters (eol, .gitattributes), as git would write it.
                         with pygit2.BlobIO(blob, as_path=path) as stream:
                             data = stream.read()
-                        atomic_write(
-                            full, data, mode=_file_mode(entry.filemode), durable=False
-                        )
+                        atomic_write(full, data, mode=_file_mode(entry.filemode), durable=False)
                     index.add(path)
                 written.append(path)
             if written:
@@ -447,7 +462,7 @@ class GitStore:
     ) -> dict[str, set[str | None]]:
         """Every blob ID (None: absent) each path had from ``base_commit`` to ``tip``: its version
         at the base plus every version a commit in between introduced (one tree diff a commit,
-        so the cost follows the changes, not commits × paths)."""
+        so the cost follows the changes, not commits x paths)."""
         base_tree = self.tree_at(base_commit)
         versions: dict[str, set[str | None]] = {path: {base_tree.blob_id(path)} for path in paths}
         for commit in self.walk(tip, hide=base_commit):
@@ -456,7 +471,7 @@ class GitStore:
                 for path in paths:
                     versions[path].add(root.blob_id(path))
                 continue
-            for delta in self.repo.diff(commit.parents[0].tree, commit.tree).deltas:
+            for delta in commit.parents[0].tree.diff_to_tree(commit.tree).deltas:
                 for side in (delta.old_file, delta.new_file):
                     if side.path in versions:
                         blob = None if side.id == _ZERO_OID else str(side.id)

@@ -223,7 +223,8 @@ class Ledger:
     def _migrate(self) -> None:
         with self.transaction() as db:
             db.execute(
-                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS migrations"
+                " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in db.execute("SELECT name FROM migrations")}
             for name, sql in MIGRATIONS:
@@ -245,7 +246,9 @@ class Ledger:
         if states:
             sql += f" WHERE state IN ({','.join('?' * len(states))})"
             params = states
-        return [self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, call_id", params)]
+        return [
+            self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, call_id", params)
+        ]
 
     def unsynced_bases(self, ref: str) -> list[str]:
         """Base commits of committed calls on ``ref`` whose checkout sync has not happened."""
@@ -365,9 +368,13 @@ class Ledger:
                     execution_id,
                     "claimed",
                     {"state": "claimed", "execution_id": execution_id, **owner_cols},
-                    {"args_sha256": ident.args_sha256, "idempotency_key": ident.idempotency_key,
-                     "ref": ref, "identity": ident.model_dump(),
-                     "args": args.model_dump(mode="json") if args is not None else None},
+                    {
+                        "args_sha256": ident.args_sha256,
+                        "idempotency_key": ident.idempotency_key,
+                        "ref": ref,
+                        "identity": ident.model_dump(),
+                        "args": args.model_dump(mode="json") if args is not None else None,
+                    },
                 )
                 return Claim("run", execution_id, None)
             row = self._row(found)
@@ -412,9 +419,16 @@ class Ledger:
             if row.owner is not None and row.owner.alive() and row.owner.pid != owner.pid:
                 return None
             self._event(
-                db, call_id, execution_id, "recovering",
-                {"execution_id": execution_id, "owner_pid": owner.pid,
-                 "owner_host": owner.host, "owner_start": owner.start},
+                db,
+                call_id,
+                execution_id,
+                "recovering",
+                {
+                    "execution_id": execution_id,
+                    "owner_pid": owner.pid,
+                    "owner_host": owner.host,
+                    "owner_start": owner.start,
+                },
                 {"previous_execution_id": row.execution_id},
             )
             return execution_id
@@ -428,15 +442,30 @@ class Ledger:
             db.execute(
                 "INSERT INTO calls (call_id, state, execution_id, args_sha256, idempotency_key,"
                 " ref, base_commit, created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?, ?, ?)",
-                (receipt.call_id, receipt.execution_id, receipt.args_sha256,
-                 receipt.idempotency_key, receipt.ref, receipt.base_commit, at, at),
+                (
+                    receipt.call_id,
+                    receipt.execution_id,
+                    receipt.args_sha256,
+                    receipt.idempotency_key,
+                    receipt.ref,
+                    receipt.base_commit,
+                    at,
+                    at,
+                ),
             )
             self._event(
-                db, receipt.call_id, receipt.execution_id, "adopted",
+                db,
+                receipt.call_id,
+                receipt.execution_id,
+                "adopted",
                 {"state": "prepared", "base_commit": receipt.base_commit},
-                {"args_sha256": receipt.args_sha256, "idempotency_key": receipt.idempotency_key,
-                 "ref": receipt.ref, "identity": receipt.identity.model_dump(),
-                 "reason": "prepared receipt without a ledger row"},
+                {
+                    "args_sha256": receipt.args_sha256,
+                    "idempotency_key": receipt.idempotency_key,
+                    "ref": receipt.ref,
+                    "identity": receipt.identity.model_dump(),
+                    "reason": "prepared receipt without a ledger row",
+                },
             )
         return self.get(receipt.call_id)
 

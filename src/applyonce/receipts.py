@@ -1,8 +1,9 @@
 """Receipts (DESIGN §4): one JSON file per call, written atomically, verified on every read.
 
 ``<state>/receipts/<call_id>.json``. A receipt is never trusted as read: its ``call_id`` must
-recompute from its own fields, its ``output_sha256`` must match its output, its digest must match the
-one the ledger recorded when it was written, and a committed receipt's files must match the commit.
+recompute from its own fields, its ``output_sha256`` must match its output, its digest must match
+the one the ledger recorded when it was written, and a committed receipt's files must match the
+commit.
 """
 
 from __future__ import annotations
@@ -170,9 +171,7 @@ def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = No
     """Parse and self-verify receipt bytes. See :class:`ReceiptStore`."""
     short = call_id[:12]
     if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
-        raise ReceiptError(
-            f"receipt {short} was changed after applyonce wrote it", call_id=call_id
-        )
+        raise ReceiptError(f"receipt {short} was changed after applyonce wrote it", call_id=call_id)
     try:
         receipt = Receipt.model_validate(orjson.loads(data))
     except (orjson.JSONDecodeError, ValidationError) as exc:

@@ -3,10 +3,12 @@
 For a call that is not terminal and whose owner is gone:
 
 * a commit carrying its ``Call-Id`` on the branch after ``base_commit`` → ``committed``,
-  ``reconciled: true``; receipt and ledger completed, checkout synced. The patch is never re-applied;
+  ``reconciled: true``; receipt and ledger completed, checkout synced. The patch is never
+  re-applied;
 * its commit object exists (recorded by the ``commit-object`` event) but the branch was not moved,
   and the tip still equals ``base_commit`` → published now by compare-and-swap (roll forward);
-* otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run again;
+* otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run
+  again;
 * contradictions (two commits with one Call-Id) → ``unknown``, for a person to ``resolve``.
 
 Committed calls without a ``synced`` event get their checkout sync. Recovery also removes lock files
@@ -132,7 +134,9 @@ class Recovery:
                 if receipt.call_id in reconciled:
                     i = reconciled[receipt.call_id]
                     o = report.outcomes[i]
-                    report.outcomes[i] = Outcome(o.call_id, o.was, o.now, o.why + "; checkout synced")
+                    report.outcomes[i] = Outcome(
+                        o.call_id, o.was, o.now, o.why + "; checkout synced"
+                    )
                 else:
                     report.outcomes.append(
                         Outcome(receipt.call_id, "committed", "committed", "checkout synced")
@@ -199,12 +203,20 @@ class Recovery:
                 commits = self.git.commits_with_call_id(row.ref, row.call_id, since=None)
         if len(commits) > 1:
             self._mark_unknown(row, ident, receipt, execution_id, commits)
-            return Outcome(row.call_id, row.state, "unknown",
-                           f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'")
+            return Outcome(
+                row.call_id,
+                row.state,
+                "unknown",
+                f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
+            )
         if len(commits) == 1:
             self.ex.adopt_commit(ident, execution_id, row.ref, commits[0], receipt)
-            return Outcome(row.call_id, row.state, "committed",
-                           f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished")
+            return Outcome(
+                row.call_id,
+                row.state,
+                "committed",
+                f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished",
+            )
         orphan = self._orphan_commit(row.call_id, base)
         if orphan is not None and base is not None and self.git.tip(row.ref) == base:
             try:
@@ -213,19 +225,27 @@ class Recovery:
                 pass
             else:
                 self.ex.adopt_commit(ident, execution_id, row.ref, orphan, receipt)
-                return Outcome(row.call_id, row.state, "committed",
-                               f"commit object {orphan[:12]} was staged; published it now")
+                return Outcome(
+                    row.call_id,
+                    row.state,
+                    "committed",
+                    f"commit object {orphan[:12]} was staged; published it now",
+                )
         error = InterruptedCallError(
             "the call was interrupted before its commit was published", call_id=row.call_id
         )
         self.ex.reject_interrupted(ident, execution_id, row, receipt, error)
-        return Outcome(row.call_id, row.state, "rejected",
-                       "interrupted before the publish; nothing took effect (retryable)")
+        return Outcome(
+            row.call_id,
+            row.state,
+            "rejected",
+            "interrupted before the publish; nothing took effect (retryable)",
+        )
 
     def _identity(self, row: CallRow, receipt: Receipt | None) -> CallIdentity:
         if receipt is not None:
             return receipt.identity
-        claimed = next(
+        claimed: dict[str, object] = next(
             (e["data"] for e in self.ledger.events(row.call_id) if e["kind"] == "claimed"), {}
         )
         identity = claimed.get("identity")
@@ -289,8 +309,13 @@ class Recovery:
         ).with_output(f"error: call {row.call_id[:12]}'s outcome is unknown\n")
         sha = self.ex.receipts.write(unknown)
         self.ledger.record(
-            row.call_id, execution_id, "unknown",
-            state="unknown", receipt_sha256=sha, exit_code=5, extra={"commits": commits},
+            row.call_id,
+            execution_id,
+            "unknown",
+            state="unknown",
+            receipt_sha256=sha,
+            exit_code=5,
+            extra={"commits": commits},
         )
 
     # --- debris -------------------------------------------------------------------------------

@@ -73,7 +73,9 @@ def replay(executor: Executor) -> ReplayReport:
         else:
             for column in COMPARED:
                 if column in state and state[column] != getattr(row, column):
-                    problems.append(f"events say {column}={state[column]!r}, calls say {getattr(row, column)!r}")
+                    problems.append(
+                        f"events say {column}={state[column]!r}, calls say {getattr(row, column)!r}"
+                    )
         receipt: Receipt | None = None
         try:
             receipt = executor.receipts.load(
@@ -81,9 +83,8 @@ def replay(executor: Executor) -> ReplayReport:
             )
         except ReceiptError as exc:
             problems.append(exc.message)
-        if receipt is None and not problems:
-            if row is not None and row.state not in ("claimed",):
-                problems.append("the receipt is missing")
+        if receipt is None and not problems and row is not None and row.state != "claimed":
+            problems.append("the receipt is missing")
         output = ""
         if receipt is not None:
             output = receipt.output
@@ -92,10 +93,14 @@ def replay(executor: Executor) -> ReplayReport:
             expected = derived_output(receipt)
             if expected is not None and expected != receipt.output:
                 problems.append("the stored output is not what the recorded decision gives")
-            if row is not None and receipt.status in ("committed", "rejected") and (
-                receipt.exit_code != row.exit_code
+            if (
+                row is not None
+                and receipt.status in ("committed", "rejected")
+                and (receipt.exit_code != row.exit_code)
             ):
-                problems.append(f"exit code {receipt.exit_code} in the receipt, {row.exit_code} in the ledger")
+                problems.append(
+                    f"exit code {receipt.exit_code} in the receipt, {row.exit_code} in the ledger"
+                )
         report.decisions.append(
             Decision(
                 call_id=call_id,
