@@ -144,3 +144,22 @@ def test_unknown_outcome_needs_a_person_then_resolves(repo: Repo) -> None:
     assert replayed.returncode == 0
     twice = run_cli("resolve", call_id, "--as", "rejected", "--note", "x", "--repo", str(repo.path))
     assert twice.returncode == 2 and "is committed" in twice.stderr
+
+
+def test_recover_says_when_it_had_to_search_the_whole_branch(repo: Repo) -> None:
+    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-claim"})
+    assert crashed.returncode == -signal.SIGKILL
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.returncode == 0
+    assert "note: refs/heads/main: a call has no known base on the branch; searched its whole history" in result.stdout
+    assert "interrupted before the publish" in result.stdout
+
+
+def test_audit_since_limits_the_walk(repo: Repo) -> None:
+    first = apply(repo)
+    apply(repo, SECOND)
+    result = run_cli("audit", "--repo", str(repo.path), "--since", first["commit"], "--json")
+    assert result.returncode == 0
+    assert orjson.loads(result.stdout)["commits"] == 1
+    bad = run_cli("audit", "--repo", str(repo.path), "--since", "no-such-rev")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: 'no-such-rev' is not a commit")
