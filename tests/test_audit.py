@@ -163,3 +163,10 @@ def test_audit_since_limits_the_walk(repo: Repo) -> None:
     assert orjson.loads(result.stdout)["commits"] == 1
     bad = run_cli("audit", "--repo", str(repo.path), "--since", "no-such-rev")
     assert bad.returncode == 2 and bad.stderr.startswith("error: 'no-such-rev' is not a commit")
+
+
+def test_inspection_commands_create_no_state(repo: Repo) -> None:
+    assert run_cli("log", "--repo", str(repo.path)).stdout == "no calls yet\n"
+    assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
+    assert run_cli("replay", "--repo", str(repo.path)).stdout == "replayed 0 call(s): all agree\n"
+    assert not repo.state_dir().exists()

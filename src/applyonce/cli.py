@@ -246,7 +246,7 @@ def show(
 ) -> None:
     """Show one call's verified receipt."""
     with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
+        executor = Executor(repo, state_dir=state_dir, read_only=True)
         full = _resolve_call_id(executor, call_id)
         row = executor.ledger.get(full)
         receipt = executor.receipts.load(full, expected_sha256=row.receipt_sha256 if row else None)
@@ -280,7 +280,7 @@ def log(
 ) -> None:
     """List the calls in the ledger, oldest first."""
     with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
+        executor = Executor(repo, state_dir=state_dir, read_only=True)
         rows = executor.ledger.calls()
         if json:
             typer.echo(
@@ -355,7 +355,7 @@ def replay(
 ) -> None:
     """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
     with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
+        executor = Executor(repo, state_dir=state_dir, read_only=True)
         report = executor.replay()
         if json:
             _emit_json(report.to_dict())
@@ -384,7 +384,7 @@ def audit(
 ) -> None:
     """Check every Call-Id commit against its receipt (exit 0 clean, 1 problems)."""
     with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
+        executor = Executor(repo, state_dir=state_dir, read_only=True)
         progress = None
         if sys.stderr.isatty() and not json:
             def progress(count: int) -> None:

@@ -130,9 +130,17 @@ class Executor:
     Args:
         repo: a path inside the repository (a work tree or a bare repository).
         state_dir: where receipts and the ledger live; default ``<git common dir>/applyonce``.
+        read_only: for inspection (log, show, audit, replay): where there is no state yet, read an
+            empty record instead of creating one.
     """
 
-    def __init__(self, repo: str | os.PathLike[str] = ".", *, state_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        repo: str | os.PathLike[str] = ".",
+        *,
+        state_dir: str | None = None,
+        read_only: bool = False,
+    ) -> None:
         self.git = GitStore(repo)
         self.state_dir = Path(state_dir) if state_dir else self.git.common_dir / "applyonce"
         existing = next(p for p in (self.state_dir, *self.state_dir.parents) if p.exists())
@@ -143,11 +151,16 @@ class Executor:
             )
         self.receipts = ReceiptStore(self.state_dir)
         self._ledger: Ledger | None = None
+        # Inspection commands (log, show, audit, replay) create no state where there is none.
+        self.read_only = read_only
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
             path = self.state_dir / "ledger.sqlite3"
+            if self.read_only and not path.exists():
+                self._ledger = Ledger.empty(path)
+                return self._ledger
             try:
                 self._ledger = Ledger(path)
             except OSError as exc:

@@ -198,6 +198,16 @@ class Ledger:
             fcntl.flock(lock, fcntl.LOCK_UN)
             os.close(lock)
 
+    @classmethod
+    def empty(cls, path: Path) -> Ledger:
+        """An in-memory ledger with no calls, for reading a repository that has no state yet
+        without creating any."""
+        ledger = cls.__new__(cls)
+        ledger.path = path
+        ledger.db = sqlite3.connect(":memory:", isolation_level=None)
+        ledger._migrate()
+        return ledger
+
     def close(self) -> None:
         self.db.close()
 
