@@ -170,3 +170,40 @@ def test_inspection_commands_create_no_state(repo: Repo) -> None:
     assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
     assert run_cli("replay", "--repo", str(repo.path)).stdout == "replayed 0 call(s): all agree\n"
     assert not repo.state_dir().exists()
+
+
+def test_recover_rebuilds_a_deleted_receipt_from_the_commit(repo: Repo) -> None:
+    original = apply(repo)
+    (repo.state_dir() / "receipts" / f"{original['call_id']}.json").unlink()
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "its receipt was missing; rebuilt it from commit" in result.stdout
+    assert audit(repo)[0] == 0
+    again = apply(repo)
+    for key in ("call_id", "commit", "files", "output", "match_levels"):
+        assert again[key] == original[key], key
+
+
+def test_recover_rebuilds_a_tampered_receipt_so_forged_data_never_returns(repo: Repo) -> None:
+    original = apply(repo)
+    path = repo.state_dir() / "receipts" / f"{original['call_id']}.json"
+    forged = dict(original, files=[dict(f, sha256="0" * 64) for f in original["files"]])
+    path.write_bytes(orjson.dumps(forged))
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "its receipt did not verify; rebuilt it from commit" in result.stdout
+    again = apply(repo)
+    assert again["files"] == original["files"]
+    assert audit(repo)[0] == 0
+
+
+def test_recover_rebuilds_the_record_of_a_lost_state_dir(repo: Repo) -> None:
+    import shutil
+
+    one = apply(repo)
+    two = apply(repo, SECOND)
+    shutil.rmtree(repo.state_dir())
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.stdout.count("it had no record at all; rebuilt it from commit") == 2
+    assert audit(repo)[0] == 0
+    logged = orjson.loads(run_cli("log", "--repo", str(repo.path), "--json").stdout)
+    assert {row["call_id"] for row in logged} == {one["call_id"], two["call_id"]}
+    assert apply(repo)["commit"] == one["commit"]

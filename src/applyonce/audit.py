@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from applyonce.executor import Executor
 
 Progress = Callable[[int], None]
+REBUILD = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def audit(
                 call_id, expected_sha256=row.receipt_sha256 if row else None
             )
         except ReceiptError as exc:
-            report.problems.append(Problem("tampered", call_id, exc.message, exc.hint, commit_id))
+            report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commit_id))
             continue
         if receipt is None:
             report.problems.append(
@@ -119,8 +120,7 @@ def audit(
                     "no-receipt",
                     call_id,
                     f"commit {commit_id[:12]} has no receipt",
-                    "run 'applyonce recover' if the call was interrupted; otherwise the receipt was"
-                    " deleted",
+                    "run 'applyonce recover' to rebuild it from the commit",
                     commit_id,
                 )
             )

@@ -321,12 +321,12 @@ class Executor:
         self._check_same_args(ident, commits[0])
         return self.adopt_commit(ident, claim.execution_id, ref, commits[0], receipt)
 
-    def _indexed_call_commits(self, ref: str, call_id: str) -> list[str]:
-        """Commits on ``ref`` carrying ``call_id``, from the ledger's trailer index, brought up to
-        date incrementally (the commits since the last scanned tip; the whole branch once)."""
+    def refresh_trailer_index(self, ref: str) -> str | None:
+        """Bring the ledger's Call-Id index of ``ref`` up to date incrementally (the commits since
+        the last scanned tip; the whole branch once). Returns the tip."""
         tip = self.git.tip(ref)
         if tip is None:
-            return []
+            return None
         last = self.ledger.scanned_tip(ref)
         if last != tip:
             hide = last if last is not None and self.git.has_object(last) else None
@@ -336,6 +336,13 @@ class Executor:
                 if (call := trailers(commit).get("Call-Id"))
             ]
             self.ledger.index_trailers(ref, found, tip)
+        return tip
+
+    def _indexed_call_commits(self, ref: str, call_id: str) -> list[str]:
+        """Commits on ``ref`` carrying ``call_id``, from the ledger's trailer index."""
+        tip = self.refresh_trailer_index(ref)
+        if tip is None:
+            return []
         return [
             commit
             for commit in self.ledger.indexed_commits(ref, call_id)

@@ -514,6 +514,40 @@ class Ledger:
         )
         return [str(r[0]) for r in rows]
 
+    def indexed_calls(self, ref: str) -> dict[str, list[str]]:
+        """Call-Id → commits, for every Call-Id seen on ``ref``."""
+        found: dict[str, list[str]] = {}
+        rows = self.db.execute("SELECT call_id, commit_id FROM trailer_index WHERE ref = ?", (ref,))
+        for call_id, commit_id in rows:
+            found.setdefault(str(call_id), []).append(str(commit_id))
+        return found
+
+    def ensure_row(self, ident: CallIdentity, ref: str, *, reason: str) -> None:
+        """Create the row of a call known only from Git (its record was lost)."""
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone():
+                return
+            at = now()
+            db.execute(
+                "INSERT INTO calls (call_id, state, args_sha256, idempotency_key, ref,"
+                " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
+                (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
+            )
+            self._event(
+                db,
+                ident.call_id,
+                None,
+                "adopted",
+                {"state": "new"},
+                {
+                    "args_sha256": ident.args_sha256,
+                    "idempotency_key": ident.idempotency_key,
+                    "ref": ref,
+                    "identity": ident.model_dump(),
+                    "reason": reason,
+                },
+            )
+
     def rebuild_calls(self) -> dict[str, dict[str, Any]]:
         """The ``calls`` state derived from ``events`` alone (for replay and repair)."""
         state: dict[str, dict[str, Any]] = {}

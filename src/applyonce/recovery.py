@@ -23,6 +23,7 @@ import contextlib
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from applyonce.gitstore import TipMovedError, trailers
 from applyonce.identity import CallIdentity
 from applyonce.ledger import IN_FLIGHT, CallRow, Owner
 from applyonce.receipts import Receipt, ReceiptError, now
+from applyonce.trailers import identity_from_trailers
 
 if TYPE_CHECKING:
     from applyonce.executor import Executor
@@ -116,36 +118,105 @@ class Recovery:
                     if row is not None:
                         ledger_rows[call_id] = row
         history = self._history_index(ledger_rows.values(), report)
-        reconciled: dict[str, int] = {}
         for row in ledger_rows.values():
             outcome = self.reconcile(row, history=history)
             if outcome is not None:
-                reconciled[row.call_id] = len(report.outcomes)
                 report.outcomes.append(outcome)
+        self.repair_records(report)
+        settled = {o.call_id: i for i, o in enumerate(report.outcomes)}
         receipts = []
         for row in self.ledger.unsynced_committed():
             try:
                 receipts.append(self.ex.stored_receipt(row.call_id))
             except ReceiptError as exc:
                 report.notes.append(f"{row.call_id[:12]}: not synced, {exc.one_line()}")
-        if receipts:
-            left = sorted({p for r in self.ex.sync_many(receipts) for p in r.left_alone})
-            for receipt in receipts:
-                if receipt.call_id in reconciled:
-                    i = reconciled[receipt.call_id]
-                    o = report.outcomes[i]
-                    report.outcomes[i] = Outcome(
-                        o.call_id, o.was, o.now, o.why + "; checkout synced"
-                    )
-                else:
-                    report.outcomes.append(
-                        Outcome(receipt.call_id, "committed", "committed", "checkout synced")
-                    )
-            if left:
-                report.notes.append(
-                    "left your uncommitted changes as they are in: " + ", ".join(left[:10])
+        if not receipts:
+            return report
+        try:
+            sync_reports = self.ex.sync_many(receipts)
+        except (ApplyOnceError, OSError) as exc:
+            reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+            report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+            return report
+        written = {p for r in sync_reports for p in r.written}
+        for receipt in receipts:
+            paths = {f.path for f in receipt.files} | {f.from_ for f in receipt.files if f.from_}
+            if not paths & written:
+                continue  # its files were already as the branch has them
+            if receipt.call_id in settled:
+                o = report.outcomes[settled[receipt.call_id]]
+                report.outcomes[settled[receipt.call_id]] = Outcome(
+                    o.call_id, o.was, o.now, o.why + "; checkout updated"
                 )
+            else:
+                report.outcomes.append(
+                    Outcome(receipt.call_id, "committed", "committed", "checkout updated")
+                )
+        left = sorted({p for r in sync_reports for p in r.left_alone})
+        if left:
+            report.notes.append(
+                "left your uncommitted changes as they are in: " + ", ".join(left[:10])
+            )
+        failed = [r.failed for r in sync_reports if r.failed]
+        report.notes.extend(f"checkout not updated: {reason}" for reason in failed)
         return report
+
+    def repair_records(self, report: RecoveryReport) -> None:
+        """Rebuild, from their commits, the receipts of committed calls that are missing or do not
+        verify, and the record of calls known only from their Call-Id trailer. Git is the truth;
+        receipts are derived from it."""
+        rows = {row.call_id: row for row in self.ledger.calls()}
+        refs = {row.ref for row in rows.values()}
+        with contextlib.suppress(ApplyOnceError):
+            refs.add(self.git.resolve_branch(None))
+        for ref in sorted(refs):
+            tip = self.ex.refresh_trailer_index(ref)
+            if tip is None:
+                continue
+            for call_id, commits in self.ledger.indexed_calls(ref).items():
+                row = rows.get(call_id)
+                problem = self._record_problem(call_id, row)
+                if problem is None:
+                    continue
+                on_branch = [c for c in commits if self.git.is_ancestor(c, tip)]
+                if len(on_branch) != 1:
+                    continue  # gone from the branch, or duplicated: audit reports it
+                commit = self.git.repo[on_branch[0]]
+                ident = identity_from_trailers(trailers(commit))  # type: ignore[arg-type]
+                if row is not None:
+                    with contextlib.suppress(ReceiptError):
+                        ident = self._identity(row, None)
+                if ident is None or ident.recompute() != call_id:
+                    report.notes.append(
+                        f"{call_id[:12]}: its trailers do not recompute; left alone"
+                    )
+                    continue
+                self.ledger.ensure_row(ident, ref, reason=problem)
+                execution_id = uuid.uuid4().hex
+                self.ex.adopt_commit(ident, execution_id, ref, on_branch[0], None)
+                self.ledger.record(call_id, execution_id, "repaired", extra={"reason": problem})
+                report.outcomes.append(
+                    Outcome(
+                        call_id,
+                        row.state if row else "-",
+                        "committed",
+                        f"{problem}; rebuilt it from commit {on_branch[0][:12]}",
+                    )
+                )
+
+    def _record_problem(self, call_id: str, row: CallRow | None) -> str | None:
+        """Why the record of a call seen on the branch needs rebuilding (None: it does not)."""
+        if row is not None and row.state != "committed":
+            return None  # in flight (reconciled above), rejected or unknown: not ours to rewrite
+        try:
+            receipt = self.ex.receipts.load(
+                call_id, expected_sha256=row.receipt_sha256 if row else None
+            )
+        except ReceiptError:
+            return "its receipt did not verify"
+        if receipt is None:
+            return "its receipt was missing" if row else "it had no record at all"
+        return None
 
     def _history_index(
         self, rows: Iterable[CallRow], report: RecoveryReport
@@ -246,7 +317,12 @@ class Recovery:
         if receipt is not None:
             return receipt.identity
         claimed: dict[str, object] = next(
-            (e["data"] for e in self.ledger.events(row.call_id) if e["kind"] == "claimed"), {}
+            (
+                e["data"]
+                for e in self.ledger.events(row.call_id)
+                if e["kind"] in ("claimed", "adopted")
+            ),
+            {},
         )
         identity = claimed.get("identity")
         if identity:
