@@ -94,3 +94,27 @@ def test_confirm_without_a_terminal_is_a_clear_error(repo: Repo, tmp_path: Path)
     assert proc.returncode == 2
     assert proc.stderr.decode().startswith("error: --confirm needs a terminal")
     assert repo.commit_count() == 1
+
+
+def test_a_call_that_failed_halfway_in_this_process_can_be_repeated_here(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception (not a crash) after the publish leaves the call claimed by this live process;
+    repeating it here must settle it through Git, not report it as running, nor apply it twice."""
+    import applyonce.executor as executor_module
+
+    executor = Executor(repo.path)
+    original = executor_module.fault
+
+    def explode(point: str) -> None:
+        if point == "after-publish":
+            raise OSError("disk full while writing the receipt")
+        original(point)
+
+    monkeypatch.setattr(executor_module, "fault", explode)
+    with pytest.raises(OSError):
+        executor.apply(PATCH)
+    monkeypatch.setattr(executor_module, "fault", original)
+    receipt = executor.apply(PATCH)
+    assert receipt.status == "committed" and receipt.reconciled
+    assert repo.commit_count() == 2

@@ -2,26 +2,42 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from applyonce.identity import CallIdentity
-from applyonce.ledger import CallBusyError, KeyReusedError, Ledger, LedgerError, Owner
+from applyonce.ledger import (
+    CallBusyError,
+    KeyReusedError,
+    Ledger,
+    LedgerError,
+    Owner,
+    _process_start,
+)
 
 IDENT = CallIdentity.compute("a" * 64)
 DEAD = Owner(pid=2**22 + 7, host=Owner.me().host, start="1")
+# A live process that is not this one: the test runner's parent.
+PARENT = Owner(os.getppid(), Owner.me().host, _process_start(os.getppid()) or "")
 
 
 def test_new_call_is_claimed_once(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite3")
-    claim = ledger.claim(IDENT, ref="refs/heads/main", owner=Owner.me())
+    claim = ledger.claim(IDENT, ref="refs/heads/main", owner=PARENT)
     assert claim.outcome == "run"
     with pytest.raises(CallBusyError, match="is running in process"):
         ledger.claim(IDENT, ref="refs/heads/main", owner=Owner.me())
     row = ledger.get(IDENT.call_id)
     assert row is not None and row.state == "claimed" and row.execution_id == claim.execution_id
+
+
+def test_own_claim_left_by_a_failed_apply_is_taken_over(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    ledger.claim(IDENT, ref="refs/heads/main", owner=Owner.me())
+    assert ledger.claim(IDENT, ref="refs/heads/main", owner=Owner.me()).outcome == "takeover"
 
 
 def test_claim_of_a_dead_owner_is_taken_over(tmp_path: Path) -> None:

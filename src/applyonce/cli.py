@@ -38,7 +38,9 @@ RepoOpt = Annotated[
 ]
 StateOpt = Annotated[
     str | None,
-    typer.Option("--state-dir", help="Receipts and ledger directory [default: <git dir>/applyonce]."),
+    typer.Option(
+        "--state-dir", help="Receipts and ledger directory (default: <git dir>/applyonce)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
@@ -77,7 +79,9 @@ def error_boundary() -> Iterator[None]:
 def _read_patch(patch: str) -> str:
     if patch == "-":
         if sys.stdin.isatty():
-            raise UsageError("no patch given", hint="pass a patch file, or pipe one to 'applyonce apply -'")
+            raise UsageError(
+                "no patch given", hint="pass a patch file, or pipe one to 'applyonce apply -'"
+            )
         data = sys.stdin.buffer.read()
     else:
         try:
@@ -132,16 +136,22 @@ def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
 def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
     repo: RepoOpt = Path("."),
-    branch: Annotated[str | None, typer.Option(help="Branch to commit to [default: HEAD's].")] = None,
+    branch: Annotated[
+        str | None, typer.Option(help="Branch to commit to (default: HEAD's).")
+    ] = None,
     contract: Annotated[
         Path | None, typer.Option(help="Task contract file; its sha256 is part of the call ID.")
     ] = None,
-    contract_sha: Annotated[str | None, typer.Option(help="The contract's sha256, given directly.")] = None,
+    contract_sha: Annotated[
+        str | None, typer.Option(help="The contract's sha256, given directly.")
+    ] = None,
     attempt: Annotated[int, typer.Option(min=1, help="The harness's attempt number.")] = 1,
     idempotency_key: Annotated[
         str | None, typer.Option(help="Caller-chosen call key (replaces attempt and arguments).")
     ] = None,
-    tool_call_id: Annotated[str | None, typer.Option(help="The model's tool-call ID, recorded.")] = None,
+    tool_call_id: Annotated[
+        str | None, typer.Option(help="The model's tool-call ID, recorded.")
+    ] = None,
     format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
     check: Annotated[
         list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
@@ -160,7 +170,9 @@ def apply(
         if contract is not None and contract_sha is not None:
             raise UsageError("--contract and --contract-sha exclude each other")
         if format not in ("auto", "codex", "unified", "edit-json"):
-            raise UsageError(f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json")
+            raise UsageError(
+                f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
+            )
         options = CallOptions(
             branch=branch,
             contract_sha256=(
@@ -201,7 +213,8 @@ def apply(
                     ).decode()
                 )
             else:
-                typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {str(view.base_commit)[:12]}")
+                base = str(view.base_commit)[:12]
+                typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
                 for line in view.lines():
                     typer.echo(f"  {line}")
                 typer.echo("nothing was written")
@@ -231,7 +244,9 @@ def _resolve_call_id(executor: Executor, prefix: str) -> str:
         raise UsageError("give at least 6 characters of the call ID")
     matches = [c for c in executor.receipts.call_ids() if c.startswith(prefix)]
     if not matches:
-        raise UsageError(f"no call {prefix!r} in this repository", hint="list calls with 'applyonce log'")
+        raise UsageError(
+            f"no call {prefix!r} in this repository", hint="list calls with 'applyonce log'"
+        )
     if len(matches) > 1:
         raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
     return matches[0]
@@ -258,13 +273,17 @@ def show(
             _print_receipt(executor, receipt, True)
             return
         typer.echo(f"call      {receipt.call_id}")
-        typer.echo(f"status    {receipt.status} (exit {receipt.exit_code})"
-                   + ("  [reconciled]" if receipt.reconciled else ""))
+        typer.echo(
+            f"status    {receipt.status} (exit {receipt.exit_code})"
+            + ("  [reconciled]" if receipt.reconciled else "")
+        )
         typer.echo(f"ref       {receipt.ref}  base {str(receipt.base_commit)[:12]}")
         if receipt.commit:
             typer.echo(f"commit    {receipt.commit}")
         for f in receipt.files:
-            typer.echo(f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else ""))
+            typer.echo(
+                f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else "")
+            )
         for c in receipt.checks:
             typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
         if receipt.error:
@@ -341,8 +360,11 @@ def recover(
             for o in report.outcomes:
                 typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
         if report.removed:
-            typer.echo(f"removed {len(report.removed)} stale file(s): " + ", ".join(
-                Path(p).name for p in report.removed[:5]) + (" …" if len(report.removed) > 5 else ""))
+            typer.echo(
+                f"removed {len(report.removed)} stale file(s): "
+                + ", ".join(Path(p).name for p in report.removed[:5])
+                + (" …" if len(report.removed) > 5 else "")
+            )
         if any(o.now == "unknown" for o in report.outcomes):
             raise typer.Exit(5)
 
@@ -363,7 +385,8 @@ def replay(
             for d in report.decisions:
                 mark = "ok" if d.agrees else "DISAGREES"
                 first = d.output.splitlines()[0] if d.output else ""
-                typer.echo(f"{d.call_id[:12]}  {d.state:<9}  exit {d.exit_code!s:<4}  {mark:<9}  {first[:60]}")
+                exit_code = f"exit {d.exit_code!s:<4}"
+                typer.echo(f"{d.call_id[:12]}  {d.state:<9}  {exit_code}  {mark:<9}  {first[:60]}")
                 for problem in d.problems:
                     typer.echo(f"    {problem}")
             typer.echo(
@@ -377,7 +400,9 @@ def replay(
 @app.command()
 def audit(
     repo: RepoOpt = Path("."),
-    branch: Annotated[str | None, typer.Option("--ref", "--branch", help="Branch to audit [default: HEAD's].")] = None,
+    branch: Annotated[
+        str | None, typer.Option("--ref", "--branch", help="Branch to audit (default: HEAD's).")
+    ] = None,
     since: Annotated[str | None, typer.Option(help="Only commits after this revision.")] = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
@@ -387,9 +412,11 @@ def audit(
         executor = Executor(repo, state_dir=state_dir, read_only=True)
         progress = None
         if sys.stderr.isatty() and not json:
+
             def progress(count: int) -> None:
                 sys.stderr.write(f"\raudit: {count} commits read")
                 sys.stderr.flush()
+
         report = executor.audit(branch=branch, since=since, progress=progress)
         if progress is not None:
             sys.stderr.write("\r\033[K")
@@ -412,7 +439,9 @@ def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
     as_: Annotated[str, typer.Option("--as", help="committed or rejected.")],
     note: Annotated[str, typer.Option(help="Why: recorded in the ledger and the receipt.")],
-    commit: Annotated[str | None, typer.Option(help="With --as committed: the commit that counts.")] = None,
+    commit: Annotated[
+        str | None, typer.Option(help="With --as committed: the commit that counts.")
+    ] = None,
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
     json: JsonOpt = False,
@@ -428,13 +457,81 @@ def resolve(
             typer.echo(f"call {full[:12]} resolved as {receipt.status}")
 
 
+@app.command("mcp")
+def mcp_command(
+    repo: RepoOpt = Path("."),
+    branch: Annotated[
+        str | None, typer.Option(help="Branch to commit to (default: HEAD's).")
+    ] = None,
+    contract: Annotated[
+        Path | None, typer.Option(help="Task contract file; its sha256 is part of every call ID.")
+    ] = None,
+    contract_sha: Annotated[
+        str | None, typer.Option(help="The contract's sha256, given directly.")
+    ] = None,
+    attempt: Annotated[int, typer.Option(min=1, help="The harness's attempt number.")] = 1,
+    check: Annotated[
+        list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
+    ] = None,
+    check_timeout: Annotated[float, typer.Option(help="Seconds per --check command.")] = 300.0,
+    state_dir: StateOpt = None,
+) -> None:
+    """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
+
+    Register it as a stdio MCP server: command 'applyonce', args 'mcp --repo PATH'.
+
+    Stdout carries only the protocol; logs go to stderr.
+    """
+    with error_boundary():
+        if contract is not None and contract_sha is not None:
+            raise UsageError("--contract and --contract-sha exclude each other")
+        if not check_timeout > 0:
+            raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
+        from applyonce.agents import PatchRunner
+        from applyonce.mcp_server import serve
+
+        options = CallOptions(
+            branch=branch,
+            contract_sha256=(
+                contract_digest(contract) if contract else (contract_sha or EMPTY_CONTRACT_SHA256)
+            ),
+            attempt=attempt,
+            checks=check or [],
+            check_timeout=check_timeout,
+        )
+        serve(PatchRunner(repo, state_dir=state_dir, options=options))
+
+
+@app.command("schema")
+def schema_command(
+    for_: Annotated[
+        str, typer.Option("--for", help="openai, anthropic or mcp.", show_default=False)
+    ],
+    api: Annotated[str, typer.Option(help="With --for openai: responses or chat.")] = "responses",
+    variant: Annotated[
+        str | None,
+        typer.Option(help="With --for openai: function or custom (grammar); default both."),
+    ] = None,
+) -> None:
+    """Print the apply_patch tool definition to register with a model API, as JSON.
+
+    --for openai: the function tool and the custom tool held to a Lark grammar (pick one).
+
+    --for anthropic: the Messages API tool. --for mcp: the tools 'applyonce mcp' lists.
+    """
+    from applyonce.schemas import schema_for
+
+    with error_boundary():
+        _emit_json(schema_for(for_, api=api, variant=variant))  # type: ignore[arg-type]
+
+
 @app.command()
 def demo(
     workspace: Annotated[
-        Path | None, typer.Option(help="Workspace folder [default: the embedded demo].")
+        Path | None, typer.Option(help="Workspace folder (default: the embedded demo).")
     ] = None,
     into: Annotated[
-        Path | None, typer.Option(help="Where to build the demo repo [default: a temp folder].")
+        Path | None, typer.Option(help="Where to build the demo repo (default: a temp folder).")
     ] = None,
 ) -> None:
     """Run the example workspace end to end, with a real crash and its recovery."""

@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import os
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from applyonce.gitstore import (
     trailers,
 )
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
-from applyonce.ledger import CallRow, Claim, KeyReusedError, Ledger, Owner
+from applyonce.ledger import CallBusyError, CallRow, Claim, KeyReusedError, Ledger, Owner
 from applyonce.patch import PatchFormat, parse
 from applyonce.plan import TreePlan, check_parents, plan
 from applyonce.receipts import (
@@ -54,6 +55,28 @@ if TYPE_CHECKING:
     from applyonce.replay import ReplayReport
 
 MAX_RESTAGES = 32
+# Calls being applied in this process right now (any thread). One call runs at most once at a time
+# per process, so a ledger claim this process holds for a call not in here was left by an apply
+# that failed halfway, and may be taken over.
+_RUNNING: set[str] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _running(call_id: str) -> Iterator[None]:
+    with _RUNNING_LOCK:
+        if call_id in _RUNNING:
+            raise CallBusyError(
+                f"call {call_id[:12]} is running in this process", call_id=call_id, pid=os.getpid()
+            )
+        _RUNNING.add(call_id)
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(call_id)
+
+
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 Approver = Callable[["PlanView"], bool]
 
@@ -224,6 +247,12 @@ class Executor:
         if not options.check_timeout > 0:
             raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
         args, ident = self.identify(patch_text, options)
+        with _running(ident.call_id):
+            return self._apply_identified(args, ident, options)
+
+    def _apply_identified(
+        self, args: ApplyPatchArgs, ident: CallIdentity, options: CallOptions
+    ) -> Receipt:
         if self.receipts.read_bytes(ident.call_id) is None:
             # A new call's hostile paths are refused before any state exists (the tip's tree tells
             # symlinked parents). A known call is not re-judged: it replays what it was.

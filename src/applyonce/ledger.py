@@ -353,7 +353,12 @@ class Ledger:
                 self._event(db, call_id, execution_id, kind, changes, extra)
 
     def claim(
-        self, ident: CallIdentity, *, ref: str, owner: Owner, args: BaseModel | None = None
+        self,
+        ident: CallIdentity,
+        *,
+        ref: str,
+        owner: Owner,
+        args: BaseModel | None = None,
     ) -> Claim:
         """Atomically decide who executes ``ident``.
 
@@ -398,7 +403,16 @@ class Ledger:
                 return Claim("replay", row.execution_id or "", row)
             if row.state == "unknown":
                 return Claim("unknown", row.execution_id or "", row)
-            if row.state in IN_FLIGHT and row.owner is not None and row.owner.alive():
+            # Held by this very process: the caller runs each call at most once at a time per
+            # process (executor._running), so this is an earlier apply here that failed halfway
+            # (an exception, not a crash). That claim is as dead as a killed process's.
+            stale_here = row.owner == owner
+            if (
+                row.state in IN_FLIGHT
+                and row.owner is not None
+                and row.owner.alive()
+                and not stale_here
+            ):
                 raise CallBusyError(
                     f"call {row.call_id[:12]} is running in process {row.owner.pid}",
                     call_id=row.call_id,

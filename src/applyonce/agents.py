@@ -1,0 +1,497 @@
+"""Tool-call adapter for Python agent harnesses: model tool calls in, tool results out.
+
+Give :class:`ToolCallAdapter` what the model sent — Anthropic ``tool_use`` blocks, OpenAI Chat
+Completions ``tool_calls``, Responses API ``function_call`` / ``custom_tool_call`` items, or the
+whole assistant message — and append what it returns to the conversation::
+
+    adapter = ToolCallAdapter("path/to/repo", approve=ask_user)
+    results = adapter.run(response.content)              # Anthropic Messages
+    messages.append({"role": "user", "content": results})
+
+    messages.extend(adapter.run(completion.choices[0].message))   # OpenAI Chat Completions
+    items.extend(adapter.run(response.output))                     # OpenAI Responses
+
+Each ``apply_patch`` call passes three gates, in this order (DESIGN §1, and the effects ledger of
+the seed articles):
+
+1. **Has it happened?** The call's identity comes from the patch (with the tool-call ID recorded).
+   A call that already finished returns its stored result and runs nothing — however often the
+   harness replays the turn. A call left pending by a crash is reconciled through Git (a commit
+   carrying its ``Call-Id`` means it landed), never run a second time.
+2. **Should it happen?** The approval callback, for a call that is really about to run.
+3. **Run it**: one commit, or nothing.
+
+After the commit is published, the change has happened. If writing its receipt or ledger entry
+then fails, the result says so — the change landed, its record did not, run ``applyonce recover``
+— and is *not* an error: an error would make the model send the change again as a new call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import ValidationError
+
+from applyonce.errors import ApplyOnceError, UsageError
+from applyonce.executor import CallOptions, Executor, PlanView, UnknownOutcomeError
+from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
+from applyonce.ledger import IN_FLIGHT, CallBusyError
+from applyonce.patch import AddFile, DeleteFile, UpdateFile
+from applyonce.receipts import Receipt
+from applyonce.schemas import TOOL_NAME, PatchArguments
+
+log = logging.getLogger("applyonce.agents")
+
+Api = Literal["anthropic", "openai-chat", "openai-responses"]
+
+
+class ToolInputError(ApplyOnceError):
+    """The model's tool call does not carry a usable patch (bad JSON, missing or mistyped field)."""
+
+    kind = "tool-input"
+    default_hint = 'call apply_patch with {"patch": "*** Begin Patch ... *** End Patch"}'
+
+
+class ToolCallShapeError(UsageError):
+    """A block looks like a tool call but lacks what every tool call has (an ID, a name)."""
+
+    kind = "tool-call-shape"
+    default_hint = "pass the blocks exactly as the model API returned them"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model made, whatever API it came from.
+
+    ``arguments`` is what the model wrote: Anthropic's ``input`` object, a function call's JSON
+    string, or a custom (freeform) tool call's raw text.
+    """
+
+    api: Api
+    freeform: bool
+    id: str
+    name: str
+    arguments: Any
+    block: Mapping[str, Any] = field(repr=False, compare=False)
+
+    def result(self, text: str, *, is_error: bool = False) -> dict[str, Any]:
+        """The tool-result block answering this call, in its API's shape."""
+        if self.api == "anthropic":
+            return {
+                "type": "tool_result", "tool_use_id": self.id, "content": text, "is_error": is_error
+            }
+        if self.api == "openai-chat":
+            return {"role": "tool", "tool_call_id": self.id, "content": text}
+        kind = "custom_tool_call_output" if self.freeform else "function_call_output"
+        return {"type": kind, "call_id": self.id, "output": text}
+
+    def patch_text(self) -> str:
+        """The patch this ``apply_patch`` call carries.
+
+        Raises:
+            ToolInputError: the arguments are not ``{"patch": "<text>"}`` (or, freeform, text).
+        """
+        if self.freeform:
+            if not isinstance(self.arguments, str):
+                raise ToolInputError("the tool input is not text")
+            return self.arguments
+        arguments = self.arguments
+        if isinstance(arguments, str | bytes):
+            try:
+                arguments = orjson.loads(arguments)
+            except orjson.JSONDecodeError as exc:
+                raise ToolInputError(f"the tool arguments are not valid JSON ({exc})") from None
+        try:
+            return PatchArguments.model_validate(arguments).patch
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+            raise ToolInputError(f"bad tool arguments: {where}: {problem['msg']}") from None
+
+
+def _plain(obj: Any) -> Any:
+    """SDK objects (pydantic models of the anthropic and openai packages) as plain data."""
+    dump = getattr(obj, "model_dump", None)
+    return dump(mode="json") if callable(dump) else obj
+
+
+def _field(block: Mapping[str, Any], key: str, what: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str) or not value:
+        raise ToolCallShapeError(f"a {what} block has no {key!r} string")
+    return value
+
+
+def _tool_call(block: Mapping[str, Any]) -> ToolCall | None:
+    """The tool call in ``block``, or None for a block that is not one (text, thinking, …)."""
+    kind = block.get("type")
+    if kind == "tool_use":
+        return ToolCall(
+            "anthropic", False, _field(block, "id", "tool_use"), _field(block, "name", "tool_use"),
+            block.get("input"), block,
+        )
+    if kind in ("function_call", "custom_tool_call"):
+        freeform = kind == "custom_tool_call"
+        return ToolCall(
+            "openai-responses", freeform, _field(block, "call_id", kind),
+            _field(block, "name", kind), block.get("input" if freeform else "arguments"), block,
+        )
+    inner_key = "custom" if kind == "custom" else "function"
+    inner = block.get(inner_key)
+    if kind in ("function", "custom") or (kind is None and isinstance(inner, Mapping)):
+        if not isinstance(inner, Mapping):
+            raise ToolCallShapeError(f"a tool_calls item has no {inner_key!r} object")
+        return ToolCall(
+            "openai-chat", kind == "custom", _field(block, "id", "tool_calls item"),
+            _field(inner, "name", "tool_calls item"),
+            inner.get("input" if kind == "custom" else "arguments"), block,
+        )
+    return None
+
+
+def tool_calls(message: Any) -> list[ToolCall]:
+    """The tool calls in what a model API returned.
+
+    Args:
+        message: a list of blocks or items (Anthropic ``content``, Responses ``output``, Chat
+            ``tool_calls``), one such block, or a whole message or response carrying them
+            (``{"role": "assistant", "content": [...]}``, ``{"tool_calls": [...]}``,
+            ``{"output": [...]}``). SDK objects are accepted as they come.
+
+    Returns:
+        The tool calls in order; text, thinking and reasoning blocks are skipped.
+
+    Raises:
+        ToolCallShapeError: a tool-call block without an ID or a name.
+    """
+    message = _plain(message)
+    items: Iterable[Any]
+    if isinstance(message, Mapping):
+        for key in ("tool_calls", "output", "content"):
+            if isinstance(message.get(key), list):
+                items = message[key]
+                break
+        else:
+            items = [message]
+    elif isinstance(message, list | tuple):
+        items = message
+    else:
+        raise ToolCallShapeError(f"expected tool-call blocks, got {type(message).__name__}")
+    calls = []
+    for item in items:
+        block = _plain(item)
+        if isinstance(block, Mapping) and (call := _tool_call(block)) is not None:
+            calls.append(call)
+    return calls
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool call returns to the model.
+
+    ``receipt`` is the call's receipt when it has one. ``landed_commit`` is set only when the patch
+    landed but its record could not be written (``recover`` finishes it).
+    """
+
+    text: str
+    is_error: bool = False
+    receipt: Receipt | None = None
+    landed_commit: str | None = None
+
+
+def error_output(error: ApplyOnceError) -> ToolOutput:
+    """An expected failure, in the words a rejected receipt stores."""
+    return ToolOutput(f"error: {error.one_line()}\n", is_error=True)
+
+
+class PatchRunner:
+    """Runs ``apply_patch`` calls for a harness or a server; never raises for what a model sends.
+
+    Each call opens its own :class:`Executor`, so the runner can be used from any thread (one call
+    at a time).
+
+    Args:
+        repo: a path inside the repository.
+        state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
+        options: the template of every call's options (branch, contract, attempt, checks, protect);
+            ``tool_call_id``, ``approve`` and ``sync_reports`` are set per call.
+
+    Raises:
+        ApplyOnceError: ``repo`` is not a repository, or the state directory is unusable.
+    """
+
+    def __init__(
+        self,
+        repo: str | Path = ".",
+        *,
+        state_dir: str | None = None,
+        options: CallOptions | None = None,
+    ) -> None:
+        self.repo = Path(repo)
+        self.state_dir = state_dir
+        self.options = options or CallOptions()
+        # Calls whose last run in this process failed halfway: the ledger still shows them in
+        # flight under this (live) process, so only recovery may settle them before a repeat.
+        self._unsettled: set[str] = set()
+        if self.options.idempotency_key is not None:
+            raise UsageError(
+                "a runner cannot take an idempotency key: it would make every call the same call"
+            )
+        # The options are checked once, up front, not found wrong on every call.
+        CallIdentity.compute(
+            EMPTY_CONTRACT_SHA256,
+            contract_sha256=self.options.contract_sha256,
+            attempt=self.options.attempt,
+        )
+        probe = self.executor()
+        try:
+            probe.git.resolve_branch(self.options.branch)
+        finally:
+            probe.close()
+
+    def executor(self) -> Executor:
+        return Executor(self.repo, state_dir=self.state_dir)
+
+    def run(
+        self,
+        patch: str,
+        *,
+        tool_call_id: str | None = None,
+        approve: Callable[[PlanView], bool] | None = None,
+    ) -> ToolOutput:
+        """Apply ``patch`` exactly once and say what happened, in the words the model is given.
+
+        Args:
+            patch: the patch text.
+            tool_call_id: the model's tool-call ID, recorded in the commit and receipt.
+            approve: asked with the plan before a call that is about to run; a repeat or a
+                reconciled call is never asked.
+        """
+        options = dataclasses.replace(
+            self.options,
+            tool_call_id=tool_call_id,
+            approve=approve or self.options.approve,
+            require_approval=self.options.require_approval or approve is not None,
+            sync_reports=[],
+        )
+        try:
+            executor = self.executor()
+        except ApplyOnceError as exc:  # the repository or state directory went away
+            return error_output(exc)
+        try:
+            return self._run(executor, patch, options)
+        finally:
+            executor.close()
+
+    def _run(self, executor: Executor, patch: str, options: CallOptions) -> ToolOutput:
+        try:
+            args, ident = executor.identify(patch, options)
+        except ApplyOnceError as exc:
+            return error_output(exc)
+        if ident.call_id in self._unsettled:
+            self._settle(ident.call_id)
+        tip_before = executor.git.tip(args.ref)
+        try:
+            receipt = executor.apply(patch, options)
+        except (CallBusyError, UnknownOutcomeError) as exc:
+            # Another live process runs it (and records it), or a person must decide.
+            return error_output(exc)
+        except Exception as exc:  # Git decides below what it means
+            return self._after_failure(executor, exc, args, ident.call_id, tip_before)
+        self._unsettled.discard(ident.call_id)
+        for report in options.sync_reports:
+            if report.failed:
+                log.warning("committed, but the checkout was not updated (%s); run "
+                            "'applyonce recover' to update it", report.failed)
+            for path in report.left_alone:
+                log.warning("%s in %s has your changes; left it as it is", path, report.worktree)
+        return ToolOutput(receipt.output, is_error=receipt.status != "committed", receipt=receipt)
+
+    def _after_failure(
+        self,
+        executor: Executor,
+        exc: Exception,
+        args: ApplyPatchArgs,
+        call_id: str,
+        tip_before: str | None,
+    ) -> ToolOutput:
+        """The call raised. Ask Git whether it landed: that, not the exception, says whether the
+        model's change happened."""
+        if isinstance(exc, ApplyOnceError):
+            reason = exc.one_line()
+        else:
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        halfway = _left_in_flight(executor, call_id)
+        if halfway:
+            self._unsettled.add(call_id)
+        if halfway or not isinstance(exc, ApplyOnceError):
+            log.error("call %s failed: %s", call_id[:12], reason, exc_info=exc)
+        try:
+            landed = executor.git.commits_with_call_id(args.ref, call_id, since=tip_before)
+        except Exception:  # cannot tell: say so
+            log.exception("cannot tell whether call %s landed", call_id[:12])
+            return ToolOutput(
+                f"error: the call failed ({reason}) and whether it landed cannot be told now; "
+                "run 'applyonce recover', then repeat the call to get its result\n",
+                is_error=True,
+            )
+        if landed:
+            settled = self._settle(call_id)
+            if settled is not None and settled.status == "committed":
+                return ToolOutput(settled.output, receipt=settled)
+            log.error(
+                "call %s landed as commit %s but its record was not written; run 'applyonce "
+                "recover' in %s", call_id[:12], landed[0][:12], self.repo,
+            )
+            return ToolOutput(landed_text(args, landed[0], reason), landed_commit=landed[0])
+        if isinstance(exc, ApplyOnceError):
+            return error_output(exc)
+        branch = args.ref.removeprefix("refs/heads/")
+        return ToolOutput(
+            f"error: internal error ({reason}); the patch is not on {branch}; "
+            "repeat the call to settle it\n",
+            is_error=True,
+        )
+
+    def _settle(self, call_id: str) -> Receipt | None:
+        """Finish an unsettled call through recovery (Git decides). Its receipt, or None."""
+        executor = self.executor()
+        try:
+            executor.recover()
+            receipt = executor.stored_receipt(call_id)
+        except Exception as exc:  # still unsettled; the next repeat tries again
+            log.warning("could not settle call %s yet: %s", call_id[:12], exc)
+            return None
+        finally:
+            executor.close()
+        self._unsettled.discard(call_id)
+        return receipt
+
+
+def _left_in_flight(executor: Executor, call_id: str) -> bool:
+    """Whether the ledger still shows the call running in this process (it failed halfway)."""
+    try:
+        row = executor.ledger.get(call_id)
+    except Exception:  # the ledger is what failed: assume the worst
+        return True
+    return (
+        row is not None
+        and row.state in IN_FLIGHT
+        and row.owner is not None
+        and row.owner.pid == os.getpid()
+    )
+
+
+def landed_text(args: ApplyPatchArgs, commit: str, reason: str) -> str:
+    """The result of a call that landed but whose receipt or ledger entry could not be written."""
+    lines = []
+    for op in args.patch().operations:
+        if isinstance(op, AddFile):
+            lines.append(f"A {op.path}")
+        elif isinstance(op, DeleteFile):
+            lines.append(f"D {op.path}")
+        elif isinstance(op, UpdateFile):
+            lines.append(f"M {op.move_to or op.path}")
+    branch = args.ref.removeprefix("refs/heads/")
+    return (
+        "Success. Updated the following files:\n"
+        + "".join(line + "\n" for line in lines)
+        + f"warning: the patch landed as commit {commit[:12]} on {branch}, but applyonce could "
+        f"not record it ({reason[:300]}); run 'applyonce recover' to finish the record\n"
+    )
+
+
+CallApprover = Callable[[ToolCall, PlanView], bool]
+FallbackHandler = Callable[[ToolCall], "str | ToolOutput"]
+
+
+class ToolCallAdapter:
+    """Answer a model's tool calls: ``apply_patch`` exactly once, anything else by ``fallback``.
+
+    Args:
+        repo: a path inside the repository.
+        state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
+        options: options for every call (branch, contract, attempt, checks, protect globs).
+        approve: ``approve(call, plan) -> bool``, asked before a patch runs (never for a repeat).
+            A denial is the call's stored, final result.
+        fallback: ``fallback(call) -> str | ToolOutput`` for other tool names; without it they
+            get an error result. An exception it raises becomes an error result.
+        tool_name: the name the patch tool was registered under.
+    """
+
+    def __init__(
+        self,
+        repo: str | Path = ".",
+        *,
+        state_dir: str | None = None,
+        options: CallOptions | None = None,
+        approve: CallApprover | None = None,
+        fallback: FallbackHandler | None = None,
+        tool_name: str = TOOL_NAME,
+    ) -> None:
+        self.runner = PatchRunner(repo, state_dir=state_dir, options=options)
+        self.approve = approve
+        self.fallback = fallback
+        self.tool_name = tool_name
+
+    def run(self, message: Any) -> list[dict[str, Any]]:
+        """The result blocks for every tool call in ``message`` (see :func:`tool_calls`), in order.
+
+        Raises:
+            ToolCallShapeError: a tool-call block without an ID or a name.
+        """
+        return [self.run_call(call) for call in tool_calls(message)]
+
+    def run_call(self, call: ToolCall) -> dict[str, Any]:
+        """The result block for one tool call."""
+        if call.name != self.tool_name:
+            return self._fallback(call)
+        try:
+            patch = call.patch_text()
+        except ToolInputError as exc:
+            return call.result(error_output(exc).text, is_error=True)
+        output = self.runner.run(patch, tool_call_id=call.id, approve=self._approver(call))
+        return call.result(output.text, is_error=output.is_error)
+
+    def _approver(self, call: ToolCall) -> Callable[[PlanView], bool] | None:
+        ask = self.approve
+        if ask is None:
+            return None
+        return lambda view: bool(ask(call, view))
+
+    def _fallback(self, call: ToolCall) -> dict[str, Any]:
+        if self.fallback is None:
+            return call.result(
+                f"error: unknown tool {call.name!r}; the tools here are: {self.tool_name}\n",
+                is_error=True,
+            )
+        try:
+            output = self.fallback(call)
+        except Exception as exc:  # the model gets the failure, the loop goes on
+            log.exception("tool %r failed", call.name)
+            text = f"error: {call.name} failed: {type(exc).__name__}: {exc}\n"
+            return call.result(text, is_error=True)
+        if isinstance(output, ToolOutput):
+            return call.result(output.text, is_error=output.is_error)
+        return call.result(str(output))
+
+
+__all__ = [
+    "CallApprover",
+    "FallbackHandler",
+    "PatchRunner",
+    "ToolCall",
+    "ToolCallAdapter",
+    "ToolCallShapeError",
+    "ToolInputError",
+    "ToolOutput",
+    "landed_text",
+    "tool_calls",
+]

@@ -1,0 +1,197 @@
+"""``applyonce mcp``: exactly-once ``apply_patch`` for any MCP-speaking agent, over stdio.
+
+Built on the official ``mcp`` SDK's low-level :class:`mcp.server.Server` (v2 API: handlers passed to
+the constructor), which leaves the tool results entirely to us: the text an agent gets is exactly
+the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool error
+(``isError: true``) whose text is the one-line reason.
+
+Two tools (definitions in :mod:`applyonce.schemas`):
+
+* ``apply_patch(patch, tool_call_id?)`` — the patch lands as one commit, exactly once; a repeat
+  returns the stored result and runs nothing.
+* ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
+
+Stdout is the protocol. Nothing else may reach it: while serving, the SDK points file descriptor 1
+at stderr and keeps the wire on a private duplicate, so a stray ``print`` or a ``--check`` command's
+output cannot corrupt a frame; every failure inside a handler becomes a tool error, with its
+traceback on stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from pydantic import ValidationError
+
+import applyonce
+from applyonce.agents import PatchRunner, ToolOutput
+from applyonce.errors import ApplyOnceError, UsageError
+from applyonce.executor import Executor
+from applyonce.receipts import ReceiptError
+from applyonce.schemas import (
+    RECEIPT_TOOL_NAME,
+    TOOL_NAME,
+    McpPatchArguments,
+    ReceiptArguments,
+    dump,
+    mcp_tools,
+)
+
+log = logging.getLogger("applyonce.mcp")
+
+INSTRUCTIONS = (
+    "Use apply_patch to change files: each patch lands as one Git commit, exactly once, or not at "
+    "all. Repeating a call returns its first result. patch_receipt shows what a call did."
+)
+_HEX_PREFIX = re.compile(r"^[0-9a-f]{6,64}$")
+
+
+def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    return types.CallToolResult(content=content, is_error=is_error)
+
+
+def _bad_arguments(tool: str, exc: ValidationError) -> types.CallToolResult:
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+    return _text(f"error: bad arguments for {tool}: {where}: {problem['msg']}\n", is_error=True)
+
+
+class PatchServer:
+    """The MCP handlers around one :class:`PatchRunner`. Calls run one at a time, off the event
+    loop, each with its own executor."""
+
+    def __init__(self, runner: PatchRunner) -> None:
+        self.runner = runner
+        self.tools = [types.Tool.model_validate(dump(tool)) for tool in mcp_tools()]
+        # tool_call_id -> call_id of this session's calls, so patch_receipt finds a call by the
+        # ID the agent gave it even when the call was a repeat recorded under another one.
+        self.by_tool_call_id: dict[str, str] = {}
+        self._one_at_a_time: anyio.CapacityLimiter | None = None
+
+    def build(self) -> Server[Any]:
+        return Server(
+            "applyonce",
+            version=applyonce.__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tools)
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            if params.name == TOOL_NAME:
+                return await self._apply_patch(params.arguments)
+            if params.name == RECEIPT_TOOL_NAME:
+                return await self._patch_receipt(params.arguments)
+            return _text(
+                f"error: unknown tool {params.name[:100]!r}; the tools here are "
+                f"{TOOL_NAME} and {RECEIPT_TOOL_NAME}\n",
+                is_error=True,
+            )
+        except Exception as exc:  # a bug here must not take the server down
+            log.exception("tool %r failed", params.name[:100])
+            return _text(
+                f"error: internal error ({type(exc).__name__}); details are in the server's "
+                "stderr; run 'applyonce recover' before repeating the call\n",
+                is_error=True,
+            )
+
+    async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._one_at_a_time is None:
+            self._one_at_a_time = anyio.CapacityLimiter(1)
+        return await anyio.to_thread.run_sync(
+            functools.partial(fn, *args, **kwargs), limiter=self._one_at_a_time
+        )
+
+    async def _apply_patch(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            call = McpPatchArguments.model_validate(arguments or {})
+        except ValidationError as exc:
+            return _bad_arguments(TOOL_NAME, exc)
+        output: ToolOutput = await self._in_thread(
+            self.runner.run, call.patch, tool_call_id=call.tool_call_id
+        )
+        if call.tool_call_id is not None and output.receipt is not None:
+            self.by_tool_call_id[call.tool_call_id] = output.receipt.call_id
+        return _text(output.text, is_error=output.is_error)
+
+    async def _patch_receipt(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            call = ReceiptArguments.model_validate(arguments or {})
+        except ValidationError as exc:
+            return _bad_arguments(RECEIPT_TOOL_NAME, exc)
+        text: str = await self._in_thread(self._receipt_json, call.call_id)
+        return _text(text, is_error=text.startswith("error: "))
+
+    def _receipt_json(self, key: str) -> str:
+        executor = self.runner.executor()
+        try:
+            call_id = self._find_call(executor, key.strip())
+            return executor.stored_receipt(call_id).to_json().decode()
+        except ApplyOnceError as exc:
+            return f"error: {exc.one_line()}\n"
+        finally:
+            executor.close()
+
+    def _find_call(self, executor: Executor, key: str) -> str:
+        """A call ID from a full ID, a unique prefix, or a tool-call ID."""
+        if key in self.by_tool_call_id:
+            return self.by_tool_call_id[key]
+        known = executor.receipts.call_ids()
+        if _HEX_PREFIX.match(key):
+            matches = [c for c in known if c.startswith(key)]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise UsageError(
+                    f"{key!r} matches {len(matches)} calls", hint="give more characters"
+                )
+        # A tool-call ID: the latest call recorded under it.
+        found: list[tuple[str, str]] = []
+        for call_id in known:
+            try:
+                receipt = executor.receipts.load(call_id)
+            except ReceiptError:
+                continue
+            if receipt is not None and receipt.tool_call_id == key:
+                found.append((receipt.updated_at, call_id))
+        if found:
+            return max(found)[1]
+        raise UsageError(
+            f"no call {key[:80]!r} in this repository",
+            hint="pass the call ID, a unique prefix of it, or the tool_call_id of apply_patch",
+        )
+
+
+async def _serve(runner: PatchRunner) -> None:
+    server = PatchServer(runner).build()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve(runner: PatchRunner) -> None:
+    """Serve ``apply_patch`` over stdio until the client closes standard input."""
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="applyonce mcp: %(levelname)s: %(message)s"
+    )
+    anyio.run(_serve, runner)
+
+
+__all__ = ["INSTRUCTIONS", "PatchServer", "serve"]

@@ -1,0 +1,345 @@
+"""Tool definitions to register with a model API: OpenAI, Anthropic and MCP.
+
+One description and one argument model serve every API, so what the model is taught is the same
+wherever it calls ``apply_patch``. The OpenAI *custom* (freeform) variant constrains the model's
+output with :data:`CODEX_LARK_GRAMMAR`, a Lark grammar of the canonical Codex patch format (the
+grammar documented in :mod:`applyonce.patch.codex`, without the parser's leniencies: a model held
+to the grammar writes the canonical spelling, and every text it accepts, the parser accepts).
+
+``applyonce schema --for openai|anthropic|mcp`` prints these as JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from applyonce.errors import UsageError
+from applyonce.identity import TOOL
+
+TOOL_NAME = TOOL
+RECEIPT_TOOL_NAME = "patch_receipt"
+
+EXAMPLE_PATCH = """\
+*** Begin Patch
+*** Update File: src/app.py
+@@ def greet(name):
+-    return 'hello ' + name
++    return f'hello {name}'
+*** Add File: tests/test_app.py
++from src.app import greet
++
++
++def test_greet():
++    assert greet('ada') == 'hello ada'
+*** Delete File: old_notes.txt
+*** End Patch
+"""
+
+APPLY_PATCH_DESCRIPTION = f"""\
+Change files in the repository with one multi-file patch. The whole patch lands as one Git \
+commit, exactly once: if any part of it does not apply, nothing changes and the error says \
+which patch line failed. Sending the same patch again does not apply it twice: it returns the \
+stored result of the first call.
+
+Format (every line ends with a newline; paths are relative to the repository root):
+*** Begin Patch
+*** Add File: <path>          then each line of the new file, prefixed with +
+*** Delete File: <path>
+*** Update File: <path>
+*** Move to: <new path>       optional, right after Update File, to rename
+@@ <anchor>                   optional: a line above the change (a def or class line)
+ <context line>               prefixed with one space; about 3 lines around each change
+-<removed line>
++<added line>
+*** End of File               optional: the hunk ends at the end of the file
+*** End Patch
+Start a new @@ hunk for each separate place in a file.
+
+Example:
+{EXAMPLE_PATCH}
+On success the result is 'Success. Updated the following files:' then one line per file: \
+A added, M modified, D deleted. On failure it is one line starting with 'error: '."""
+
+PATCH_FIELD_DESCRIPTION = "The whole patch text, from '*** Begin Patch' to '*** End Patch'."
+
+RECEIPT_DESCRIPTION = (
+    "The verified receipt of one apply_patch call as JSON: status, commit, files and their "
+    "digests, checks, and the exact output the call returned."
+)
+
+CODEX_LARK_GRAMMAR = r"""// Codex apply_patch, canonical form: one terminal per kind of line.
+start: begin_patch operation+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+
+operation: add_file | delete_file | update_file
+add_file: "*** Add File: " PATH LF ADDED*
+delete_file: "*** Delete File: " PATH LF
+update_file: "*** Update File: " PATH LF (move_to hunks? | hunks)
+move_to: "*** Move to: " PATH LF
+
+// Only the first hunk of a file may leave out its @@ line.
+hunks: first_hunk hunk*
+first_hunk: ANCHOR* body end_of_file?
+hunk: ANCHOR+ body end_of_file?
+// A hunk changes something: at least one removed or added line.
+body: CONTEXT* (REMOVED | ADDED) (CONTEXT | REMOVED | ADDED)*
+end_of_file: "*** End of File" LF
+
+PATH: /[^\n]+/
+ANCHOR: /@@( [^\n]*)?\n/
+CONTEXT: / [^\n]*\n/
+REMOVED: /-[^\n]*\n/
+ADDED: /\+[^\n]*\n/
+LF: "\n"
+"""
+
+
+def _lean(schema: dict[str, Any]) -> None:
+    """Pydantic adds titles and the class docstring; a model reads these schemas, so only the
+    field descriptions stay."""
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_lean)
+
+
+class PatchArguments(_Arguments):
+    """The arguments a model gives ``apply_patch`` (OpenAI function tool, Anthropic tool)."""
+
+    patch: str = Field(description=PATCH_FIELD_DESCRIPTION)
+
+
+class McpPatchArguments(PatchArguments):
+    """Over MCP the server cannot see the model's tool-call ID, so the caller may pass it."""
+
+    tool_call_id: str | None = Field(
+        default=None,
+        description="Optional: your ID for this tool call, recorded in the commit and receipt.",
+    )
+
+
+class ReceiptArguments(_Arguments):
+    call_id: str = Field(
+        description=(
+            "The call ID (64 hex digits, or a unique prefix of 6 or more), or the tool_call_id "
+            "given to apply_patch."
+        )
+    )
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of an argument model."""
+    return model.model_json_schema()
+
+
+# --- OpenAI -------------------------------------------------------------------------------------
+
+
+class _Tool(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ResponsesFunctionTool(_Tool):
+    """A function tool for the Responses API (``tools=[...]`` of ``responses.create``)."""
+
+    type: Literal["function"] = "function"
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool = True
+
+
+class ChatFunction(_Tool):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool = True
+
+
+class ChatFunctionTool(_Tool):
+    """A function tool for the Chat Completions API."""
+
+    type: Literal["function"] = "function"
+    function: ChatFunction
+
+
+class ResponsesGrammarFormat(_Tool):
+    type: Literal["grammar"] = "grammar"
+    syntax: Literal["lark"] = "lark"
+    definition: str
+
+
+class ResponsesCustomTool(_Tool):
+    """A custom (freeform) tool for the Responses API: the model writes the patch itself, held
+    to the grammar, and the call arrives as a ``custom_tool_call`` whose ``input`` is the patch."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+    description: str
+    format: ResponsesGrammarFormat
+
+
+class ChatGrammar(_Tool):
+    syntax: Literal["lark"] = "lark"
+    definition: str
+
+
+class ChatGrammarFormat(_Tool):
+    type: Literal["grammar"] = "grammar"
+    grammar: ChatGrammar
+
+
+class ChatCustom(_Tool):
+    name: str
+    description: str
+    format: ChatGrammarFormat
+
+
+class ChatCustomTool(_Tool):
+    """A custom (freeform) tool for the Chat Completions API."""
+
+    type: Literal["custom"] = "custom"
+    custom: ChatCustom
+
+
+OpenAIApi = Literal["responses", "chat"]
+OpenAIVariant = Literal["function", "custom"]
+
+
+def openai_tool(api: OpenAIApi = "responses", variant: OpenAIVariant = "function") -> BaseModel:
+    """The ``apply_patch`` tool for one OpenAI API, as a JSON-schema function or a grammar tool."""
+    parameters = input_schema(PatchArguments)
+    if api == "responses":
+        if variant == "function":
+            return ResponsesFunctionTool(
+                name=TOOL_NAME, description=APPLY_PATCH_DESCRIPTION, parameters=parameters
+            )
+        return ResponsesCustomTool(
+            name=TOOL_NAME,
+            description=APPLY_PATCH_DESCRIPTION,
+            format=ResponsesGrammarFormat(definition=CODEX_LARK_GRAMMAR),
+        )
+    if variant == "function":
+        return ChatFunctionTool(
+            function=ChatFunction(
+                name=TOOL_NAME, description=APPLY_PATCH_DESCRIPTION, parameters=parameters
+            )
+        )
+    return ChatCustomTool(
+        custom=ChatCustom(
+            name=TOOL_NAME,
+            description=APPLY_PATCH_DESCRIPTION,
+            format=ChatGrammarFormat(grammar=ChatGrammar(definition=CODEX_LARK_GRAMMAR)),
+        )
+    )
+
+
+# --- Anthropic ----------------------------------------------------------------------------------
+
+
+class AnthropicTool(_Tool):
+    """A client tool for the Messages API (``tools=[...]`` of ``messages.create``)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+def anthropic_tool() -> AnthropicTool:
+    return AnthropicTool(
+        name=TOOL_NAME,
+        description=APPLY_PATCH_DESCRIPTION,
+        input_schema=input_schema(PatchArguments),
+    )
+
+
+# --- MCP ----------------------------------------------------------------------------------------
+
+
+class McpToolAnnotations(_Tool):
+    title: str
+    read_only_hint: bool = Field(alias="readOnlyHint")
+    destructive_hint: bool = Field(alias="destructiveHint")
+    idempotent_hint: bool = Field(alias="idempotentHint")
+    open_world_hint: bool = Field(alias="openWorldHint")
+
+
+class McpTool(_Tool):
+    """A tool as an MCP server lists it (``tools/list``), in the protocol's own field names."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(alias="inputSchema")
+    annotations: McpToolAnnotations
+
+
+def mcp_tools() -> list[McpTool]:
+    """The tools ``applyonce mcp`` serves."""
+    return [
+        McpTool(
+            name=TOOL_NAME,
+            description=APPLY_PATCH_DESCRIPTION,
+            input_schema=input_schema(McpPatchArguments),
+            annotations=McpToolAnnotations(
+                title="Apply a patch as one commit, exactly once",
+                read_only_hint=False,
+                destructive_hint=True,  # a patch may delete files
+                idempotent_hint=True,  # a repeat returns the stored result and changes nothing
+                open_world_hint=False,
+            ),
+        ),
+        McpTool(
+            name=RECEIPT_TOOL_NAME,
+            description=RECEIPT_DESCRIPTION,
+            input_schema=input_schema(ReceiptArguments),
+            annotations=McpToolAnnotations(
+                title="Show the receipt of an apply_patch call",
+                read_only_hint=True,
+                destructive_hint=False,
+                idempotent_hint=True,
+                open_world_hint=False,
+            ),
+        ),
+    ]
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """A tool definition as the JSON its API expects (protocol field names, no unset extras)."""
+    return model.model_dump(mode="json", by_alias=True)
+
+
+def schema_for(target: str, *, api: OpenAIApi = "responses", variant: str | None = None) -> Any:
+    """What ``applyonce schema --for TARGET`` prints.
+
+    Args:
+        target: ``openai``, ``anthropic`` or ``mcp``.
+        api: for OpenAI, ``responses`` or ``chat`` (Chat Completions).
+        variant: for OpenAI, ``function`` or ``custom``; None prints both, keyed by variant.
+
+    Raises:
+        UsageError: an unknown target, API or variant.
+    """
+    if target == "openai":
+        if api not in ("responses", "chat"):
+            raise UsageError(f"unknown OpenAI API {api!r}", hint="use --api responses or chat")
+        if variant is None:
+            return {v: dump(openai_tool(api, v)) for v in ("function", "custom")}
+        if variant not in ("function", "custom"):
+            raise UsageError(
+                f"unknown variant {variant!r}", hint="use --variant function or custom"
+            )
+        return dump(openai_tool(api, variant))  # type: ignore[arg-type]
+    if variant is not None or api != "responses":
+        raise UsageError("--api and --variant are for --for openai only")
+    if target == "anthropic":
+        return dump(anthropic_tool())
+    if target == "mcp":
+        return [dump(tool) for tool in mcp_tools()]
+    raise UsageError(f"unknown target {target!r}", hint="use --for openai, anthropic or mcp")
