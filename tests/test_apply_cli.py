@@ -176,7 +176,7 @@ def test_failing_check_rejects_and_keeps_its_output(repo: Repo) -> None:
     assert result.returncode == 1
     receipt = orjson.loads(result.stdout)
     assert receipt["error"]["kind"] == "check-failed"
-    user_check = [c for c in receipt["checks"] if c["name"] == check][0]
+    user_check = next(c for c in receipt["checks"] if c["name"] == check)
     assert user_check["exit_code"] == 3
     # The check ran on the staged tree and saw the changed files.
     assert "checking src/app.py tests/test_app.py" in user_check["output_tail"].replace("\n", " ")

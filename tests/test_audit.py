@@ -93,7 +93,7 @@ def test_forged_trailer_is_found(repo: Repo) -> None:
     receipt = apply(repo)
     message = repo.git("log", "-1", "--format=%B").replace("Attempt: 1", "Attempt: 2")
     repo.git("commit", "-q", "--amend", "-m", message)
-    code, problems = audit(repo)
+    _code, problems = audit(repo)
     kinds = [(p["kind"], p["call_id"]) for p in problems]
     assert ("identity", receipt["call_id"]) in kinds
 

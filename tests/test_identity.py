@@ -54,7 +54,7 @@ def test_call_id_matches_the_documented_formula() -> None:
     expected = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
     assert ident.call_id == expected
     assert ident.recompute() == expected
-    assert EMPTY_CONTRACT_SHA256 == hashlib.sha256(b"").hexdigest()
+    assert hashlib.sha256(b"").hexdigest() == EMPTY_CONTRACT_SHA256
 
 
 def test_key_mode_ignores_args_and_attempt() -> None:

@@ -482,7 +482,7 @@ def test_looks_like_codex(text: str, expected: bool) -> None:
 
 def test_parse_auto_refuses_unknown_format() -> None:
     with pytest.raises(PatchSyntaxError, match="not recognised"):
-        parse("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+        parse("Please change a to b in x.\n")
 
 
 def test_parse_codex_format_reports_the_codex_error() -> None:
@@ -490,8 +490,8 @@ def test_parse_codex_format_reports_the_codex_error() -> None:
         parse("--- a/x\n", format="codex")
 
 
-def test_parse_unsupported_format() -> None:
-    with pytest.raises(PatchSyntaxError, match="not supported"):
+def test_parse_codex_text_as_unified_names_the_format_tried() -> None:
+    with pytest.raises(PatchSyntaxError, match=r"not in the unified diff format \(tried: unified"):
         parse(UPDATE_LF, format="unified")
 
 

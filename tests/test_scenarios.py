@@ -3,13 +3,23 @@
 Each folder under ``tests/scenarios`` follows the Codex layout:
 
 * ``input/``   — the files before (may be absent: an empty tree);
-* ``patch.txt`` — one Codex ``apply_patch`` payload, read as bytes so CRLF survives;
-* ``expected/`` — the files after (absent: an empty tree);
-* ``error.txt`` — only for refusals: the expected ``ApplyOnceError.kind``. Then ``expected/`` equals
-  ``input/``, and the test checks that nothing of the patch was applied.
+* the patch, exactly one of, read as bytes so CRLF survives, its name saying its format:
 
-The engine under test is ``parse`` + ``plan`` over a :class:`DirReader`; the resulting
-:class:`TreePlan` is applied to an in-memory snapshot and compared byte for byte.
+  * ``patch.txt``  — a Codex ``apply_patch`` payload (``--format codex``),
+  * ``patch.diff`` — a unified diff, ``git diff`` or ``diff -u`` output (``--format unified``),
+  * ``patch.json`` — text-editor commands (``--format edit-json``);
+
+* ``expected/`` — the files after (absent: an empty tree);
+* ``error.txt`` — only for refusals: the expected ``ApplyOnceError.kind`` on the first line, and on
+  any further lines, texts the one-line error must contain. Then ``expected/`` equals ``input/``,
+  and the test checks that nothing of the patch was applied.
+
+Folder names say the format after the number (``042_unified_…``, ``064_editjson_…``; the Codex ones
+came first and have no tag). The engine under test is ``parse(text, format)`` + ``plan`` over a
+:class:`DirReader`; the resulting :class:`TreePlan` is applied to an in-memory snapshot and
+compared byte for byte. ``format="auto"`` must detect each scenario's format from its text.
+Paths are normalised (and unsafe ones refused) as a call's arguments are:
+``ApplyPatchArgs.from_patch`` between ``parse`` and ``plan``.
 """
 
 from __future__ import annotations
@@ -22,12 +32,25 @@ from pathlib import Path
 import pytest
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch import parse
+from applyonce.identity import ApplyPatchArgs
+from applyonce.patch import PatchFormat, detect_format, parse
 from applyonce.paths import UnsafePathError
 from applyonce.plan import MODE_EXEC, MODE_FILE, EntryKind, PlanError, TreePlan, plan
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SCENARIO_DIRS = sorted(p for p in SCENARIOS.iterdir() if p.is_dir()) if SCENARIOS.is_dir() else []
+PATCH_FILES: dict[str, PatchFormat] = {
+    "patch.txt": "codex",
+    "patch.diff": "unified",
+    "patch.json": "edit-json",
+}
+
+
+def scenario_patch(folder: Path) -> tuple[str, PatchFormat]:
+    """The folder's one patch file: its text and its format."""
+    found = [name for name in PATCH_FILES if (folder / name).exists()]
+    assert len(found) == 1, f"{folder.name}: needs exactly one of {sorted(PATCH_FILES)}"
+    return (folder / found[0]).read_bytes().decode("utf-8"), PATCH_FILES[found[0]]
 
 
 class DirReader:
@@ -81,6 +104,9 @@ def apply_plan(tree: dict[str, bytes], tree_plan: TreePlan) -> None:
 def test_scenarios_exist() -> None:
     assert len(SCENARIO_DIRS) > 0
     assert (SCENARIOS / ".gitattributes").read_text().split("\n").count("* -text") == 1
+    formats = [scenario_patch(folder)[1] for folder in SCENARIO_DIRS]
+    for format in PATCH_FILES.values():
+        assert formats.count(format) >= 10, format
 
 
 @pytest.mark.parametrize("folder", SCENARIO_DIRS, ids=[p.name for p in SCENARIO_DIRS])
@@ -92,17 +118,25 @@ def test_scenario(folder: Path, tmp_path: Path) -> None:
         work.mkdir()
     before = snapshot(work)
     expected = snapshot(folder / "expected")
-    patch_text = (folder / "patch.txt").read_bytes().decode("utf-8")
+    patch_text, format = scenario_patch(folder)
+    assert detect_format(patch_text) == format
     error_file = folder / "error.txt"
-    expected_error = error_file.read_text().strip() if error_file.exists() else None
+    expected_error, *must_say = (
+        error_file.read_text().strip().split("\n") if error_file.exists() else [None]
+    )
 
     tree = dict(before)
     try:
-        apply_plan(tree, plan(parse(patch_text), DirReader(work)))
+        args = ApplyPatchArgs.from_patch(
+            parse(patch_text, format), ref="refs/heads/main", repo_root=None
+        )
+        apply_plan(tree, plan(args.patch(), DirReader(work)))
     except ApplyOnceError as exc:
         assert expected_error is not None, f"unexpected refusal: {exc.one_line()}"
         assert exc.kind == expected_error, exc.one_line()
         assert "\n" not in exc.one_line()
+        for text in must_say:
+            assert text in exc.one_line()
     else:
         assert expected_error is None, f"expected a {expected_error!r} refusal, the patch applied"
 

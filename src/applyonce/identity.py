@@ -23,7 +23,15 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from applyonce.errors import UsageError
-from applyonce.patch.model import AddFile, DeleteFile, FileOp, Patch, UpdateFile
+from applyonce.patch.model import (
+    AddFile,
+    CopyFile,
+    DeleteFile,
+    EditFile,
+    FileOp,
+    Patch,
+    UpdateFile,
+)
 from applyonce.paths import normalise_path
 
 TOOL = "apply_patch"
@@ -77,12 +85,16 @@ class ApplyPatchArgs(BaseModel):
         ops: list[FileOp] = []
         for op in patch.operations:
             path = normalise_path(op.path, repo_root=repo_root)
+            # model_copy keeps the fields excluded from dumps (line hints, source lines).
             if isinstance(op, UpdateFile):
                 move_to = (
                     None if op.move_to is None else normalise_path(op.move_to, repo_root=repo_root)
                 )
                 ops.append(op.model_copy(update={"path": path, "move_to": move_to}))
-            elif isinstance(op, AddFile | DeleteFile):
+            elif isinstance(op, CopyFile):
+                copy_to = normalise_path(op.copy_to, repo_root=repo_root)
+                ops.append(op.model_copy(update={"path": path, "copy_to": copy_to}))
+            elif isinstance(op, AddFile | DeleteFile | EditFile):
                 ops.append(op.model_copy(update={"path": path}))
         return cls(ref=ref, operations=tuple(ops))
 
@@ -139,7 +151,7 @@ class CallIdentity(BaseModel):
                 "the idempotency key must be 1-200 printable ASCII characters without spaces",
                 hint="pass a key such as the harness's run and step IDs",
             )
-        fields = dict(
+        fields: dict[str, Any] = dict(
             contract_sha256=contract_sha256,
             attempt=attempt,
             tool=tool,

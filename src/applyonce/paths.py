@@ -7,8 +7,8 @@ Every path a patch names is checked and normalised here before anything is stage
 * no ``..`` component, anywhere (even one that would stay inside the repo: patches have no reason
   to spell paths that way, and refusing is simpler to trust than resolving);
 * an absolute path is accepted only inside the repository and becomes repo-relative;
-* no ``.git`` component in any case (``.GIT``, ``.Git``), nor the spellings that file systems fold to
-  it (``.git.``, ``.git ``, ``git~1``): the repository's own data is never a patch target;
+* no ``.git`` component in any case (``.GIT``, ``.Git``), nor the spellings that file systems fold
+  to it (``.git.``, ``.git ``, ``git~1``): the repository's own data is never a patch target;
 * ``./a//b`` is normalised to ``a/b``.
 
 Symlinked parents are refused too, but that needs the tree: see ``plan.py`` and ``gitstore.py``.

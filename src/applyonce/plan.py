@@ -2,8 +2,10 @@
 
 ``plan(patch, base)`` resolves every operation against the base commit's files and returns the
 complete set of file changes, or raises before anything is written. Every operation reads the
-*base*: a path may appear only once in a patch (moves count both ends), so the order of operations
-never changes the outcome.
+*base*: a path may be written by only one operation of a patch (moves count both ends; the source
+of a copy is only read, so another operation may change it), so the order of operations never
+changes the outcome. Several text-editor commands on one file are one :class:`EditFile`
+operation, whose commands apply in order, each to the previous one's result.
 """
 
 from __future__ import annotations
@@ -12,8 +14,20 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.apply import apply_hunks
-from applyonce.patch.model import AddFile, DeleteFile, MatchLevel, Patch, UpdateFile
+from applyonce.patch.apply import BOM, apply_hunks
+from applyonce.patch.edit import apply_edit_commands
+from applyonce.patch.model import (
+    AddFile,
+    CopyFile,
+    DeleteFile,
+    EditFile,
+    FileMode,
+    FileOp,
+    Hunk,
+    MatchLevel,
+    Patch,
+    UpdateFile,
+)
 from applyonce.paths import UnsafePathError, parents
 
 MODE_FILE = 0o100644
@@ -71,20 +85,32 @@ class TreePlan:
         return out
 
 
+def _written_paths(number: int, op: FileOp) -> list[str]:
+    """The paths ``op`` writes (a move writes both ends; a copy only its destination)."""
+    if isinstance(op, CopyFile):
+        if op.copy_to == op.path:
+            raise PlanError(
+                f"operation {number} copies {op.path} to itself",
+                path=op.path,
+                hint="drop the 'copy from'/'copy to' lines",
+            )
+        return [op.copy_to]
+    if isinstance(op, UpdateFile) and op.move_to is not None:
+        if op.move_to == op.path:
+            raise PlanError(
+                f"operation {number} moves {op.path} to itself",
+                path=op.path,
+                hint="drop the '*** Move to:' line",
+            )
+        return [op.path, op.move_to]
+    return [op.path]
+
+
 def check_unique_paths(patch: Patch) -> None:
-    """Refuse two operations on one path, and Move-to-self."""
+    """Refuse two operations writing one path, and a move or copy to itself."""
     seen: dict[str, int] = {}
     for number, op in enumerate(patch.operations, start=1):
-        targets = [op.path]
-        if isinstance(op, UpdateFile) and op.move_to is not None:
-            if op.move_to == op.path:
-                raise PlanError(
-                    f"operation {number} moves {op.path} to itself",
-                    path=op.path,
-                    hint="drop the '*** Move to:' line",
-                )
-            targets.append(op.move_to)
-        for target in targets:
+        for target in _written_paths(number, op):
             if target in seen:
                 raise PlanError(
                     f"{target} is named by operations {seen[target]} and {number}",
@@ -125,33 +151,93 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
     for op in patch.operations:
         check_parents(base, op.path)
         if isinstance(op, AddFile):
-            kind = base.kind(op.path)
-            if kind in ("dir", "submodule"):
-                raise PlanError(f"cannot add {op.path}: a {kind} is there", path=op.path)
-            mode = MODE_FILE
-            if kind == "file":
+            _writable(base, op.path, "add")
+            mode = _mode(op.mode, MODE_FILE)
+            if op.mode is None and base.kind(op.path) == "file":
                 mode = base.read(op.path)[1]  # Codex overwrites; keep an executable bit
             # A symlink is replaced by a regular file, never written through.
             changes.append(FileChange(op.path, "add", op.content.encode("utf-8"), mode))
         elif isinstance(op, DeleteFile):
             _existing_file(base, op.path, "delete")
+            if op.expected is not None:
+                _check_deleted_lines(base, op.path, op.expected)
             changes.append(FileChange(op.path, "delete", None, MODE_FILE))
             removed.append(op.path)
+        elif isinstance(op, EditFile):
+            change = _plan_edit(op, base)
+            if change is not None:
+                changes.append(change)
+                if change.content is None:
+                    removed.append(op.path)
         else:
-            _existing_file(base, op.path, "update")
-            if base.kind(op.path) == "symlink":
-                raise UnsafePathError(f"cannot update {op.path}: it is a symlink", path=op.path)
-            data, mode = base.read(op.path)
+            verb = "copy" if isinstance(op, CopyFile) else "update"
+            data, mode = _read_text_file(base, op.path, verb)
             levels: list[MatchLevel] = []
             if op.hunks:
                 data, levels = apply_hunks(data, op.hunks, path=op.path)
-            if op.move_to is None:
+            mode = _mode(op.mode, mode)
+            if isinstance(op, CopyFile):
+                check_parents(base, op.copy_to)
+                _writable(base, op.copy_to, "copy to")
+                changes.append(FileChange(op.copy_to, "add", data, mode, op.path, tuple(levels)))
+            elif op.move_to is None:
                 changes.append(FileChange(op.path, "update", data, mode, None, tuple(levels)))
-                continue
-            check_parents(base, op.move_to)
-            dest = base.kind(op.move_to)
-            if dest in ("dir", "submodule"):
-                raise PlanError(f"cannot move to {op.move_to}: a {dest} is there", path=op.move_to)
-            changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
-            removed.append(op.path)
+            else:
+                check_parents(base, op.move_to)
+                _writable(base, op.move_to, "move to")
+                changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
+                removed.append(op.path)
+    if not changes:
+        raise PlanError(
+            "the patch changes nothing", hint="send a patch that changes at least one file"
+        )
     return TreePlan(changes=tuple(changes), removed=tuple(removed))
+
+
+def _check_deleted_lines(base: TreeReader, path: str, expected: tuple[Hunk, ...]) -> None:
+    """A unified diff's deletion shows the file's lines: the file must still be just those."""
+    data = base.read(path)[0]
+    left = apply_hunks(data, expected, path=path)[0] if expected else data
+    if left not in (b"", BOM.encode("utf-8")):
+        raise PlanError(
+            f"cannot delete {path}: it has lines the diff does not show (it changed since)",
+            path=path,
+        )
+
+
+def _mode(wanted: FileMode | None, default: int) -> int:
+    return default if wanted is None else int(wanted, 8)
+
+
+def _writable(base: TreeReader, path: str, verb: str) -> None:
+    kind = base.kind(path)
+    if kind in ("dir", "submodule"):
+        raise PlanError(f"cannot {verb} {path}: a {kind} is there", path=path)
+
+
+def _read_text_file(base: TreeReader, path: str, verb: str) -> tuple[bytes, int]:
+    _existing_file(base, path, verb)
+    if base.kind(path) == "symlink":
+        raise UnsafePathError(f"cannot {verb} {path}: it is a symlink", path=path)
+    return base.read(path)
+
+
+def _plan_edit(op: EditFile, base: TreeReader) -> FileChange | None:
+    """Run ``op``'s commands in order on the base file; None when it neither was nor is there."""
+    kind = base.kind(op.path)
+    if kind in ("dir", "submodule"):
+        raise PlanError(f"cannot edit {op.path}: it is a {kind}", path=op.path)
+    data: bytes | None = None
+    mode = MODE_FILE
+    if kind == "file":
+        data, mode = base.read(op.path)
+    elif kind == "symlink":
+        if op.commands[0].command not in ("create", "delete"):
+            raise UnsafePathError(f"cannot edit {op.path}: it is a symlink", path=op.path)
+        data = b""  # only replaced or removed, never read or written through
+    new = apply_edit_commands(data, op.commands, path=op.path)
+    if kind is None:
+        return None if new is None else FileChange(op.path, "add", new, mode)
+    if new is None:
+        return FileChange(op.path, "delete", None, MODE_FILE)
+    return FileChange(op.path, "update" if kind == "file" else "add", new, mode)

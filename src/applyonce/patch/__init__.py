@@ -1,13 +1,50 @@
-"""The pure patch layer: formats, the neutral model, and the hunk applier. No disk, no Git."""
+"""The pure patch layer: formats, the neutral model, and the appliers. No disk, no Git.
+
+Formats (``parse(text, format)``):
+
+    codex      Codex ``apply_patch``: ``*** Begin Patch`` … ``*** End Patch``      (codex.py)
+    unified    ``git diff`` / ``diff -u`` output                                 (unified.py)
+    edit-json  text-editor commands (create, str_replace, insert, delete) as JSON (editjson.py)
+
+``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
+without a heredoc wrapper) is Codex; a line starting ``diff --git ``, a ``--- `` line followed by a
+``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting with ``[`` or ``{`` is
+edit-json. Every format parses into the same model (``model.py``), so one change has one identity
+whichever format spelled it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import BinaryFileError, HunkApplyError, apply_hunks
 from applyonce.patch.codex import PatchSyntaxError, looks_like_codex, parse_codex, render_codex
-from applyonce.patch.model import AddFile, DeleteFile, Hunk, HunkLine, MatchLevel, Patch, UpdateFile
+from applyonce.patch.edit import EditCommandError, apply_edit_commands
+from applyonce.patch.editjson import looks_like_edit_json, parse_edit_json
+from applyonce.patch.model import (
+    AddFile,
+    CopyFile,
+    CreateCommand,
+    DeleteCommand,
+    DeleteFile,
+    EditCommand,
+    EditFile,
+    Hunk,
+    HunkLine,
+    InsertCommand,
+    MatchLevel,
+    Patch,
+    StrReplaceCommand,
+    UpdateFile,
+)
+from applyonce.patch.unified import (
+    BinaryPatchError,
+    UnsupportedModeError,
+    looks_like_unified,
+    parse_unified,
+)
 
 PatchFormat = Literal["auto", "codex", "unified", "edit-json"]
 MAX_PATCH_BYTES = 32 * 1024 * 1024
@@ -18,41 +55,101 @@ class PatchTooLargeError(ApplyOnceError):
     default_hint = "split the change into several smaller patches"
 
 
+# name -> (what it is called in messages, detector, parser, what the detector looks for)
+_FORMATS: dict[str, tuple[str, Callable[[str], bool], Callable[[str], Patch], str]] = {
+    "codex": (
+        "codex apply_patch",
+        looks_like_codex,
+        parse_codex,
+        "its first line must be '*** Begin Patch'",
+    ),
+    "unified": (
+        "unified diff",
+        looks_like_unified,
+        parse_unified,
+        "it needs a 'diff --git a/PATH b/PATH' line, or '--- a/PATH' and '+++ b/PATH' lines",
+    ),
+    "edit-json": (
+        "edit-json",
+        looks_like_edit_json,
+        parse_edit_json,
+        "it must be a JSON list of text-editor commands",
+    ),
+}
+
+
+def detect_format(text: str) -> str | None:
+    """The format ``auto`` picks for ``text`` (see the module docstring), or None."""
+    for name, (_label, looks_like, _parser, _shape) in _FORMATS.items():
+        if looks_like(text):
+            return name
+    return None
+
+
 def parse(text: str, format: PatchFormat = "auto") -> Patch:
     """Parse patch text in ``format`` into the neutral :class:`Patch` model.
 
     Raises:
-        PatchSyntaxError: the text is not a valid patch in that format.
+        PatchSyntaxError: the text is not a valid patch in that format (or, with ``auto``, in any).
+        BinaryPatchError, UnsupportedModeError: a unified diff with a change applyonce refuses.
         PatchTooLargeError: the text is over 32 MiB.
     """
     if len(text) > MAX_PATCH_BYTES:
         raise PatchTooLargeError(f"the patch is larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB")
-    if format in ("auto", "codex"):
-        if format == "auto" and not looks_like_codex(text):
+    if format == "auto":
+        detected = detect_format(text)
+        if detected is None:
+            tried = ", ".join(label for label, *_ in _FORMATS.values())
             raise PatchSyntaxError(
-                "the patch format was not recognised (tried: codex apply_patch)",
-                hint="send a patch that starts with '*** Begin Patch'",
+                f"the patch format was not recognised (tried: {tried})",
+                hint="send a Codex patch ('*** Begin Patch'), a unified diff ('diff --git') or a "
+                "JSON list of text-editor commands",
             )
-        return parse_codex(text)
-    raise PatchSyntaxError(
-        f"patch format {format!r} is not supported yet", hint="use --format codex"
-    )
+        return _FORMATS[detected][2](text)
+    if format not in _FORMATS:
+        raise PatchSyntaxError(
+            f"unknown patch format {format!r}", hint="use auto, codex, unified or edit-json"
+        )
+    label, looks_like, parser, shape = _FORMATS[format]
+    if not looks_like(text):
+        raise PatchSyntaxError(
+            f"the patch is not in the {label} format (tried: {label}); {shape}",
+            hint="fix the patch, or use --format auto",
+        )
+    return parser(text)
 
 
 __all__ = [
     "AddFile",
     "BinaryFileError",
+    "BinaryPatchError",
+    "CopyFile",
+    "CreateCommand",
+    "DeleteCommand",
     "DeleteFile",
+    "EditCommand",
+    "EditCommandError",
+    "EditFile",
     "Hunk",
     "HunkApplyError",
     "HunkLine",
+    "InsertCommand",
     "MatchLevel",
     "Patch",
     "PatchFormat",
     "PatchSyntaxError",
+    "StrReplaceCommand",
+    "UnsupportedModeError",
     "UpdateFile",
+    "apply_edit_commands",
     "apply_hunks",
+    "detect_format",
+    "looks_like_codex",
+    "looks_like_edit_json",
+    "looks_like_unified",
     "parse",
     "parse_codex",
+    "parse_edit_json",
+    "parse_unified",
     "render_codex",
 ]

@@ -7,9 +7,10 @@ The matching ladder (each hunk independently, the first level that finds the hun
     STRIP    leading and trailing whitespace ignored
     UNICODE  as STRIP, with typographic punctuation (dashes, quotes, odd spaces) folded to ASCII
 
-Hunks are searched in order, each after the previous one. ``@@ <anchor>`` lines first move the search
-past the first line matching each anchor, in turn. ``*** End of File`` pins a hunk to the last lines.
-A hunk whose expected lines end in blank lines that are not in the file is tried again without them.
+Hunks are searched in order, each after the previous one. ``@@ <anchor>`` lines first move the
+search past the first line matching each anchor, in turn. ``*** End of File`` pins a hunk to the
+last lines. A hunk whose expected lines end in blank lines that are not in the file is tried again
+without them.
 
 What this applier guarantees, beyond finding the hunk:
 
@@ -20,9 +21,33 @@ What this applier guarantees, beyond finding the hunk:
 * **the final-newline state is kept** unless the patch changes the last line (then the new last line
   ends like the others);
 * **a UTF-8 byte order mark** is kept and ignored for matching;
-* **a pure addition with an anchor** is inserted right after the anchor line (not at the end of file);
-  without an anchor it is appended at the end, as Codex does;
+* **a pure addition with an anchor** is inserted right after the anchor line (not at the end of
+  file); without an anchor it is appended at the end, as Codex does;
 * **binary or non-UTF-8 files are refused**, never mangled.
+
+Hunks with line numbers (unified diffs: ``Hunk.old_start``/``new_start`` are set) are positioned
+the way ``git apply`` positions them; the numbers are hints and the lines decide:
+
+* hunks apply in order, each to the result of the ones before; the search for a hunk starts at its
+  new start line (where it sits in that result, if the file is what the diff was made from) and
+  goes outward one line at a time (hint, +1, -1, +2, -2, …) to both ends of the file; the nearest
+  match wins;
+* a hunk whose old start is line 1 (or 0) must match at the start of the file, and a hunk without
+  trailing context lines must match at the end — the rules of ``git apply``, which a diff made
+  with context always satisfies at the file's boundaries;
+* a hunk without any context line (``git diff -U0``) is placed by its line numbers, as ``git apply
+  --unidiff-zero`` places it: an insertion goes right after its old start line, other hunks are
+  searched from their hinted line without the start and end rules;
+* a hunk may not match lines that an earlier hunk wrote (overlapping hunks are refused);
+* a hunk with ``\\ No newline at end of file`` must match at the end of the file (``git apply``
+  compares that last line as a byte prefix, and may match it mid-file and join it to the next
+  line), and at the ``exact`` level the file's last line must end, or not, as the hunk says; the
+  new last line ends as the hunk says;
+* each ladder level searches the whole file before the next level is tried, so a fuzzy match
+  never wins over an exact one further away.
+
+``git apply`` wants exact context; here the ladder still applies (and the receipt records the
+level), so a whitespace-only difference is not a rejection.
 """
 
 from __future__ import annotations
@@ -174,6 +199,8 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
         HunkApplyError: a hunk's context or anchor was not found.
     """
     text = decode_text(data, path=path)
+    if hunks and all(hunk.old_start is not None and hunk.new_start is not None for hunk in hunks):
+        return _apply_positioned(text, hunks, path=path)
     edits: list[_Edit] = []
     levels: list[MatchLevel] = []
     cursor = 0
@@ -268,3 +295,151 @@ def _render(text: _Text, edits: list[_Edit]) -> bytes:
             ends[i] = newline
     out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
     return ((BOM if text.bom else "") + out).encode("utf-8")
+
+
+# ---------------------------------------------------------------- hunks with line numbers
+
+
+def _trailing_context(hunk: Hunk) -> int:
+    """How many context lines come after the hunk's last change."""
+    count = 0
+    for line in reversed(hunk.lines):
+        if line.kind != " ":
+            break
+        count += 1
+    return count
+
+
+def _search_rank(start: int, pos: int) -> int:
+    """The place of ``start`` in the search from ``pos``: pos, pos+1, pos-1, pos+2, pos-2, …"""
+    distance = start - pos
+    return 2 * distance - 1 if distance > 0 else -2 * distance
+
+
+@dataclass
+class _Image:
+    """The file as earlier hunks left it; ``patched[i]``: line i was written by a hunk."""
+
+    bodies: list[str]
+    ends: list[str]
+    patched: list[bool]
+
+    def find(
+        self,
+        old: list[str],
+        pos: int,
+        level: MatchLevel,
+        *,
+        at_start: bool,
+        at_end: bool,
+        old_no_final_newline: bool,
+    ) -> int | None:
+        n, m = len(self.bodies), len(old)
+        if at_start:
+            pos = 0
+        elif at_end:
+            pos = n - m
+        if not 0 <= pos <= n:
+            pos = n  # as git clamps a start beyond the file (or before it, when m > n)
+        normalise = _NORMALISERS[level]
+        want = [normalise(line) for line in old]
+        keys = self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
+        if m:
+            first = want[0]
+            # Only starts whose first line matches can match: find those fast, then order them.
+            candidates = [i for i, key in enumerate(keys[: n - m + 1]) if key == first]
+        else:
+            candidates = list(range(n + 1))
+        candidates.sort(key=lambda start: _search_rank(start, pos))
+        for start in candidates:
+            stop = start + m
+            if stop > n or (at_start and start != 0) or (at_end and stop != n):
+                continue
+            if any(self.patched[start:stop]) or keys[start:stop] != want:
+                continue
+            if m and level is MatchLevel.EXACT and stop == n and (
+                (self.ends[-1] == "") != old_no_final_newline
+            ):
+                continue  # the file's last line ends differently from what the hunk says
+            return start
+        return None
+
+    def replace(self, start: int, hunk: Hunk, old_count: int, newline: str) -> None:
+        n = len(self.bodies)
+        stop = start + old_count
+        bodies: list[str] = []
+        ends: list[str] = []
+        j = start
+        for line in hunk.lines:
+            if line.kind == " ":
+                bodies.append(self.bodies[j])  # the file's own bytes, never the patch's
+                ends.append(self.ends[j])
+                j += 1
+            elif line.kind == "-":
+                j += 1
+            else:
+                bodies.append(line.text)
+                ends.append(newline)
+        if stop == n and bodies:
+            # The hunk reaches the end of the file: its last line ends as the hunk says.
+            ends[-1] = "" if hunk.new_no_final_newline else (ends[-1] or newline)
+        self.bodies[start:stop] = bodies
+        self.ends[start:stop] = ends
+        self.patched[start:stop] = [True] * len(bodies)
+
+
+def _apply_positioned(
+    text: _Text, hunks: Sequence[Hunk], *, path: str
+) -> tuple[bytes, list[MatchLevel]]:
+    newline = text.dominant_end()
+    image = _Image(list(text.bodies), list(text.ends), [False] * len(text.bodies))
+    levels: list[MatchLevel] = []
+    for index, hunk in enumerate(hunks, start=1):
+        assert hunk.old_start is not None and hunk.new_start is not None
+        old = hunk.old_lines
+        trailing = _trailing_context(hunk)
+        has_context = any(line.kind == " " for line in hunk.lines)
+        # The new start is where the hunk is in the file as the earlier hunks left it.
+        pos = max(hunk.new_start - 1, 0)
+        at_start = hunk.old_start == 0 or (hunk.old_start == 1 and has_context)
+        at_end = (
+            hunk.end_of_file
+            or hunk.old_no_final_newline
+            or hunk.new_no_final_newline
+            or (has_context and trailing == 0)
+        )
+        found: tuple[int, MatchLevel] | None = None
+        for level in MatchLevel:
+            start = image.find(
+                old,
+                pos,
+                level,
+                at_start=at_start,
+                at_end=at_end,
+                old_no_final_newline=hunk.old_no_final_newline,
+            )
+            if start is not None:
+                found = start, level
+                break
+        if found is None:
+            where = " at the start of the file" if at_start else ""
+            where = " at the end of the file" if at_end and not at_start else where
+            first = old[0][:60] if old else ""
+            raise HunkApplyError(
+                f"{path}: hunk {index} (@@ -{hunk.old_start},{len(old)} @@): expected lines not "
+                f"found{where} (first: {first!r})",
+                path=path,
+                hunk=index,
+                patch_line=hunk.source_line,
+                expected=old,
+            )
+        start, level = found
+        image.replace(start, hunk, len(old), newline)
+        levels.append(level)
+    ends = image.ends
+    # A line without an ending can only stay last; if a hunk put lines after it, it gets one.
+    for i in range(len(ends) - 1):
+        if not ends[i]:
+            ends[i] = newline
+    out = "".join(b + e for b, e in zip(image.bodies, ends, strict=True))
+    return ((BOM if text.bom else "") + out).encode("utf-8"), levels

@@ -17,10 +17,11 @@ Leniencies, each one because agents really emit it:
 * **CRLF patch text** — ``\\r\\n`` line ends in the patch are read as ``\\n``; the files' own line
   endings are preserved by the applier, not taken from the patch.
 * **padding around markers and headers** — ``  *** Update File: a.py``, ``*** End Patch `` and the
-  like: a line whose stripped form is a marker is that marker. ``*** End Patch`` is only recognised as
-  the last non-blank line, so a hunk can still contain a context line that looks like it.
+  like: a line whose stripped form is a marker is that marker. ``*** End Patch`` is only recognised
+  as the last non-blank line, so a hunk can still contain a context line that looks like it.
 * **first hunk without ``@@``** — hunk lines directly after an ``Update File`` header start a hunk.
-* **several ``@@`` lines in a row** — nested context (class, then method), each narrowing the search.
+* **several ``@@`` lines in a row** — nested context (class, then method), each narrowing the
+  search.
   A unified-diff range in an ``@@`` line (``@@ -3,4 +3,5 @@ def f``) is dropped; the text after it
   is the anchor.
 * **blank context lines** — an empty line inside a hunk is an empty context line (editors and
@@ -34,9 +35,20 @@ does, once the repository root is known).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.model import AddFile, DeleteFile, FileOp, Hunk, HunkLine, Patch, UpdateFile
+from applyonce.patch.model import (
+    AddFile,
+    CopyFile,
+    DeleteFile,
+    EditFile,
+    FileOp,
+    Hunk,
+    HunkLine,
+    Patch,
+    UpdateFile,
+)
 
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"
@@ -58,7 +70,7 @@ class PatchSyntaxError(ApplyOnceError):
     kind = "patch-syntax"
     default_hint = "fix the patch text and send it again"
 
-    def __init__(self, message: str, *, line: int | None = None, **details: object) -> None:
+    def __init__(self, message: str, *, line: int | None = None, **details: Any) -> None:
         where = f"patch line {line}: " if line is not None else ""
         super().__init__(where + message, line=line, **details)
 
@@ -108,7 +120,9 @@ def parse_codex(text: str) -> Patch:
     lines, offset = _strip_heredoc(_split_patch_lines(text))
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     if not nonblank:
-        raise PatchSyntaxError("the patch is empty", hint="send a patch that starts with '*** Begin Patch'")
+        raise PatchSyntaxError(
+            "the patch is empty", hint="send a patch that starts with '*** Begin Patch'"
+        )
     start, stop = nonblank[0], nonblank[-1]
     if lines[start].strip() != BEGIN:
         raise PatchSyntaxError(
@@ -192,7 +206,9 @@ class _Parser:
                 continue
             if not line.strip() or self.at_header():
                 break
-            raise self.error(f"every line of an added file must start with '+', found {line[:60]!r}")
+            raise self.error(
+                f"every line of an added file must start with '+', found {line[:60]!r}"
+            )
         return AddFile(path=path, content="".join(content))
 
     def parse_update(self, path: str) -> UpdateFile:
@@ -256,7 +272,7 @@ class _Parser:
                     continue
                 body.append(HunkLine(kind=" ", text=""))
             elif line[0] in " -+":
-                body.append(HunkLine(kind=line[0], text=line[1:]))  # type: ignore[arg-type]
+                body.append(HunkLine(kind=line[0], text=line[1:]))
             elif not line.strip():
                 body.append(HunkLine(kind=" ", text=""))
             else:
@@ -309,9 +325,22 @@ def _header_path(stripped: str, header: str) -> str:
 
 
 def render_codex(patch: Patch) -> str:
-    """Render ``patch`` as canonical Codex text (the inverse of :func:`parse_codex`)."""
+    """Render ``patch`` as canonical Codex text (the inverse of :func:`parse_codex`).
+
+    Raises:
+        ValueError: the patch says something Codex cannot (a copy, a file mode, a missing final
+            newline, text-editor commands).
+    """
     out = [BEGIN]
     for op in patch.operations:
+        if isinstance(op, CopyFile | EditFile) or (
+            isinstance(op, AddFile | UpdateFile) and op.mode is not None
+        ):
+            raise ValueError(f"{op.op} of {op.path} has no Codex spelling")
+        if isinstance(op, UpdateFile) and any(
+            h.old_no_final_newline or h.new_no_final_newline for h in op.hunks
+        ):
+            raise ValueError(f"a missing final newline in {op.path} has no Codex spelling")
         if isinstance(op, AddFile):
             out.append(ADD + op.path)
             body = op.content[:-1] if op.content.endswith("\n") else op.content

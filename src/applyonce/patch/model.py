@@ -3,19 +3,48 @@
 A patch is an ordered list of file operations. It says *what* should change, never how it was
 spelled: two spellings of one change (CRLF patch text, a heredoc wrapper, padded markers) parse to
 models with equal dumps (``model_dump()``; only where a hunk sat in the text differs, and that is
-excluded), which is what makes the call identity stable (DESIGN §3).
+excluded), which is what makes the call identity stable (DESIGN §3). That holds across formats too:
+a Codex patch and the ``git diff`` of the same change (same context lines, a bare ``@@``) dump the
+same, and so do a Codex ``Add File`` and a text-editor ``create``.
+
+Three kinds of fields:
+
+* **the change** — dumped, part of the identity;
+* **how to find or check it** (``Hunk.source_line``, ``Hunk.old_start``/``new_start``,
+  ``EditCommand.index``, ``DeleteFile.expected``) — excluded from dumps: they position a hunk,
+  check a precondition or word an error, and two spellings of one change may differ in them;
+* **fields that only some formats use** (file modes, a missing final newline) — dumped only when
+  set, so a patch that does not use them keeps the dump, and the identity, it had before they
+  existed.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+# Git file modes a patch may set on a regular file. ``None`` means "keep the file's mode" (new
+# files: 100644).
+FileMode = Literal["100644", "100755"]
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Fields left out of a dump while they hold their default (see the module docstring).
+    _dumped_only_when_set: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _dump_without_unset_optional_fields(
+        self, handler: SerializerFunctionWrapHandler
+    ) -> Any:
+        data = handler(self)
+        for name in self._dumped_only_when_set:
+            if getattr(self, name) == type(self).model_fields[name].default:
+                data.pop(name, None)
+        return data
 
 
 class HunkLine(_Frozen):
@@ -30,14 +59,28 @@ class Hunk(_Frozen):
 
     ``anchors`` are the ``@@ <context>`` lines before the hunk: each narrows the search to the text
     after the first line that matches it. ``end_of_file`` pins the hunk to the end of the file.
+
+    ``old_no_final_newline`` / ``new_no_final_newline``: the hunk's last old / new line is the
+    file's last line and has no line ending (unified diffs' ``\\ No newline at end of file``).
+
+    ``old_start`` and ``new_start`` are a unified diff's line numbers (``@@ -old_start,…
+    +new_start,… @@``). When set, the hunk is positioned the way ``git apply`` positions it (see
+    ``apply.py``); they are hints, not part of the change, so they are excluded from dumps like
+    ``source_line``.
     """
+
+    _dumped_only_when_set = frozenset({"old_no_final_newline", "new_no_final_newline"})
 
     anchors: tuple[str, ...] = ()
     lines: tuple[HunkLine, ...] = ()
     end_of_file: bool = False
+    old_no_final_newline: bool = False
+    new_no_final_newline: bool = False
     # Where the hunk starts in the patch text, for error messages. Not part of the change, so it is
     # excluded from dumps and hence from the call identity.
     source_line: int | None = Field(default=None, exclude=True, repr=False)
+    old_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
+    new_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
 
     @property
     def old_lines(self) -> list[str]:
@@ -51,30 +94,107 @@ class Hunk(_Frozen):
 
 
 class AddFile(_Frozen):
-    """Create ``path`` with ``content`` (text; lines end with ``\\n``)."""
+    """Create ``path`` with exactly ``content`` (an existing file is replaced, keeping its mode
+    unless ``mode`` is given)."""
+
+    _dumped_only_when_set = frozenset({"mode"})
 
     op: Literal["add"] = "add"
     path: str
     content: str
+    mode: FileMode | None = None
 
 
 class DeleteFile(_Frozen):
-    """Remove the file ``path``."""
+    """Remove the file ``path``.
+
+    ``expected`` (unified diffs: the ``-`` lines of a deletion) is a precondition: the file must
+    still hold exactly those lines, as ``git apply`` checks. It can only refuse a deletion, never
+    change what is deleted, so it is excluded from dumps: a Codex ``Delete File`` and the ``git
+    diff`` of that deletion are one call.
+    """
 
     op: Literal["delete"] = "delete"
     path: str
+    expected: tuple[Hunk, ...] | None = Field(default=None, exclude=True, repr=False)
 
 
 class UpdateFile(_Frozen):
-    """Change ``path`` by ``hunks``, and rename it to ``move_to`` if given."""
+    """Change ``path`` by ``hunks``, rename it to ``move_to`` and set its ``mode``, if given."""
+
+    _dumped_only_when_set = frozenset({"mode"})
 
     op: Literal["update"] = "update"
     path: str
     move_to: str | None = None
     hunks: tuple[Hunk, ...] = ()
+    mode: FileMode | None = None
 
 
-FileOp = Annotated[AddFile | DeleteFile | UpdateFile, Field(discriminator="op")]
+class CopyFile(_Frozen):
+    """Write ``copy_to`` as a copy of ``path`` changed by ``hunks``; ``path`` itself is only read
+    (so another operation of the same patch may change it: every operation reads the base)."""
+
+    _dumped_only_when_set = frozenset({"mode"})
+
+    op: Literal["copy"] = "copy"
+    path: str
+    copy_to: str
+    hunks: tuple[Hunk, ...] = ()
+    mode: FileMode | None = None
+
+
+class _EditCommand(_Frozen):
+    # The command's position in the list it came from (0-based), for error messages only.
+    index: int | None = Field(default=None, exclude=True, repr=False)
+
+
+class CreateCommand(_EditCommand):
+    """Make the file exactly ``file_text`` (replacing what was there)."""
+
+    command: Literal["create"] = "create"
+    file_text: str
+
+
+class StrReplaceCommand(_EditCommand):
+    """Replace the one occurrence of ``old_str`` (any substring, not only whole lines)."""
+
+    command: Literal["str_replace"] = "str_replace"
+    old_str: str = Field(min_length=1)
+    new_str: str = ""
+
+
+class InsertCommand(_EditCommand):
+    """Insert ``insert_text`` as whole lines after line ``insert_line`` (0: at the top)."""
+
+    command: Literal["insert"] = "insert"
+    insert_line: int = Field(ge=0)
+    insert_text: str = Field(min_length=1)
+
+
+class DeleteCommand(_EditCommand):
+    """Remove the file."""
+
+    command: Literal["delete"] = "delete"
+
+
+EditCommand = Annotated[
+    CreateCommand | StrReplaceCommand | InsertCommand | DeleteCommand,
+    Field(discriminator="command"),
+]
+
+
+class EditFile(_Frozen):
+    """Text-editor commands on one file, applied in order, each to the previous one's result."""
+
+    op: Literal["edit"] = "edit"
+    path: str
+    commands: tuple[EditCommand, ...] = Field(min_length=1)
+
+
+FileOp = Annotated[
+    AddFile | DeleteFile | UpdateFile | CopyFile | EditFile, Field(discriminator="op")
+]
 
 
 class Patch(_Frozen):
@@ -89,6 +209,8 @@ class Patch(_Frozen):
             seen[op.path] = None
             if isinstance(op, UpdateFile) and op.move_to is not None:
                 seen[op.move_to] = None
+            elif isinstance(op, CopyFile):
+                seen[op.copy_to] = None
         return list(seen)
 
 

@@ -1,0 +1,3 @@
+total = price * qty * (1 + tax)  # new
+if total:
+    pay(total)

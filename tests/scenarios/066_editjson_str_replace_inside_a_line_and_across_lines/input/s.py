@@ -1,0 +1,3 @@
+total = price * qty  # old
+if total:
+    pay(total)
