@@ -245,3 +245,21 @@ def test_chaos_kills_from_outside(tmp_path: Path) -> None:
     assert repo.git("status", "--porcelain") == ""
     for i in range(count):
         assert (repo.path / f"f{i}.txt").read_text() == f"v1 {i}\n"
+
+
+def test_reconciled_unified_diff_call_equals_the_original(tmp_path: Path) -> None:
+    """The recorded patch text is re-parsed on recovery, so a format whose args dump drops details
+    (here the line number that places a context-free hunk) still gets the receipt the original
+    process would have written."""
+    files = {"dup.txt": "a\nsame\nb\nsame\nc\n"}
+    diff = "--- a/dup.txt\n+++ b/dup.txt\n@@ -4 +4 @@\n-same\n+changed\n"
+    clean = make_repo(tmp_path / "clean", files)
+    expected = orjson.loads(apply(clean, diff).stdout)
+    assert (clean.path / "dup.txt").read_text() == "a\nsame\nb\nchanged\nc\n"
+    repo = make_repo(tmp_path / "repo", files)
+    assert apply(repo, diff, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    run_cli("recover", "--repo", str(repo.path))
+    receipt = orjson.loads(apply(repo, diff).stdout)
+    assert receipt["reconciled"] is True
+    for key in ("call_id", "files", "match_levels", "output"):
+        assert receipt[key] == expected[key], key

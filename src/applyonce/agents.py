@@ -43,7 +43,6 @@ from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallOptions, Executor, PlanView, UnknownOutcomeError
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.ledger import IN_FLIGHT, CallBusyError
-from applyonce.patch import AddFile, DeleteFile, UpdateFile
 from applyonce.receipts import Receipt
 from applyonce.schemas import TOOL_NAME, PatchArguments
 
@@ -85,7 +84,10 @@ class ToolCall:
         """The tool-result block answering this call, in its API's shape."""
         if self.api == "anthropic":
             return {
-                "type": "tool_result", "tool_use_id": self.id, "content": text, "is_error": is_error
+                "type": "tool_result",
+                "tool_use_id": self.id,
+                "content": text,
+                "is_error": is_error,
             }
         if self.api == "openai-chat":
             return {"role": "tool", "tool_call_id": self.id, "content": text}
@@ -134,14 +136,22 @@ def _tool_call(block: Mapping[str, Any]) -> ToolCall | None:
     kind = block.get("type")
     if kind == "tool_use":
         return ToolCall(
-            "anthropic", False, _field(block, "id", "tool_use"), _field(block, "name", "tool_use"),
-            block.get("input"), block,
+            "anthropic",
+            False,
+            _field(block, "id", "tool_use"),
+            _field(block, "name", "tool_use"),
+            block.get("input"),
+            block,
         )
     if kind in ("function_call", "custom_tool_call"):
         freeform = kind == "custom_tool_call"
         return ToolCall(
-            "openai-responses", freeform, _field(block, "call_id", kind),
-            _field(block, "name", kind), block.get("input" if freeform else "arguments"), block,
+            "openai-responses",
+            freeform,
+            _field(block, "call_id", kind),
+            _field(block, "name", kind),
+            block.get("input" if freeform else "arguments"),
+            block,
         )
     inner_key = "custom" if kind == "custom" else "function"
     inner = block.get(inner_key)
@@ -149,9 +159,12 @@ def _tool_call(block: Mapping[str, Any]) -> ToolCall | None:
         if not isinstance(inner, Mapping):
             raise ToolCallShapeError(f"a tool_calls item has no {inner_key!r} object")
         return ToolCall(
-            "openai-chat", kind == "custom", _field(block, "id", "tool_calls item"),
+            "openai-chat",
+            kind == "custom",
+            _field(block, "id", "tool_calls item"),
             _field(inner, "name", "tool_calls item"),
-            inner.get("input" if kind == "custom" else "arguments"), block,
+            inner.get("input" if kind == "custom" else "arguments"),
+            block,
         )
     return None
 
@@ -308,8 +321,11 @@ class PatchRunner:
         self._unsettled.discard(ident.call_id)
         for report in options.sync_reports:
             if report.failed:
-                log.warning("committed, but the checkout was not updated (%s); run "
-                            "'applyonce recover' to update it", report.failed)
+                log.warning(
+                    "committed, but the checkout was not updated (%s); run "
+                    "'applyonce recover' to update it",
+                    report.failed,
+                )
             for path in report.left_alone:
                 log.warning("%s in %s has your changes; left it as it is", path, report.worktree)
         return ToolOutput(receipt.output, is_error=receipt.status != "committed", receipt=receipt)
@@ -348,9 +364,14 @@ class PatchRunner:
                 return ToolOutput(settled.output, receipt=settled)
             log.error(
                 "call %s landed as commit %s but its record was not written; run 'applyonce "
-                "recover' in %s", call_id[:12], landed[0][:12], self.repo,
+                "recover' in %s",
+                call_id[:12],
+                landed[0][:12],
+                self.repo,
             )
-            return ToolOutput(landed_text(args, landed[0], reason), landed_commit=landed[0])
+            return ToolOutput(
+                landed_text(executor, args, landed[0], reason), landed_commit=landed[0]
+            )
         if isinstance(exc, ApplyOnceError):
             return error_output(exc)
         branch = args.ref.removeprefix("refs/heads/")
@@ -389,16 +410,17 @@ def _left_in_flight(executor: Executor, call_id: str) -> bool:
     )
 
 
-def landed_text(args: ApplyPatchArgs, commit: str, reason: str) -> str:
-    """The result of a call that landed but whose receipt or ledger entry could not be written."""
-    lines = []
-    for op in args.patch().operations:
-        if isinstance(op, AddFile):
-            lines.append(f"A {op.path}")
-        elif isinstance(op, DeleteFile):
-            lines.append(f"D {op.path}")
-        elif isinstance(op, UpdateFile):
-            lines.append(f"M {op.move_to or op.path}")
+def landed_text(executor: Executor, args: ApplyPatchArgs, commit: str, reason: str) -> str:
+    """The result of a call that landed but whose receipt or ledger entry could not be written.
+    The file lines come from the commit itself: it is what happened."""
+    obj = executor.git.repo[commit]
+    parent = str(obj.parent_ids[0]) if obj.parent_ids else None  # type: ignore[attr-defined]
+    letters = {"A": "A", "D": "D", "C": "A"}
+    lines = [
+        f"{letters.get(d.status_char(), 'M')} "
+        f"{d.old_file.path if d.status_char() == 'D' else d.new_file.path}"
+        for d in executor.git.changes_in(parent, commit)
+    ]
     branch = args.ref.removeprefix("refs/heads/")
     return (
         "Success. Updated the following files:\n"

@@ -137,6 +137,8 @@ class CallOptions:
     approve: Approver | None = None
     require_approval: bool = False
     sync_reports: list[SyncReport] = field(default_factory=list)
+    # The patch as sent, recorded with the claim (set by apply).
+    source: dict[str, str] | None = None
 
 
 def contract_digest(path: str | os.PathLike[str]) -> str:
@@ -247,6 +249,7 @@ class Executor:
         if not options.check_timeout > 0:
             raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
         args, ident = self.identify(patch_text, options)
+        options.source = {"text": patch_text, "format": options.format}
         with _running(ident.call_id):
             return self._apply_identified(args, ident, options)
 
@@ -259,7 +262,9 @@ class Executor:
             tip_tree = self.git.tree_at(self.git.tip(args.ref))
             for path in args.patch().touched_paths():
                 check_parents(tip_tree, path)
-        claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
+        claim = self.ledger.claim(
+            ident, ref=args.ref, owner=Owner.me(), args=args, source=options.source
+        )
         fault("after-claim")
         if claim.outcome == "replay":
             receipt = self.stored_receipt(ident.call_id)
@@ -403,7 +408,7 @@ class Executor:
         """Finish the bookkeeping of a call whose commit is already on the branch."""
         commit = self.git.repo[commit_id]
         parent = str(commit.parent_ids[0]) if commit.parent_ids else None  # type: ignore[attr-defined]
-        replanned = self._replan(ident, parent, commit_id)
+        replanned = self._replan(ident, ref, parent, commit_id)
         if replanned is not None:
             files, levels = replanned
         else:
@@ -436,16 +441,22 @@ class Executor:
         return receipt
 
     def _replan(
-        self, ident: CallIdentity, parent: str | None, commit_id: str
+        self, ident: CallIdentity, ref: str, parent: str | None, commit_id: str
     ) -> tuple[tuple[FileRecord, ...], dict[str, list[str]]] | None:
         """Re-derive the records the interrupted process would have written: plan the call's
         recorded args on the commit's parent, and accept the result only if every path's blob
         equals the commit's. Pure reads: nothing is staged again."""
+        source = self.ledger.source_of(ident.call_id)
         data = self.ledger.args_of(ident.call_id)
-        if data is None:
-            return None
         try:
-            args = ApplyPatchArgs.model_validate(data)
+            if source is not None:
+                root = str(self.git.workdir).rstrip("/") if self.git.workdir else None
+                patch = parse(source["text"], source["format"])  # type: ignore[arg-type]
+                args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=root)
+            elif data is not None:
+                args = ApplyPatchArgs.model_validate(data)
+            else:
+                return None
             if args.sha256() != ident.args_sha256:
                 return None
             tree_plan = plan(args.patch(), self.git.tree_at(parent))

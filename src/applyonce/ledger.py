@@ -359,6 +359,7 @@ class Ledger:
         ref: str,
         owner: Owner,
         args: BaseModel | None = None,
+        source: dict[str, str] | None = None,
     ) -> Claim:
         """Atomically decide who executes ``ident``.
 
@@ -389,6 +390,9 @@ class Ledger:
                         "ref": ref,
                         "identity": ident.model_dump(),
                         "args": args.model_dump(mode="json") if args is not None else None,
+                        # The patch as sent: re-parsing it recovers what the args dump leaves
+                        # out (unified line hints), so a reconciled receipt is the original one.
+                        "source": source,
                     },
                 )
                 return Claim("run", execution_id, None)
@@ -492,6 +496,14 @@ class Ledger:
                 },
             )
         return self.get(receipt.call_id)
+
+    def source_of(self, call_id: str) -> dict[str, str] | None:
+        """The patch text and format the call was first claimed with."""
+        for event in self.events(call_id):
+            if event["kind"] == "claimed" and event["data"].get("source"):
+                source: dict[str, str] = event["data"]["source"]
+                return source
+        return None
 
     def args_of(self, call_id: str) -> dict[str, Any] | None:
         """The normalised args recorded when the call was first claimed."""
