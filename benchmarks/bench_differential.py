@@ -51,6 +51,8 @@ def main() -> int:
     for verdict in ("lenient", "context-less", "eof-marker"):
         if verdicts[verdict]:
             print(f"  by design: {verdicts[verdict]} {verdict}")
+    if verdicts["git-misread"]:
+        print(f"  git apply misread git's own diff, applyonce did not: {verdicts['git-misread']}")
     print(f"  disagree: {verdicts['disagree']}")
     print(f"  {elapsed:.1f} s, {elapsed / ns.cases * 1000:.1f} ms a case")
     return 0

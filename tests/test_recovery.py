@@ -263,3 +263,13 @@ def test_reconciled_unified_diff_call_equals_the_original(tmp_path: Path) -> Non
     assert receipt["reconciled"] is True
     for key in ("call_id", "files", "match_levels", "output"):
         assert receipt[key] == expected[key], key
+
+
+def test_recover_right_after_a_crash_removes_the_fresh_stale_lock(repo: Repo) -> None:
+    """A writer killed while holding a ref lock leaves a lock file seconds old: recover must not
+    leave it behind for the next apply to trip over."""
+    fresh = repo.path / ".git" / "refs" / "heads" / "main.lock"
+    fresh.write_text("")
+    result = run_cli("recover", "--repo", str(repo.path), "--json")
+    assert str(fresh) in orjson.loads(result.stdout)["removed"]
+    assert apply(repo).returncode == 0

@@ -78,6 +78,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _age_left(path: Path) -> float:
+    """Seconds until ``path`` is old enough to be judged stale (0 if it already is, or is gone)."""
+    try:
+        return max(0.0, LOCK_MIN_AGE_S - (time.time() - path.stat().st_mtime))
+    except FileNotFoundError:
+        return 0.0
+
+
 def _open_by_any_process(paths: set[Path]) -> set[Path]:
     """Which of ``paths`` some live process has open (Linux ``/proc``; elsewhere: all of them)."""
     proc = Path("/proc")
@@ -445,12 +453,17 @@ class Recovery:
         scratch = self.ex.state_dir / "scratch"
         if scratch.is_dir():
             candidates.update(p for p in scratch.glob("*/.git/**/*.lock") if p.is_file())
-        old = {p for p in candidates if time.time() - p.stat().st_mtime >= LOCK_MIN_AGE_S}
-        if not old:
+        unheld = candidates - _open_by_any_process(candidates)
+        if not unheld:
             return []
-        held = _open_by_any_process(old)
+        # A lock nobody holds open is stale, but one only just made might belong to a writer we
+        # cannot see (another PID namespace). Let the young ones age, then look again.
+        youngest = max(_age_left(p) for p in unheld)
+        if youngest > 0:
+            time.sleep(youngest)
+            unheld -= _open_by_any_process(unheld)
         removed = []
-        for lock in sorted(old - held):
+        for lock in sorted(unheld):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
                 removed.append(str(lock))
