@@ -207,3 +207,16 @@ def test_recover_rebuilds_the_record_of_a_lost_state_dir(repo: Repo) -> None:
     logged = orjson.loads(run_cli("log", "--repo", str(repo.path), "--json").stdout)
     assert {row["call_id"] for row in logged} == {one["call_id"], two["call_id"]}
     assert apply(repo)["commit"] == one["commit"]
+
+
+def test_recover_settles_a_prepared_receipt_whose_ledger_was_lost(repo: Repo) -> None:
+    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-publish"})
+    assert crashed.returncode == -signal.SIGKILL
+    (repo.state_dir() / "ledger.sqlite3").unlink()
+    for leftover in repo.state_dir().glob("ledger.sqlite3-*"):
+        leftover.unlink()
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.returncode == 0
+    assert "prepared   committed" in result.stdout
+    assert audit(repo)[0] == 0
+    assert len(repo.call_ids()) == 1

@@ -43,6 +43,17 @@ StateOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+# Options that shape every call, shared by 'apply' and 'mcp'.
+BranchOpt = Annotated[str | None, typer.Option(help="Branch to commit to (default: HEAD's).")]
+ContractOpt = Annotated[
+    Path | None, typer.Option(help="Task contract file; its sha256 is part of the call ID.")
+]
+ContractShaOpt = Annotated[str | None, typer.Option(help="The contract's sha256, given directly.")]
+AttemptOpt = Annotated[int, typer.Option(min=1, help="The harness's attempt number.")]
+CheckOpt = Annotated[
+    list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
+]
+CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
 
 
 def _die(error: ApplyOnceError) -> NoReturn:
@@ -74,6 +85,15 @@ def error_boundary() -> Iterator[None]:
             err=True,
         )
         raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _contract_sha256(contract: Path | None, contract_sha: str | None) -> str:
+    """--contract FILE or --contract-sha HEX (not both); the empty contract by default."""
+    if contract is not None and contract_sha is not None:
+        raise UsageError("--contract and --contract-sha exclude each other")
+    if contract is not None:
+        return contract_digest(contract)
+    return contract_sha or EMPTY_CONTRACT_SHA256
 
 
 def _read_patch(patch: str) -> str:
@@ -136,16 +156,10 @@ def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
 def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
     repo: RepoOpt = Path("."),
-    branch: Annotated[
-        str | None, typer.Option(help="Branch to commit to (default: HEAD's).")
-    ] = None,
-    contract: Annotated[
-        Path | None, typer.Option(help="Task contract file; its sha256 is part of the call ID.")
-    ] = None,
-    contract_sha: Annotated[
-        str | None, typer.Option(help="The contract's sha256, given directly.")
-    ] = None,
-    attempt: Annotated[int, typer.Option(min=1, help="The harness's attempt number.")] = 1,
+    branch: BranchOpt = None,
+    contract: ContractOpt = None,
+    contract_sha: ContractShaOpt = None,
+    attempt: AttemptOpt = 1,
     idempotency_key: Annotated[
         str | None, typer.Option(help="Caller-chosen call key (replaces attempt and arguments).")
     ] = None,
@@ -153,10 +167,8 @@ def apply(
         str | None, typer.Option(help="The model's tool-call ID, recorded.")
     ] = None,
     format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
-    check: Annotated[
-        list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
-    ] = None,
-    check_timeout: Annotated[float, typer.Option(help="Seconds per --check command.")] = 300.0,
+    check: CheckOpt = None,
+    check_timeout: CheckTimeoutOpt = 300.0,
     protect: Annotated[
         list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
     ] = None,
@@ -167,17 +179,13 @@ def apply(
 ) -> None:
     """Apply a patch as one commit, exactly once (exit 0 committed, 1 rejected, 4 conflict)."""
     with error_boundary():
-        if contract is not None and contract_sha is not None:
-            raise UsageError("--contract and --contract-sha exclude each other")
         if format not in ("auto", "codex", "unified", "edit-json"):
             raise UsageError(
                 f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
             )
         options = CallOptions(
             branch=branch,
-            contract_sha256=(
-                contract_digest(contract) if contract else (contract_sha or EMPTY_CONTRACT_SHA256)
-            ),
+            contract_sha256=_contract_sha256(contract, contract_sha),
             attempt=attempt,
             idempotency_key=idempotency_key,
             tool_call_id=tool_call_id,
@@ -460,20 +468,12 @@ def resolve(
 @app.command("mcp")
 def mcp_command(
     repo: RepoOpt = Path("."),
-    branch: Annotated[
-        str | None, typer.Option(help="Branch to commit to (default: HEAD's).")
-    ] = None,
-    contract: Annotated[
-        Path | None, typer.Option(help="Task contract file; its sha256 is part of every call ID.")
-    ] = None,
-    contract_sha: Annotated[
-        str | None, typer.Option(help="The contract's sha256, given directly.")
-    ] = None,
-    attempt: Annotated[int, typer.Option(min=1, help="The harness's attempt number.")] = 1,
-    check: Annotated[
-        list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
-    ] = None,
-    check_timeout: Annotated[float, typer.Option(help="Seconds per --check command.")] = 300.0,
+    branch: BranchOpt = None,
+    contract: ContractOpt = None,
+    contract_sha: ContractShaOpt = None,
+    attempt: AttemptOpt = 1,
+    check: CheckOpt = None,
+    check_timeout: CheckTimeoutOpt = 300.0,
     state_dir: StateOpt = None,
 ) -> None:
     """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
@@ -483,8 +483,6 @@ def mcp_command(
     Stdout carries only the protocol; logs go to stderr.
     """
     with error_boundary():
-        if contract is not None and contract_sha is not None:
-            raise UsageError("--contract and --contract-sha exclude each other")
         if not check_timeout > 0:
             raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
         from applyonce.agents import PatchRunner
@@ -492,9 +490,7 @@ def mcp_command(
 
         options = CallOptions(
             branch=branch,
-            contract_sha256=(
-                contract_digest(contract) if contract else (contract_sha or EMPTY_CONTRACT_SHA256)
-            ),
+            contract_sha256=_contract_sha256(contract, contract_sha),
             attempt=attempt,
             checks=check or [],
             check_timeout=check_timeout,

@@ -44,7 +44,6 @@ from applyonce.receipts import (
     Receipt,
     ReceiptError,
     ReceiptStore,
-    now,
     parse_receipt,
 )
 from applyonce.trailers import build_message
@@ -413,19 +412,13 @@ class Executor:
             files, levels = replanned
         else:
             files, levels = self._file_records_from_commit(parent, commit_id), {}
-        stamp = now()
-        receipt = Receipt(
-            call_id=ident.call_id,
+        receipt = Receipt.of_call(
+            ident,
             status="committed",
             execution_id=execution_id,
-            tool=ident.tool,
-            tool_version=ident.tool_version,
-            contract_sha256=ident.contract_sha256,
-            attempt=ident.attempt,
-            args_sha256=ident.args_sha256,
-            idempotency_key=ident.idempotency_key,
-            tool_call_id=trailers(commit).get("Tool-Call-Id"),  # type: ignore[arg-type]
             ref=ref,
+            created_at=prepared.created_at if prepared else None,
+            tool_call_id=trailers(commit).get("Tool-Call-Id"),  # type: ignore[arg-type]
             base_commit=parent,
             commit=commit_id,
             files=files,
@@ -433,8 +426,6 @@ class Executor:
             reconciled=True,
             note=note,
             exit_code=0,
-            created_at=prepared.created_at if prepared else stamp,
-            updated_at=stamp,
         ).with_output(success_output(files))
         sha = self.receipts.write(receipt)
         self._record_terminal(receipt, "reconciled", sha=sha)
@@ -506,22 +497,13 @@ class Executor:
     ) -> Receipt:
         ref = args.ref
         base = self.git.tip(ref)
-        stamp = now()
-        prepared = Receipt(
-            call_id=ident.call_id,
+        prepared = Receipt.of_call(
+            ident,
             status="prepared",
             execution_id=execution_id,
-            tool=ident.tool,
-            tool_version=ident.tool_version,
-            contract_sha256=ident.contract_sha256,
-            attempt=ident.attempt,
-            args_sha256=ident.args_sha256,
-            idempotency_key=ident.idempotency_key,
-            tool_call_id=options.tool_call_id,
             ref=ref,
+            tool_call_id=options.tool_call_id,
             base_commit=base,
-            created_at=stamp,
-            updated_at=stamp,
         )
         sha = self.receipts.write(prepared)
         self.ledger.record(
@@ -757,21 +739,12 @@ class Executor:
         error: ApplyOnceError,
     ) -> Receipt:
         """Close a call that died before its publish: nothing took effect; it may run again."""
-        stamp = now()
-        base = prepared or Receipt(
-            call_id=ident.call_id,
+        base = prepared or Receipt.of_call(
+            ident,
             status="prepared",
             execution_id=execution_id,
-            tool=ident.tool,
-            tool_version=ident.tool_version,
-            contract_sha256=ident.contract_sha256,
-            attempt=ident.attempt,
-            args_sha256=ident.args_sha256,
-            idempotency_key=ident.idempotency_key,
             ref=row.ref,
             base_commit=row.base_commit,
-            created_at=stamp,
-            updated_at=stamp,
         )
         base = base.model_copy(update={"execution_id": execution_id, "reconciled": True})
         return self._reject(base, error, [])

@@ -372,12 +372,7 @@ class Ledger:
         with self.transaction() as db:
             found = db.execute("SELECT * FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone()
             if found is None:
-                at = now()
-                db.execute(
-                    "INSERT INTO calls (call_id, state, args_sha256, idempotency_key, ref,"
-                    " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
-                    (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
-                )
+                self._insert_call(db, ident, ref)
                 self._event(
                     db,
                     ident.call_id,
@@ -385,10 +380,7 @@ class Ledger:
                     "claimed",
                     {"state": "claimed", "execution_id": execution_id, **owner_cols},
                     {
-                        "args_sha256": ident.args_sha256,
-                        "idempotency_key": ident.idempotency_key,
-                        "ref": ref,
-                        "identity": ident.model_dump(),
+                        **self._identity_data(ident, ref),
                         "args": args.model_dump(mode="json") if args is not None else None,
                         # The patch as sent: re-parsing it recovers what the args dump leaves
                         # out (unified line hints), so a reconciled receipt is the original one.
@@ -463,39 +455,15 @@ class Ledger:
 
     def adopt_receipt(self, receipt: Any) -> CallRow | None:
         """Re-create the ledger row of a prepared receipt whose row was lost."""
-        with self.transaction() as db:
-            if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (receipt.call_id,)).fetchone():
-                return None
-            at = now()
-            db.execute(
-                "INSERT INTO calls (call_id, state, execution_id, args_sha256, idempotency_key,"
-                " ref, base_commit, created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    receipt.call_id,
-                    receipt.execution_id,
-                    receipt.args_sha256,
-                    receipt.idempotency_key,
-                    receipt.ref,
-                    receipt.base_commit,
-                    at,
-                    at,
-                ),
-            )
-            self._event(
-                db,
-                receipt.call_id,
-                receipt.execution_id,
-                "adopted",
-                {"state": "prepared", "base_commit": receipt.base_commit},
-                {
-                    "args_sha256": receipt.args_sha256,
-                    "idempotency_key": receipt.idempotency_key,
-                    "ref": receipt.ref,
-                    "identity": receipt.identity.model_dump(),
-                    "reason": "prepared receipt without a ledger row",
-                },
-            )
-        return self.get(receipt.call_id)
+        created = self.ensure_row(
+            receipt.identity,
+            receipt.ref,
+            reason="prepared receipt without a ledger row",
+            state="prepared",
+            execution_id=receipt.execution_id,
+            base_commit=receipt.base_commit,
+        )
+        return self.get(receipt.call_id) if created else None
 
     def source_of(self, call_id: str) -> dict[str, str] | None:
         """The patch text and format the call was first claimed with."""
@@ -548,31 +516,40 @@ class Ledger:
             found.setdefault(str(call_id), []).append(str(commit_id))
         return found
 
-    def ensure_row(self, ident: CallIdentity, ref: str, *, reason: str) -> None:
-        """Create the row of a call known only from Git (its record was lost)."""
+    def ensure_row(self, ident: CallIdentity, ref: str, *, reason: str, **changes: Any) -> bool:
+        """Create the row of a call whose record was lost (known from Git or a receipt), with
+        ``changes`` applied; False if it has a row."""
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone():
-                return
-            at = now()
-            db.execute(
-                "INSERT INTO calls (call_id, state, args_sha256, idempotency_key, ref,"
-                " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
-                (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
-            )
+                return False
+            self._insert_call(db, ident, ref)
             self._event(
                 db,
                 ident.call_id,
-                None,
+                changes.get("execution_id"),
                 "adopted",
-                {"state": "new"},
-                {
-                    "args_sha256": ident.args_sha256,
-                    "idempotency_key": ident.idempotency_key,
-                    "ref": ref,
-                    "identity": ident.model_dump(),
-                    "reason": reason,
-                },
+                {"state": "new", **changes},
+                {**self._identity_data(ident, ref), "reason": reason},
             )
+            return True
+
+    def _insert_call(self, db: sqlite3.Connection, ident: CallIdentity, ref: str) -> None:
+        at = now()
+        db.execute(
+            "INSERT INTO calls (call_id, state, args_sha256, idempotency_key, ref,"
+            " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
+            (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
+        )
+
+    @staticmethod
+    def _identity_data(ident: CallIdentity, ref: str) -> dict[str, Any]:
+        """What an event that creates a row records of the call, so ``calls`` can be rebuilt."""
+        return {
+            "args_sha256": ident.args_sha256,
+            "idempotency_key": ident.idempotency_key,
+            "ref": ref,
+            "identity": ident.model_dump(),
+        }
 
     def rebuild_calls(self) -> dict[str, dict[str, Any]]:
         """The ``calls`` state derived from ``events`` alone (for replay and repair)."""

@@ -60,8 +60,10 @@ def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
         raise UnsafePathError(f"path {shown}… is longer than {MAX_PATH_BYTES} bytes", path=raw)
     if path.startswith("/"):
         root = posixpath.normpath(repo_root) if repo_root else None
-        if root is None or "/.." in path or not (
-            path.startswith(root + "/") or posixpath.normpath(path) == root
+        if (
+            root is None
+            or "/.." in path
+            or not (path.startswith(root + "/") or posixpath.normpath(path) == root)
         ):
             raise UnsafePathError(f"absolute path {shown} is outside the repository", path=raw)
         path = path[len(root) + 1 :]

@@ -90,6 +90,35 @@ class Receipt(BaseModel):
     created_at: str
     updated_at: str
 
+    @classmethod
+    def of_call(
+        cls,
+        ident: CallIdentity,
+        *,
+        status: Status,
+        execution_id: str,
+        ref: str,
+        created_at: str | None = None,
+        **fields: Any,
+    ) -> Receipt:
+        """A receipt for the call ``ident`` (its identity fields copied), with ``fields`` set."""
+        stamp = now()
+        return cls(
+            call_id=ident.call_id,
+            status=status,
+            execution_id=execution_id,
+            tool=ident.tool,
+            tool_version=ident.tool_version,
+            contract_sha256=ident.contract_sha256,
+            attempt=ident.attempt,
+            args_sha256=ident.args_sha256,
+            idempotency_key=ident.idempotency_key,
+            ref=ref,
+            created_at=created_at or stamp,
+            updated_at=stamp,
+            **fields,
+        )
+
     @property
     def identity(self) -> CallIdentity:
         return CallIdentity(

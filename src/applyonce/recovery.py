@@ -36,7 +36,7 @@ from applyonce.fsutil import TMP_PREFIX
 from applyonce.gitstore import TipMovedError, trailers
 from applyonce.identity import CallIdentity
 from applyonce.ledger import IN_FLIGHT, CallRow, Owner
-from applyonce.receipts import Receipt, ReceiptError, now
+from applyonce.receipts import Receipt, ReceiptError
 from applyonce.trailers import identity_from_trailers
 
 if TYPE_CHECKING:
@@ -366,19 +366,13 @@ class Recovery:
         execution_id: str,
         commits: list[str],
     ) -> None:
-        stamp = now()
-        unknown = Receipt(
-            call_id=row.call_id,
+        unknown = Receipt.of_call(
+            ident,
             status="unknown",
             execution_id=execution_id,
-            tool=ident.tool,
-            tool_version=ident.tool_version,
-            contract_sha256=ident.contract_sha256,
-            attempt=ident.attempt,
-            args_sha256=ident.args_sha256,
-            idempotency_key=ident.idempotency_key,
-            tool_call_id=receipt.tool_call_id if receipt else None,
             ref=row.ref,
+            created_at=receipt.created_at if receipt else None,
+            tool_call_id=receipt.tool_call_id if receipt else None,
             base_commit=row.base_commit,
             error={
                 "kind": "duplicate-call-id",
@@ -388,8 +382,6 @@ class Recovery:
             },
             exit_code=5,
             reconciled=True,
-            created_at=receipt.created_at if receipt else stamp,
-            updated_at=stamp,
         ).with_output(f"error: call {row.call_id[:12]}'s outcome is unknown\n")
         sha = self.ex.receipts.write(unknown)
         self.ledger.record(
