@@ -177,3 +177,93 @@ def test_show_does_not_vouch_for_an_edited_receipt(repo: Repo) -> None:
     (repo.state_dir() / "receipts" / f"{receipt['call_id']}.json").write_bytes(orjson.dumps(forged))
     shown = run_cli("show", receipt["call_id"], "--repo", str(repo.path))
     assert shown.returncode == 5 and "was changed after applyonce wrote it" in shown.stderr
+
+
+def test_a_mistyped_branch_is_a_usage_error_not_a_new_branch(repo: Repo) -> None:
+    result = apply(repo, ADD, "--branch", "nope")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: there is no branch 'nope'")
+    assert repo.git("branch", "--list", "nope") == ""
+
+
+def test_an_odd_ledger_state_never_makes_a_second_commit(repo: Repo) -> None:
+    import sqlite3
+
+    assert apply(repo, ADD).returncode == 0
+    for state, retryable in (("bogus", 0), ("rejected", 1), ("prepared", 0)):
+        db = sqlite3.connect(repo.state_dir() / "ledger.sqlite3")
+        db.execute("UPDATE calls SET state = ?, retryable = ?, owner_pid = NULL", (state, retryable))
+        db.commit()
+        db.close()
+        again = apply(repo, ADD)
+        assert again.returncode == 0, (state, again.stderr)
+        assert len(repo.call_ids()) == 1, state
+
+
+def test_a_move_onto_a_json_file_is_syntax_checked_against_that_file(repo: Repo) -> None:
+    (repo.path / "data.json").write_text('{"a": 1}\n')
+    repo.git("add", "data.json")
+    repo.git("commit", "-q", "-m", "json")
+    patch = "*** Begin Patch\n*** Update File: src/util.py\n*** Move to: data.json\n*** End Patch\n"
+    result = apply(repo, patch)
+    assert result.returncode == 1 and "builtin:syntax" in result.stderr and "data.json" in result.stderr
+
+
+def test_a_call_whose_commit_was_reset_away_does_not_report_success(repo: Repo) -> None:
+    assert apply(repo, PATCH).returncode == 0
+    repo.git("reset", "-q", "--hard", "HEAD~1")
+    again = apply(repo, PATCH)
+    assert again.returncode == 5
+    assert "no longer on refs/heads/main (the branch was reset or rewritten)" in again.stderr
+    assert "new attempt" in again.stderr
+    assert apply(repo, PATCH, "--attempt", "2").returncode == 0
+
+
+def test_sigterm_during_a_check_kills_the_check(repo: Repo, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
+         "--check", f"sleep 2; touch {marker}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    proc.stdin.write(PATCH.encode())  # type: ignore[union-attr]
+    proc.stdin.close()  # type: ignore[union-attr]
+    time.sleep(1.0)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(2.0)
+    assert not marker.exists()
+    assert repo.commit_count() == 1
+
+
+def test_nul_bytes_in_added_text_are_refused(repo: Repo) -> None:
+    result = apply(repo, "*** Begin Patch\n*** Add File: nul.txt\n+a\x00b\n*** End Patch\n")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "error: nul.txt: the patch writes a NUL byte; applyonce only writes text; "
+        "remove the NUL byte from the patch\n"
+    )
+    assert not (repo.path / "nul.txt").exists()
+
+
+def test_recover_re_records_a_call_whose_commit_was_amended(repo: Repo) -> None:
+    assert apply(repo, PATCH).returncode == 0
+    repo.git("commit", "-q", "--amend", "--no-edit", "--date", "2001-01-01T00:00:00")
+    assert run_cli("audit", "--repo", str(repo.path)).returncode == 1
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert "its commit was rewritten (amend, rebase); rebuilt it from commit" in result.stdout
+    assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
+
+
+def test_recover_warns_that_an_edit_made_on_the_old_file_would_undo_the_commit(repo: Repo) -> None:
+    crashed = apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"})
+    assert crashed.returncode == -signal.SIGKILL
+    (repo.path / "src/util.py").write_text("VALUE = 1  # my 3 a.m. edit\n")
+    first = run_cli("recover", "--repo", str(repo.path))
+    assert "left your uncommitted changes in src/util.py" in first.stdout
+    assert "would undo that commit there" in first.stdout
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 1  # my 3 a.m. edit\n"
+    # Still not in sync: the next recover says it again, until the user has merged.
+    assert "left your uncommitted changes in src/util.py" in run_cli("recover", "--repo", str(repo.path)).stdout
+    (repo.path / "src/util.py").write_text("VALUE = 2\n")
+    assert "left your uncommitted" not in run_cli("recover", "--repo", str(repo.path)).stdout

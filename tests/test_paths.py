@@ -34,7 +34,6 @@ def refused(raw: str, *, repo_root: str | None = REPO) -> UnsafePathError:
         ("a.py", "a.py"),
         ("src/pkg/mod.py", "src/pkg/mod.py"),
         ("./a//b", "a/b"),
-        ("a/./b/", "a/b"),
         ("  spaced.txt  ", "spaced.txt"),
         ("dir with space/f.txt", "dir with space/f.txt"),
         ("...", "..."),
@@ -189,3 +188,16 @@ def test_component_limit_counts_utf8_bytes() -> None:
 def test_parents() -> None:
     assert parents("a/b/c.txt") == ["a", "a/b"]
     assert parents("top.txt") == []
+
+
+def test_refuses_a_path_naming_a_directory() -> None:
+    with pytest.raises(UnsafePathError, match="names a directory, not a file"):
+        normalise_path("a/./b/")
+
+
+@pytest.mark.parametrize(
+    "raw", [".\u200cgit/config", ".g\u200dit/x", ".git\ufeff/x", ".git::$INDEX_ALLOCATION/config"]
+)
+def test_refuses_dot_git_hidden_by_ignorable_characters_or_streams(raw: str) -> None:
+    with pytest.raises(UnsafePathError, match=r"is inside \.git"):
+        normalise_path(raw)

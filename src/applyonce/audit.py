@@ -100,7 +100,8 @@ def audit(
                     "duplicate",
                     call_id,
                     f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
-                    "the call landed twice; revert one commit",
+                    "the change may be there twice: check it, and undo the later commit's change "
+                    "if so (this history stays on record)",
                     commit_id,
                 )
             )

@@ -77,11 +77,14 @@ def builtin_checks(plan: TreePlan, old_content: dict[str, bytes | None]) -> list
     for change in plan.changes:
         if change.content is None:
             continue
-        before = old_content.get(change.from_path or change.path)
+        # Syntax: judged against what was at this path before (a move onto a file included).
+        before = old_content.get(change.path)
         problem = _syntax_error(change.path, change.content)
         if problem and (before is None or _syntax_error(change.path, before) is None):
             syntax.append(problem)
-        if len(_CONFLICT.findall(change.content)) > len(_CONFLICT.findall(before or b"")):
+        # Markers: judged against the content the change started from (a move's source).
+        source = old_content.get(change.from_path or change.path)
+        if len(_CONFLICT.findall(change.content)) > len(_CONFLICT.findall(source or b"")):
             markers.append(f"{change.path}: adds merge-conflict markers")
     elapsed = int((time.monotonic() - started) * 1000)
     return [

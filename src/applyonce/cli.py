@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -543,7 +544,14 @@ def version() -> None:
     typer.echo(f"applyonce {applyonce.__version__}")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C does: a running --check is killed with its process group, and
+    # whatever was in flight is left for 'applyonce recover', as after any crash.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         app()
     except KeyboardInterrupt:

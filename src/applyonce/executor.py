@@ -86,7 +86,9 @@ class ApprovalError(ApplyOnceError):
 
 class UnknownOutcomeError(StateError):
     kind = "unknown-outcome"
-    default_hint = "inspect it with 'applyonce show', then run 'applyonce resolve'"
+    default_hint = (
+        "run 'applyonce recover' to record it, then 'applyonce show' it and 'applyonce resolve' it"
+    )
 
 
 class ResolvedAsRejectedError(ApplyOnceError):
@@ -211,6 +213,13 @@ class Executor:
             )
         patch = parse(patch_text, options.format)
         ref = self.git.resolve_branch(options.branch)
+        if options.branch is not None and self.git.tip(ref) is None:
+            head = self.git.repo.references.get("HEAD")
+            if head is None or str(head.target) != ref:
+                raise UsageError(
+                    f"there is no branch {options.branch!r}",
+                    hint="pass an existing --branch, or create it first with 'git branch NAME'",
+                )
         root = str(self.git.workdir).rstrip("/") if self.git.workdir else None
         args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=root)
         ident = CallIdentity.compute(
@@ -267,6 +276,7 @@ class Executor:
         fault("after-claim")
         if claim.outcome == "replay":
             receipt = self.stored_receipt(ident.call_id)
+            self._check_still_on_branch(receipt)
             if receipt.status == "committed" and claim.row is not None and not claim.row.synced:
                 options.sync_reports.extend(self._sync_quietly(receipt))
             return receipt
@@ -291,7 +301,8 @@ class Executor:
                     call_id=ident.call_id,
                 )
             claim = self.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
-        found = self._find_published(claim, ident, args.ref) if claim.row is None else None
+        # Whatever the record says, Git has the last word before anything runs.
+        found = self._find_published(claim, ident, args.ref)
         if found is not None:
             options.sync_reports.extend(self._sync_quietly(found))
             return found
@@ -341,6 +352,7 @@ class Executor:
         if receipt is not None and receipt.status == "committed":
             self.verify_against_git(receipt)
             self._check_same_args(ident, receipt.commit)
+            self._check_still_on_branch(receipt)
             assert data is not None
             self._record_terminal(receipt, "reconciled", sha=hashlib.sha256(data).hexdigest())
             return receipt
@@ -381,6 +393,20 @@ class Executor:
             for commit in self.ledger.indexed_commits(ref, call_id)
             if self.git.has_object(commit) and self.git.is_ancestor(commit, tip)
         ]
+
+    def _check_still_on_branch(self, receipt: Receipt) -> None:
+        """A committed call whose commit the branch no longer has did not 'succeed' any more:
+        saying so beats returning a success the repository contradicts."""
+        tip = self.git.tip(receipt.ref)
+        if receipt.commit is None or receipt.status != "committed":
+            return
+        if tip is None or not self.git.is_ancestor(receipt.commit, tip):
+            raise UnknownOutcomeError(
+                f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]}, which is "
+                f"no longer on {receipt.ref} (the branch was reset or rewritten)",
+                call_id=receipt.call_id,
+                hint="if the change is still wanted, send it again as a new attempt (--attempt)",
+            )
 
     def _check_same_args(self, ident: CallIdentity, commit_id: str | None) -> None:
         """A key-mode call found in Git must be the same change, or the key was reused."""
@@ -631,8 +657,8 @@ class Executor:
     ) -> list[CheckRecord]:
         old: dict[str, bytes | None] = {}
         for change in tree_plan.changes:
-            source = change.from_path or change.path
-            old[source] = base_tree.read(source)[0] if base_tree.kind(source) == "file" else None
+            for path in filter(None, (change.path, change.from_path)):
+                old[path] = base_tree.read(path)[0] if base_tree.kind(path) == "file" else None
         records = builtin_checks(tree_plan, old)
         if options.checks and not any(r.exit_code for r in records):
             changed = [c.path for c in tree_plan.changes]
@@ -813,8 +839,19 @@ class Executor:
                 ref_reports = self.git.sync_checkouts(ref, since, list(paths))
                 reports.extend(ref_reports)
                 detail = {"reports": [r.__dict__ for r in ref_reports]}
+                # A call whose paths hold user edits stays unsynced: recover reports it again.
+                left = {p for report in ref_reports for p in report.left_alone}
                 self.ledger.record_many(
-                    [(r.call_id, r.execution_id, "synced", {"synced": 1}, detail) for r in group]
+                    [
+                        (
+                            r.call_id,
+                            r.execution_id,
+                            "synced",
+                            {"synced": int(not touched_paths_of(r) & left)},
+                            detail,
+                        )
+                        for r in group
+                    ]
                 )
         return reports
 
@@ -842,6 +879,10 @@ class Executor:
                 if not remaining:
                     break
         return oldest if oldest is not None else (bases[0] if bases else None)
+
+
+def touched_paths_of(receipt: Receipt) -> set[str]:
+    return {f.path for f in receipt.files} | {f.from_ for f in receipt.files if f.from_}
 
 
 def records_of_plan(

@@ -21,6 +21,7 @@ import pygit2
 
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.fsutil import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
+from applyonce.paths import UnsafePathError
 from applyonce.plan import (
     MODE_EXEC,
     MODE_GITLINK,
@@ -225,7 +226,13 @@ class GitStore:
                 if builder.get(head) is not None:
                     builder.remove(head)
             else:
-                builder.insert(head, value[0], value[1])
+                try:
+                    builder.insert(head, value[0], value[1])
+                except (pygit2.GitError, ValueError) as exc:
+                    # libgit2 refuses names git itself would refuse (NTFS and HFS tricks, ...).
+                    raise UnsafePathError(
+                        f"{head!r} is not a valid file name in a Git tree ({exc})", path=head
+                    ) from None
         for head, sub in below.items():
             existing = builder.get(head)
             subtree = None

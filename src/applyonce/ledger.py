@@ -414,7 +414,9 @@ class Ledger:
                     call_id=row.call_id,
                     pid=row.owner.pid,
                 )
-            outcome: Literal["run", "takeover"] = "takeover" if row.state in IN_FLIGHT else "run"
+            # Only a retryable rejection simply runs again; anything else (in flight, or a state
+            # this version does not know) is settled through Git first.
+            outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
             self._event(
                 db,
                 ident.call_id,

@@ -32,8 +32,15 @@ class UnsafePathError(ApplyOnceError):
     default_hint = "use a path relative to the repository root, inside it and outside .git"
 
 
+# Code points HFS+ ignores in names (as git's own path checks do): ".\u200cgit" is ".git" there.
+_IGNORABLE = dict.fromkeys(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+
+
 def _is_git_dir_name(component: str) -> bool:
-    folded = component.casefold().rstrip(" .")
+    # NTFS: "name:stream" names the file "name"; trailing dots and spaces are dropped.
+    folded = component.translate(_IGNORABLE).split(":", 1)[0].casefold().rstrip(" .")
     return folded == ".git" or folded == "git~1"
 
 
@@ -70,6 +77,8 @@ def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
     components = [c for c in path.split("/") if c not in ("", ".")]
     if not components:
         raise UnsafePathError(f"path {shown} names the repository root, not a file", path=raw)
+    if path.endswith("/"):
+        raise UnsafePathError(f"path {shown} names a directory, not a file", path=raw)
     for component in components:
         if component == "..":
             raise UnsafePathError(f"path {shown} contains '..'", path=raw)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.apply import BOM, apply_hunks
+from applyonce.patch.apply import BOM, BinaryFileError, apply_hunks
 from applyonce.patch.edit import apply_edit_commands
 from applyonce.patch.model import (
     AddFile,
@@ -191,6 +191,14 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
         raise PlanError(
             "the patch changes nothing", hint="send a patch that changes at least one file"
         )
+    for change in changes:
+        # Text in, text out: a NUL byte can only come from the patch text itself.
+        if change.content is not None and b"\x00" in change.content:
+            raise BinaryFileError(
+                f"{change.path}: the patch writes a NUL byte; applyonce only writes text",
+                path=change.path,
+                hint="remove the NUL byte from the patch",
+            )
     return TreePlan(changes=tuple(changes), removed=tuple(removed))
 
 

@@ -30,7 +30,7 @@ class ReceiptError(StateError):
     """A receipt is unreadable, or does not agree with itself, the ledger or Git."""
 
     kind = "receipt-invalid"
-    default_hint = "run 'applyonce audit' to see what differs; do not trust this receipt"
+    default_hint = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
 
 
 def now() -> str:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from applyonce.errors import ApplyOnceError
+from applyonce.executor import touched_paths_of
 from applyonce.fsutil import TMP_PREFIX
 from applyonce.gitstore import TipMovedError, trailers
 from applyonce.identity import CallIdentity
@@ -148,8 +149,7 @@ class Recovery:
             return report
         written = {p for r in sync_reports for p in r.written}
         for receipt in receipts:
-            paths = {f.path for f in receipt.files} | {f.from_ for f in receipt.files if f.from_}
-            if not paths & written:
+            if not touched_paths_of(receipt) & written:
                 continue  # its files were already as the branch has them
             if receipt.call_id in settled:
                 o = report.outcomes[settled[receipt.call_id]]
@@ -163,7 +163,9 @@ class Recovery:
         left = sorted({p for r in sync_reports for p in r.left_alone})
         if left:
             report.notes.append(
-                "left your uncommitted changes as they are in: " + ", ".join(left[:10])
+                "left your uncommitted changes in " + ", ".join(left[:10]) + ": they were made "
+                "on the file as it was before the call's commit, so committing them as they are "
+                "would undo that commit there; merge them with the committed version first"
             )
         failed = [r.failed for r in sync_reports if r.failed]
         report.notes.extend(f"checkout not updated: {reason}" for reason in failed)
@@ -181,12 +183,13 @@ class Recovery:
             tip = self.ex.refresh_trailer_index(ref)
             if tip is None:
                 continue
+            reachable = {str(commit.id) for commit in self.git.walk(tip)}
             for call_id, commits in self.ledger.indexed_calls(ref).items():
                 row = rows.get(call_id)
-                problem = self._record_problem(call_id, row)
+                on_branch = [c for c in commits if c in reachable]
+                problem = self._record_problem(call_id, row, on_branch)
                 if problem is None:
                     continue
-                on_branch = [c for c in commits if self.git.is_ancestor(c, tip)]
                 if len(on_branch) != 1:
                     continue  # gone from the branch, or duplicated: audit reports it
                 commit = self.git.repo[on_branch[0]]
@@ -212,7 +215,9 @@ class Recovery:
                     )
                 )
 
-    def _record_problem(self, call_id: str, row: CallRow | None) -> str | None:
+    def _record_problem(
+        self, call_id: str, row: CallRow | None, on_branch: list[str]
+    ) -> str | None:
         """Why the record of a call seen on the branch needs rebuilding (None: it does not)."""
         if row is not None and row.state != "committed":
             return None  # in flight (reconciled above), rejected or unknown: not ours to rewrite
@@ -224,6 +229,8 @@ class Recovery:
             return "its receipt did not verify"
         if receipt is None:
             return "its receipt was missing" if row else "it had no record at all"
+        if receipt.status == "committed" and receipt.commit not in on_branch:
+            return "its commit was rewritten (amend, rebase)"
         return None
 
     def _history_index(

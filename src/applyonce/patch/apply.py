@@ -357,8 +357,11 @@ class _Image:
                 continue
             if any(self.patched[start:stop]) or keys[start:stop] != want:
                 continue
-            if m and level is MatchLevel.EXACT and stop == n and (
-                (self.ends[-1] == "") != old_no_final_newline
+            if (
+                m
+                and level is MatchLevel.EXACT
+                and stop == n
+                and ((self.ends[-1] == "") != old_no_final_newline)
             ):
                 continue  # the file's last line ends differently from what the hunk says
             return start

@@ -167,9 +167,7 @@ def _command(index: int, raw: Any) -> tuple[str, EditCommand]:
     try:
         parsed = schema.model_validate(raw)
     except ValidationError as exc:
-        raise PatchSyntaxError(
-            f"{where} ({name}): {_first_problem(exc)}", command=index
-        ) from None
+        raise PatchSyntaxError(f"{where} ({name}): {_first_problem(exc)}", command=index) from None
     if isinstance(parsed, _Create):
         return parsed.path, CreateCommand(file_text=parsed.file_text, index=index)
     if isinstance(parsed, _StrReplace):
@@ -179,8 +177,7 @@ def _command(index: int, raw: Any) -> tuple[str, EditCommand]:
     if isinstance(parsed, _Insert):
         if (parsed.insert_text is None) == (parsed.new_str is None):
             raise PatchSyntaxError(
-                f"{where} (insert): give the text to insert as 'insert_text' (or 'new_str'), "
-                "once",
+                f"{where} (insert): give the text to insert as 'insert_text' (or 'new_str'), once",
                 command=index,
             )
         text = parsed.insert_text if parsed.insert_text is not None else parsed.new_str

@@ -37,9 +37,7 @@ class _Frozen(BaseModel):
     _dumped_only_when_set: ClassVar[frozenset[str]] = frozenset()
 
     @model_serializer(mode="wrap")
-    def _dump_without_unset_optional_fields(
-        self, handler: SerializerFunctionWrapHandler
-    ) -> Any:
+    def _dump_without_unset_optional_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         for name in self._dumped_only_when_set:
             if getattr(self, name) == type(self).model_fields[name].default:

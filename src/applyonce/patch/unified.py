@@ -343,7 +343,8 @@ class _Parser:
         self._hunks(section)
         if not section.hunks:
             raise self.error(
-                "'---'/'+++' headers without a hunk", line=section.first_line,
+                "'---'/'+++' headers without a hunk",
+                line=section.first_line,
                 hint="follow the headers with '@@ -START,COUNT +START,COUNT @@' hunks",
             )
         return self._operation(section)
@@ -555,7 +556,8 @@ class _Parser:
             raise self.error("a file section both adds and deletes its file", line=first)
         if (old_path is None and not is_new) or (new_path is None and not is_delete):
             raise self.error(
-                "cannot tell the file's name from its headers", line=first,
+                "cannot tell the file's name from its headers",
+                line=first,
                 hint="give the file '--- a/PATH' and '+++ b/PATH' lines",
             )
         for special in (section.old_mode, section.new_mode, section.new_file_mode):
