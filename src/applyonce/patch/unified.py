@@ -51,7 +51,8 @@ Leniencies, each one because agents or their tools really emit it:
   endings are preserved by the applier.
 * **miscounted hunks** — a hunk is read by its header's counts; if its lines end before the counts
   are reached, or more hunk lines follow once they are, the counts are wrong (models miscount) and
-  the hunk is every hunk line up to the next header, as ``git apply --recount`` reads it. Blank
+  the hunk is every hunk line up to the next header, as ``git apply --recount`` reads it. (If the
+  text itself ends before the counts are reached, the patch was cut off: that is refused.) Blank
   lines that end such a hunk, before the next header or the end, are padding.
 * **blank context lines** — an empty line inside a hunk is an empty context line; blank lines
   between two hunks of a file are skipped.
@@ -448,7 +449,18 @@ class _Parser:
         while (line := self.line()) is not None and line.startswith("\\"):
             body.append(line)
             self.pos += 1
-        if (old_seen, new_seen) != (old_count, new_count) or self._more_hunk_lines():
+        short = (old_seen, new_seen) != (old_count, new_count)
+        cut_off = old_seen <= old_count and new_seen <= new_count and short
+        if cut_off and self.line() is None:
+            # The text ends inside the hunk: an agent's output cut off at its length limit, most
+            # likely. Applying what is there would land half a change as a success.
+            raise self.error(
+                f"the patch ends inside the hunk at line {header_line}: its header promises "
+                f"{old_count} old and {new_count} new lines, the text has {old_seen} and "
+                f"{new_seen}; the patch looks truncated",
+                hint="send the whole diff",
+            )
+        if short or self._more_hunk_lines():
             body.extend(self._recount_rest())
             while body and body[-1] == "":
                 body.pop()  # padding before the next header or the end
