@@ -220,3 +220,41 @@ def test_recover_settles_a_prepared_receipt_whose_ledger_was_lost(repo: Repo) ->
     assert "prepared   committed" in result.stdout
     assert audit(repo)[0] == 0
     assert len(repo.call_ids()) == 1
+
+
+def test_recover_restores_ledger_rows_from_receipts_after_the_ledger_was_moved_aside(repo: Repo) -> None:
+    one = apply(repo)
+    rejected = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH.replace("VALUE = 1", "VALUE = 9"))
+    assert rejected.returncode == 1
+    ledger = repo.state_dir() / "ledger.sqlite3"
+    ledger.rename(repo.state_dir() / "ledger.broken")
+    for leftover in repo.state_dir().glob("ledger.sqlite3-*"):
+        leftover.unlink()
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.stdout.count("ledger row restored from its receipt") == 2
+    assert run_cli("replay", "--repo", str(repo.path)).returncode == 0
+    logged = orjson.loads(run_cli("log", "--repo", str(repo.path), "--json").stdout)
+    assert sorted(row["state"] for row in logged) == ["committed", "rejected"]
+    assert apply(repo)["commit"] == one["commit"]
+
+
+def test_recover_records_a_call_with_two_commits_and_no_record_as_unknown(repo: Repo) -> None:
+    import shutil
+
+    receipt = apply(repo)
+    repo.git("revert", "--no-edit", "HEAD")
+    repo.git("cherry-pick", receipt["commit"])
+    shutil.rmtree(repo.state_dir())
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.returncode == 5
+    assert "2 commits carry this Call-Id; run 'applyonce resolve'" in result.stdout
+    shown = run_cli("show", receipt["call_id"], "--repo", str(repo.path))
+    assert shown.returncode == 0 and "status    unknown" in shown.stdout
+
+
+def test_a_retry_removes_the_temp_receipt_its_killed_run_left(repo: Repo) -> None:
+    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-receipt-tmp"})
+    assert crashed.returncode == -signal.SIGKILL
+    assert list((repo.state_dir() / "receipts").glob(".applyonce-tmp-*"))
+    assert apply(repo)["status"] == "committed"
+    assert list((repo.state_dir() / "receipts").glob(".applyonce-tmp-*")) == []

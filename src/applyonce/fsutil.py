@@ -121,7 +121,22 @@ def is_real_dir_chain(root: Path, relative: str) -> bool:
     return True
 
 
-def stale_temp_files(directory: Path) -> Iterator[Path]:
-    """Temp files left in ``directory`` by a killed writer."""
-    if directory.is_dir():
-        yield from directory.glob(TMP_PREFIX + "*")
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_temp_files(directory: Path, name: str = "") -> Iterator[Path]:
+    """Temp files left in ``directory`` (for the file ``name``, if given) by dead writers."""
+    if not directory.is_dir():
+        return
+    for tmp in directory.glob(f"{TMP_PREFIX}{name}*"):
+        parts = tmp.name.rsplit(".", 2)
+        pid = int(parts[-2]) if len(parts) == 3 and parts[-2].isdigit() else None
+        if pid is None or not pid_alive(pid):
+            yield tmp

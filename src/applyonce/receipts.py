@@ -18,7 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from applyonce.errors import StateError
-from applyonce.fsutil import atomic_write, ensure_dir
+from applyonce.fsutil import atomic_write, ensure_dir, stale_temp_files
 from applyonce.identity import CallIdentity, is_sha256_hex
 
 SCHEMA = 1
@@ -169,6 +169,8 @@ class ReceiptStore:
     def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
         """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
         ensure_dir(self.dir)
+        for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
+            tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
         data = receipt.to_json()
         atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
         return hashlib.sha256(data).hexdigest()

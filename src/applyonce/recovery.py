@@ -20,6 +20,7 @@ the ledger before it is touched.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import time
@@ -33,7 +34,7 @@ import pygit2
 
 from applyonce.errors import ApplyOnceError
 from applyonce.executor import touched_paths_of
-from applyonce.fsutil import TMP_PREFIX
+from applyonce.fsutil import stale_temp_files
 from applyonce.gitstore import TipMovedError, trailers
 from applyonce.identity import CallIdentity
 from applyonce.ledger import IN_FLIGHT, CallRow, Owner
@@ -67,16 +68,6 @@ class RecoveryReport:
     outcomes: list[Outcome] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _age_left(path: Path) -> float:
@@ -116,9 +107,10 @@ class Recovery:
         report = RecoveryReport()
         report.removed.extend(self.remove_stale_files())
         ledger_rows = {row.call_id: row for row in self.ledger.calls(states=IN_FLIGHT)}
-        # A prepared receipt without a ledger row: the ledger was lost or rebuilt.
+        # Receipts without a ledger row: the ledger was lost, or moved aside because it broke.
+        known = {row.call_id for row in self.ledger.calls()}
         for call_id in self.ex.receipts.call_ids():
-            if call_id in ledger_rows:
+            if call_id in known:
                 continue
             with contextlib.suppress(ReceiptError):
                 receipt = self.ex.receipts.load(call_id)
@@ -126,6 +118,8 @@ class Recovery:
                     row = self.ledger.adopt_receipt(receipt)
                     if row is not None:
                         ledger_rows[call_id] = row
+                elif receipt is not None:
+                    self._adopt_settled(receipt, report)
         history = self._history_index(ledger_rows.values(), report)
         for row in ledger_rows.values():
             outcome = self.reconcile(row, history=history)
@@ -171,6 +165,32 @@ class Recovery:
         report.notes.extend(f"checkout not updated: {reason}" for reason in failed)
         return report
 
+    def _adopt_settled(self, receipt: Receipt, report: RecoveryReport) -> None:
+        """Give a settled call whose ledger row was lost its row back, from its receipt (a
+        committed one only once it has verified against Git)."""
+        if receipt.status == "committed":
+            try:
+                self.ex.verify_against_git(receipt)
+            except ReceiptError:
+                return  # repair_records rebuilds it from the commit
+        data = self.ex.receipts.read_bytes(receipt.call_id) or b""
+        self.ledger.ensure_row(
+            receipt.identity,
+            receipt.ref,
+            reason="a receipt without a ledger row",
+            state=receipt.status,
+            execution_id=receipt.execution_id,
+            base_commit=receipt.base_commit,
+            commit_id=receipt.commit,
+            exit_code=receipt.exit_code,
+            retryable=int(receipt.retryable),
+            receipt_sha256=hashlib.sha256(data).hexdigest(),
+            synced=int(receipt.status != "committed"),
+        )
+        report.outcomes.append(
+            Outcome(receipt.call_id, "-", receipt.status, "ledger row restored from its receipt")
+        )
+
     def repair_records(self, report: RecoveryReport) -> None:
         """Rebuild, from their commits, the receipts of committed calls that are missing or do not
         verify, and the record of calls known only from their Call-Id trailer. Git is the truth;
@@ -189,6 +209,9 @@ class Recovery:
                 on_branch = [c for c in commits if c in reachable]
                 problem = self._record_problem(call_id, row, on_branch)
                 if problem is None:
+                    continue
+                if len(on_branch) > 1 and row is None:
+                    self._record_duplicate(call_id, ref, on_branch, report)
                     continue
                 if len(on_branch) != 1:
                     continue  # gone from the branch, or duplicated: audit reports it
@@ -214,6 +237,26 @@ class Recovery:
                         f"{problem}; rebuilt it from commit {on_branch[0][:12]}",
                     )
                 )
+
+    def _record_duplicate(
+        self, call_id: str, ref: str, commits: list[str], report: RecoveryReport
+    ) -> None:
+        """A call with no record and several commits: record it as unknown, for 'resolve'."""
+        ident = identity_from_trailers(trailers(self.git.repo[commits[0]]))  # type: ignore[arg-type]
+        if ident is None or ident.recompute() != call_id:
+            return
+        self.ledger.ensure_row(ident, ref, reason="several commits carry its Call-Id")
+        row = self.ledger.get(call_id)
+        assert row is not None
+        self._mark_unknown(row, ident, None, uuid.uuid4().hex, commits)
+        report.outcomes.append(
+            Outcome(
+                call_id,
+                "-",
+                "unknown",
+                f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
+            )
+        )
 
     def _record_problem(
         self, call_id: str, row: CallRow | None, on_branch: list[str]
@@ -406,15 +449,10 @@ class Recovery:
     def remove_stale_files(self) -> list[str]:
         """Temp files of dead writers, lock files nobody holds, broken scratch checkouts."""
         removed: list[str] = []
-        receipts_dir = self.ex.receipts.dir
-        if receipts_dir.is_dir():
-            for tmp in receipts_dir.glob(TMP_PREFIX + "*"):
-                parts = tmp.name.rsplit(".", 2)
-                pid = int(parts[-2]) if len(parts) == 3 and parts[-2].isdigit() else None
-                if pid is None or not _pid_alive(pid):
-                    with contextlib.suppress(FileNotFoundError):
-                        tmp.unlink()
-                        removed.append(str(tmp))
+        for tmp in stale_temp_files(self.ex.receipts.dir):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed.append(str(tmp))
         removed.extend(self._remove_stale_locks())
         scratch = self.ex.state_dir / "scratch"
         if scratch.is_dir():

@@ -107,7 +107,7 @@ class UnsupportedModeError(ApplyOnceError):
     """The diff creates or changes a symbolic link or a submodule."""
 
     kind = "unsupported-mode"
-    default_hint = "applyonce writes regular files only; leave that path out of the patch"
+    default_hint = "leave that path out of the patch"
 
 
 def looks_like_unified(text: str) -> bool:
