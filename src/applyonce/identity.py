@@ -162,14 +162,8 @@ class CallIdentity(BaseModel):
         return cls(call_id=call_id_of(**fields), **fields)
 
     def recompute(self) -> str:
-        return call_id_of(
-            contract_sha256=self.contract_sha256,
-            attempt=self.attempt,
-            tool=self.tool,
-            tool_version=self.tool_version,
-            args_sha256=self.args_sha256,
-            idempotency_key=self.idempotency_key,
-        )
+        """The call_id these fields give (a stored call_id must equal it)."""
+        return call_id_of(**self.model_dump(exclude={"call_id"}))
 
 
 def call_id_of(

@@ -121,15 +121,7 @@ class Receipt(BaseModel):
 
     @property
     def identity(self) -> CallIdentity:
-        return CallIdentity(
-            call_id=self.call_id,
-            contract_sha256=self.contract_sha256,
-            attempt=self.attempt,
-            tool=self.tool,
-            tool_version=self.tool_version,
-            args_sha256=self.args_sha256,
-            idempotency_key=self.idempotency_key,
-        )
+        return CallIdentity(**{name: getattr(self, name) for name in CallIdentity.model_fields})
 
     @property
     def retryable(self) -> bool:
