@@ -81,16 +81,9 @@ def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
     repo = str(target)
     for number, step in enumerate(steps, start=1):
-        if step.get("run") == "recover":
-            echo(f"\n[{number}] applyonce recover: {step['note']}")
-            proc = _cli("recover", "--repo", repo, env=env)
-            for line in proc.stdout.decode().splitlines():
-                echo(f"    {line}")
-            failures += proc.returncode != 0
-            continue
-        if step.get("run") == "audit":
-            echo(f"\n[{number}] applyonce audit: {step['note']}")
-            proc = _cli("audit", "--repo", repo, env=env)
+        if step.get("run") in ("recover", "audit"):
+            echo(f"\n[{number}] applyonce {step['run']}: {step['note']}")
+            proc = _cli(step["run"], "--repo", repo, env=env)
             for line in proc.stdout.decode().splitlines():
                 echo(f"    {line}")
             failures += proc.returncode != 0

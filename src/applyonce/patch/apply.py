@@ -54,11 +54,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.model import Hunk, MatchLevel
+from applyonce.patch.model import Hunk, HunkLine, MatchLevel
 
 BOM = "\ufeff"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
@@ -258,6 +258,27 @@ def _trailing_blank_context(hunk: Hunk) -> int:
     return count
 
 
+def _hunk_output(
+    lines: Iterable[HunkLine], bodies: list[str], ends: list[str], start: int, newline: str
+) -> tuple[list[str], list[str]]:
+    """The lines a hunk placed at ``start`` leaves: context lines keep the file's own bytes (never
+    the patch's), removed lines go, added lines end with ``newline``."""
+    out_bodies: list[str] = []
+    out_ends: list[str] = []
+    j = start
+    for line in lines:
+        if line.kind == " ":
+            out_bodies.append(bodies[j])
+            out_ends.append(ends[j])
+            j += 1
+        elif line.kind == "-":
+            j += 1
+        else:
+            out_bodies.append(line.text)
+            out_ends.append(newline)
+    return out_bodies, out_ends
+
+
 def _render(text: _Text, edits: list[_Edit]) -> bytes:
     newline = text.dominant_end()
     bodies: list[str] = []
@@ -266,7 +287,6 @@ def _render(text: _Text, edits: list[_Edit]) -> bytes:
     for edit in edits:
         bodies.extend(text.bodies[src : edit.start])
         ends.extend(text.ends[src : edit.start])
-        j = edit.start
         lines = list(edit.hunk.lines)
         if edit.trim:
             # Drop the trailing blank context lines that were not in the file.
@@ -276,16 +296,9 @@ def _render(text: _Text, edits: list[_Edit]) -> bytes:
                 if lines[k].kind == " ":
                     dropped += 1
                     del lines[k]
-        for line in lines:
-            if line.kind == " ":
-                bodies.append(text.bodies[j])  # the file's own bytes, never the patch's
-                ends.append(text.ends[j])
-                j += 1
-            elif line.kind == "-":
-                j += 1
-            else:
-                bodies.append(line.text)
-                ends.append(newline)
+        new_bodies, new_ends = _hunk_output(lines, text.bodies, text.ends, edit.start, newline)
+        bodies.extend(new_bodies)
+        ends.extend(new_ends)
         src = edit.stop
     bodies.extend(text.bodies[src:])
     ends.extend(text.ends[src:])
@@ -370,19 +383,7 @@ class _Image:
     def replace(self, start: int, hunk: Hunk, old_count: int, newline: str) -> None:
         n = len(self.bodies)
         stop = start + old_count
-        bodies: list[str] = []
-        ends: list[str] = []
-        j = start
-        for line in hunk.lines:
-            if line.kind == " ":
-                bodies.append(self.bodies[j])  # the file's own bytes, never the patch's
-                ends.append(self.ends[j])
-                j += 1
-            elif line.kind == "-":
-                j += 1
-            else:
-                bodies.append(line.text)
-                ends.append(newline)
+        bodies, ends = _hunk_output(hunk.lines, self.bodies, self.ends, start, newline)
         if stop == n and bodies:
             # The hunk reaches the end of the file: its last line ends as the hunk says.
             ends[-1] = "" if hunk.new_no_final_newline else (ends[-1] or newline)
