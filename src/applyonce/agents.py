@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ from pydantic import ValidationError
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallOptions, Executor, PlanView, UnknownOutcomeError
 from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
-from applyonce.ledger import IN_FLIGHT, CallBusyError
+from applyonce.ledger import CallBusyError
 from applyonce.receipts import Receipt
 from applyonce.schemas import TOOL_NAME, PatchArguments
 
@@ -250,9 +249,6 @@ class PatchRunner:
         self.repo = Path(repo)
         self.state_dir = state_dir
         self.options = options or CallOptions()
-        # Calls whose last run in this process failed halfway: the ledger still shows them in
-        # flight under this (live) process, so only recovery may settle them before a repeat.
-        self._unsettled: set[str] = set()
         if self.options.idempotency_key is not None:
             raise UsageError(
                 "a runner cannot take an idempotency key: it would make every call the same call"
@@ -308,8 +304,8 @@ class PatchRunner:
             args, ident = executor.identify(patch, options)
         except ApplyOnceError as exc:
             return error_output(exc)
-        if ident.call_id in self._unsettled:
-            self._settle(ident.call_id)
+        # A repeat of a call that failed halfway here needs nothing special: Executor.apply takes
+        # over this process's stale claim and asks Git first.
         tip_before = executor.git.tip(args.ref)
         try:
             receipt = executor.apply(patch, options)
@@ -317,8 +313,9 @@ class PatchRunner:
             # Another live process runs it (and records it), or a person must decide.
             return error_output(exc)
         except Exception as exc:  # Git decides below what it means
-            return self._after_failure(executor, exc, args, ident.call_id, tip_before)
-        self._unsettled.discard(ident.call_id)
+            return self._after_failure(
+                executor, exc, args, ident.call_id, tip_before, patch, options
+            )
         for report in options.sync_reports:
             if report.failed:
                 log.warning(
@@ -337,6 +334,8 @@ class PatchRunner:
         args: ApplyPatchArgs,
         call_id: str,
         tip_before: str | None,
+        patch: str,
+        options: CallOptions,
     ) -> ToolOutput:
         """The call raised. Ask Git whether it landed: that, not the exception, says whether the
         model's change happened."""
@@ -344,10 +343,7 @@ class PatchRunner:
             reason = exc.one_line()
         else:
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        halfway = _left_in_flight(executor, call_id)
-        if halfway:
-            self._unsettled.add(call_id)
-        if halfway or not isinstance(exc, ApplyOnceError):
+        if not isinstance(exc, ApplyOnceError):
             log.error("call %s failed: %s", call_id[:12], reason, exc_info=exc)
         try:
             landed = executor.git.commits_with_call_id(args.ref, call_id, since=tip_before)
@@ -359,7 +355,7 @@ class PatchRunner:
                 is_error=True,
             )
         if landed:
-            settled = self._settle(call_id)
+            settled = self._settle(call_id, patch, options)
             if settled is not None and settled.status == "committed":
                 return ToolOutput(settled.output, receipt=settled)
             log.error(
@@ -381,33 +377,18 @@ class PatchRunner:
             is_error=True,
         )
 
-    def _settle(self, call_id: str) -> Receipt | None:
-        """Finish an unsettled call through recovery (Git decides). Its receipt, or None."""
+    def _settle(self, call_id: str, patch: str, options: CallOptions) -> Receipt | None:
+        """Finish the record of a call that landed: repeating it makes the executor take over its
+        stale claim and reconcile it through Git (it never runs twice). Its receipt, or None."""
         executor = self.executor()
         try:
-            executor.recover()
-            receipt = executor.stored_receipt(call_id)
+            receipt = executor.apply(patch, dataclasses.replace(options, sync_reports=[]))
         except Exception as exc:  # still unsettled; the next repeat tries again
             log.warning("could not settle call %s yet: %s", call_id[:12], exc)
             return None
         finally:
             executor.close()
-        self._unsettled.discard(call_id)
         return receipt
-
-
-def _left_in_flight(executor: Executor, call_id: str) -> bool:
-    """Whether the ledger still shows the call running in this process (it failed halfway)."""
-    try:
-        row = executor.ledger.get(call_id)
-    except Exception:  # the ledger is what failed: assume the worst
-        return True
-    return (
-        row is not None
-        and row.state in IN_FLIGHT
-        and row.owner is not None
-        and row.owner.pid == os.getpid()
-    )
 
 
 def landed_text(executor: Executor, args: ApplyPatchArgs, commit: str, reason: str) -> str:
