@@ -281,8 +281,15 @@ class Ledger:
             for s, c, e, k, a, d in rows
         ]
 
+    def _call_columns(self) -> list[str]:
+        """The columns of ``calls`` (asked once per connection, not once per row)."""
+        if not hasattr(self, "_columns"):
+            cursor = self.db.execute("SELECT * FROM calls LIMIT 0")
+            self._columns = [d[0] for d in cursor.description]
+        return self._columns
+
     def _row(self, row: tuple[Any, ...]) -> CallRow:
-        cols = [d[0] for d in self.db.execute("SELECT * FROM calls LIMIT 0").description]
+        cols = self._call_columns()
         r = dict(zip(cols, row, strict=True))
         owner = (
             Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
