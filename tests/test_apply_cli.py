@@ -41,7 +41,7 @@ def test_apply_makes_one_commit_with_trailers_and_a_clean_checkout(repo: Repo) -
     trailers = repo.git("log", "-1", "--format=%(trailers)")
     assert f"Call-Id: {receipt['call_id']}" in trailers
     assert "Tool-Call-Id: call_1" in trailers
-    assert "Tool-Version: applyonce-patch/1" in trailers
+    assert "Tool-Version: applyonce-patch/2" in trailers
     parsed = repo.git("log", "-1", "--format=%(trailers:key=Args-Sha256,valueonly)").strip()
     assert parsed == receipt["args_sha256"]
     message = repo.git("log", "-1", "--format=%B")
@@ -99,12 +99,25 @@ def test_equivalent_spelling_is_the_same_call(repo: Repo, spelling: str) -> None
 def test_new_attempt_is_a_new_call(repo: Repo) -> None:
     add = "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** End Patch\n"
     first = orjson.loads(apply(repo, add, "--json").stdout)
+    # Someone changes the file, so the same patch changes something again.
+    (repo.path / "notes.txt").write_text("edited\n")
+    repo.git("commit", "-qam", "edit notes")
     second_run = apply(repo, add, "--json", "--attempt", "2")
-    assert second_run.returncode == 0
+    assert second_run.returncode == 0, second_run.stderr
     second = orjson.loads(second_run.stdout)
     assert second["call_id"] != first["call_id"]
     assert second["attempt"] == 2
     assert repo.call_ids() == [second["call_id"], first["call_id"]]
+
+
+def test_a_patch_that_changes_nothing_is_refused_not_an_empty_commit(repo: Repo) -> None:
+    add = "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** End Patch\n"
+    assert apply(repo, add).returncode == 0
+    head = repo.head()
+    again = apply(repo, add, "--attempt", "2")  # the file already is what the patch makes it
+    assert again.returncode == 1
+    assert again.stderr.startswith("error: the patch changes nothing") and again.stderr.count("\n") == 1
+    assert repo.head() == head
 
 
 def test_contract_changes_the_call(repo: Repo, tmp_path: Path) -> None:
@@ -330,9 +343,19 @@ def test_malformed_patch_writes_nothing(repo: Repo) -> None:
     assert not repo.state_dir().exists()
 
 
-def test_non_utf8_patch_is_refused(repo: Repo) -> None:
-    result = run_cli("apply", "-", "--repo", str(repo.path), input=b"*** Begin Patch\n\xff\n")
-    assert result.returncode == 2 and "not UTF-8" in result.stderr
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"*** Begin Patch\n*** Add File: a\n+\xff\n*** End Patch\n",
+        b'[{"command": "create", "path": "a", "file_text": "\xff"}]',
+    ],
+    ids=["codex", "edit-json"],
+)
+def test_non_utf8_codex_or_edit_json_patch_is_refused(repo: Repo, data: bytes) -> None:
+    # Only unified diffs carry bytes that are not UTF-8 (byte for byte, as git apply does).
+    result = run_cli("apply", "-", "--repo", str(repo.path), input=data)
+    assert result.returncode == 1, result
+    assert "not UTF-8" in result.stderr and result.stderr.count("\n") == 1
     assert not repo.state_dir().exists()
 
 

@@ -60,10 +60,10 @@ def test_the_harness_sees_a_disagreement(workdir: Path, monkeypatch: pytest.Monk
 
     original = apply_module._Image.replace
 
-    def off_by_one(self, start, hunk, old_count, newline):  # type: ignore[no-untyped-def]
+    def off_by_one(self, start, hunk, old_count, *rest):  # type: ignore[no-untyped-def]
         if start + old_count < len(self.bodies) and all(line.kind != "-" for line in hunk.lines):
             start += 1
-        original(self, start, hunk, old_count, newline)
+        original(self, start, hunk, old_count, *rest)
 
     monkeypatch.setattr(apply_module._Image, "replace", off_by_one)
     verdicts = {run_case(seed, workdir=workdir).verdict for seed in EXACT_SEEDS[:30]}

@@ -48,7 +48,7 @@ def test_call_id_matches_the_documented_formula() -> None:
         "contract_sha256": EMPTY_CONTRACT_SHA256,
         "attempt": 3,
         "tool": "apply_patch",
-        "tool_version": "applyonce-patch/1",
+        "tool_version": "applyonce-patch/2",
         "args_sha256": args_sha,
     }
     expected = hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from applyonce.patch import BinaryFileError, Hunk, HunkApplyError, HunkLine, MatchLevel, apply_hunks
+from applyonce.patch.apply import AmbiguousContextError
 
 
 def hunk(
@@ -181,8 +182,38 @@ def test_no_bom_is_added() -> None:
 
 
 def test_hunks_are_searched_in_order() -> None:
-    data = b"x\nx\nx\n"
-    assert apply(data, hunk("-x", "+1"), hunk("-x", "+2")) == b"1\n2\nx\n"
+    # "-x" alone matches twice in the file, but only once after the first hunk.
+    data = b"x\ny\nx\n"
+    assert apply(data, hunk("-x", "+1", " y"), hunk("-x", "+2")) == b"1\ny\n2\n"
+
+
+def test_an_ambiguous_hunk_is_refused_naming_every_candidate() -> None:
+    with pytest.raises(AmbiguousContextError) as info:
+        apply_hunks(b"a\nx = 1\nb\nx = 1\n", [hunk("-x = 1", "+x = 2", line=4)], path="f")
+    err = info.value
+    assert err.kind == "ambiguous-context"
+    assert err.details["candidates"] == [2, 4]
+    assert "lines 2, 4" in err.message
+    assert "'@@" in err.hint and "context" in err.hint
+
+
+def test_ambiguity_is_judged_at_the_first_level_that_matches() -> None:
+    # Exact once, stripped twice: the exact match is unique, so it is not a guess.
+    data = b"  x\nx\n  x \n"
+    assert apply(data, hunk("-x", "+y")) == b"  x\ny\n  x \n"
+    with pytest.raises(AmbiguousContextError):
+        apply(b"  x\n\tx\n", hunk("-x", "+y"))
+
+
+def test_ambiguity_is_judged_inside_the_region_the_anchor_leaves() -> None:
+    data = b"x = 1\n[b]\nx = 1\n"
+    assert apply(data, hunk("-x = 1", "+x = 2", anchors=("[b]",))) == b"x = 1\n[b]\nx = 2\n"
+
+
+def test_context_only_and_end_of_file_hunks_are_never_ambiguous() -> None:
+    assert apply(b"x\nx\n", hunk("-x", "+y", eof=True)) == b"x\ny\n"
+    # A context-only hunk changes nothing wherever it matches; the next hunk follows it.
+    assert apply(b"x\na\nx\na\n", hunk(" x"), hunk(" a", "-x", "+y")) == b"x\na\ny\na\n"
 
 
 def test_a_hunk_is_not_searched_before_the_previous_one() -> None:
@@ -260,13 +291,18 @@ def test_pure_addition_to_an_empty_file() -> None:
     assert (new, found) == (b"first\n", [MatchLevel.EXACT])
 
 
-def test_hunk_after_an_appended_addition_is_refused_not_duplicated() -> None:
-    # Regression: an unanchored addition went to the end while the next hunk was still searched
-    # from the top, and rendering the out-of-order edits duplicated the whole file.
-    with pytest.raises(HunkApplyError) as info:
-        apply(b"a\nb\nc\n", hunk("+z"), hunk("-a", "+A"))
-    assert info.value.details["hunk"] == 2
+def test_an_addition_appended_at_the_end_leaves_the_search_position_alone() -> None:
+    # As Codex: the hunks after it are still searched from where the previous one ended (and the
+    # edits are written in file order, so nothing is duplicated).
+    assert apply(b"a\nb\nc\n", hunk("+z"), hunk("-a", "+A")) == b"A\nb\nc\nz\n"
     assert apply(b"a\nb\nc\n", hunk("-a", "+A"), hunk("+z")) == b"A\nb\nc\nz\n"
+    assert apply(b"a\nb\n", hunk("+y", eof=True), hunk("+z"), hunk("-b", "+B")) == b"a\nB\ny\nz\n"
+
+
+def test_runs_at_one_place_keep_the_patch_order() -> None:
+    # Hunk 1 appends P at the end; hunk 2 adds Q after the last line: P comes first, as in Codex.
+    assert apply(b"x\ny\n", hunk("+P"), hunk(" y", "+Q")) == b"x\ny\nP\nQ\n"
+    assert apply(b"x\ny\n", hunk("+P", eof=True), hunk(" y", "+Q")) == b"x\ny\nP\nQ\n"
 
 
 def test_end_of_file_hunk_matches_the_last_lines() -> None:
@@ -297,8 +333,21 @@ def test_end_of_file_uses_the_ladder() -> None:
 
 def test_trailing_blank_context_missing_from_the_file_is_dropped() -> None:
     assert apply(
-        b"def f():\n    return 1\n", hunk(" def f():", "-    return 1", "+    return 2", " ", " ")
+        b"def f():\n    return 1\n", hunk(" def f():", "-    return 1", "+    return 2", " ")
     ) == (b"def f():\n    return 2\n")
+    # Only one, as Codex retries: two blank lines the file does not have are a mismatch.
+    with pytest.raises(HunkApplyError):
+        apply(b"a\nb\n", hunk(" a", "-b", "+B", " ", " "))
+
+
+def test_trailing_removed_empty_line_missing_from_the_file_is_dropped() -> None:
+    assert apply(b"a\nb\nc\n", hunk(" a", "-b", "-")) == b"a\nc\n"
+    assert apply(b"a\nb\n\nc\n", hunk(" a", "-b", "-")) == b"a\nc\n"  # when there, removed
+
+
+def test_trailing_blank_context_is_part_of_the_search() -> None:
+    # The blank context line decides which "x" is meant: the one followed by a blank line.
+    assert apply(b"x\ny\nx\n\n", hunk("-x", "+X", " ")) == b"x\ny\nX\n\n"
 
 
 def test_trailing_blank_context_is_kept_when_in_the_file() -> None:
@@ -306,7 +355,8 @@ def test_trailing_blank_context_is_kept_when_in_the_file() -> None:
 
 
 def test_blank_context_with_added_lines_after_it() -> None:
-    assert apply(b"a\n", hunk("-a", "+A", " ", "+tail")) == b"A\ntail\n"
+    # Retried without the old side of the blank line; its new side stays, as in Codex.
+    assert apply(b"a\n", hunk("-a", "+A", " ", "+tail")) == b"A\n\ntail\n"
 
 
 # ---------------------------------------------------------------- errors

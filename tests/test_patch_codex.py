@@ -146,9 +146,15 @@ def test_several_hunks_in_one_update() -> None:
     assert [h.lines for h in op.hunks] == [lines("-a", "+b"), lines(" c", "-d"), lines("+e")]
 
 
-def test_bare_at_at_has_no_anchor_and_anchor_is_stripped() -> None:
-    op = only_update("*** Begin Patch\n*** Update File: f\n@@    def f():   \n-a\n*** End Patch\n")
-    assert op.hunks[0].anchors == ("def f():",)
+def test_anchor_keeps_its_own_leading_whitespace() -> None:
+    # What follows "@@ " is the anchor: "    def f():" names the method, not a top-level def.
+    op = only_update("*** Begin Patch\n*** Update File: f\n@@     def f():   \n-a\n*** End Patch\n")
+    assert op.hunks[0].anchors == ("    def f():",)  # trailing whitespace dropped, as Codex
+
+
+def test_bare_at_at_and_at_at_with_spaces_have_no_anchor() -> None:
+    op = only_update("*** Begin Patch\n*** Update File: f\n@@   \n-a\n*** End Patch\n")
+    assert op.hunks[0].anchors == ()
 
 
 def test_several_at_at_lines_in_a_row_are_nested_anchors() -> None:
@@ -217,6 +223,12 @@ UPDATE_LF = (
         pytest.param('apply_patch <<"PATCH"\n' + UPDATE_LF + "PATCH\n", id="heredoc-double-quoted"),
         pytest.param("apply_patch << EOF\n" + UPDATE_LF + "EOF", id="heredoc-unquoted"),
         pytest.param("applypatch <<-EOF\n" + UPDATE_LF + "\tEOF\n", id="heredoc-dash-applypatch"),
+        pytest.param("<<'EOF'\n" + UPDATE_LF + "EOF\n", id="heredoc-bare-single-quoted"),
+        pytest.param("<<EOF\n" + UPDATE_LF + "EOF\n", id="heredoc-bare-unquoted"),
+        pytest.param('<<"END_PATCH"\n' + UPDATE_LF + "END_PATCH\n", id="heredoc-bare-any-tag"),
+        pytest.param(
+            ("\n<<'EOF'\n" + UPDATE_LF + "EOF\n").replace("\n", "\r\n"), id="heredoc-bare-crlf"
+        ),
         pytest.param(
             "\n\n  apply_patch <<'EOF'  \r\n" + UPDATE_LF.replace("\n", "\r\n") + "EOF\r\n\n",
             id="heredoc-crlf-blank-lines",
@@ -321,15 +333,43 @@ def test_whitespace_only_line_is_context() -> None:
     assert op.hunks[0].lines == lines("-b", "   ", " ")
 
 
-def test_blank_lines_between_hunks_and_operations_are_padding() -> None:
+def test_blank_lines_before_a_hunk_or_operation_are_padding() -> None:
     patch = parse_codex(
-        "*** Begin Patch\n\n*** Update File: a\n\n@@\n-x\n+y\n\n\n@@\n-z\n\n"
+        "*** Begin Patch\n\n*** Update File: a\n\n@@\n-x\n+y\n@@\n-z\n*** End of File\n\n"
         "*** Delete File: b\n\n*** End Patch\n"
     )
     op = patch.operations[0]
     assert isinstance(op, UpdateFile)
     assert [h.lines for h in op.hunks] == [lines("-x", "+y"), lines("-z")]
     assert patch.operations[1] == DeleteFile(path="b")
+
+
+def test_blank_lines_that_end_a_hunk_are_context_lines() -> None:
+    # As Codex reads them: also right before the next "@@", a file header or the end.
+    patch = parse_codex(
+        "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n\n\n@@\n-z\n\n"
+        "*** Delete File: b\n*** Update File: c\n@@\n w\n-v\n\n*** End Patch\n"
+    )
+    a, _, c = patch.operations
+    assert isinstance(a, UpdateFile) and isinstance(c, UpdateFile)
+    assert [h.lines for h in a.hunks] == [lines("-x", "+y", " ", " "), lines("-z", " ")]
+    assert c.hunks[0].lines == lines(" w", "-v", " ")
+
+
+def test_blank_lines_after_only_added_lines_are_a_separator() -> None:
+    # A deliberate difference from Codex: "+x" then a blank line is a pure addition.
+    op = only_update("*** Begin Patch\n*** Update File: a\n@@\n+x\n+y\n\n\n*** End Patch\n")
+    assert op.hunks[0].lines == lines("+x", "+y")
+    # A single space is a context line, as everywhere; so is a blank line between added lines.
+    op = only_update("*** Begin Patch\n*** Update File: a\n@@\n+x\n \n*** End Patch\n")
+    assert op.hunks[0].lines == lines("+x", " ")
+    op = only_update("*** Begin Patch\n*** Update File: a\n@@\n+x\n\n+y\n*** End Patch\n")
+    assert op.hunks[0].lines == lines("+x", " ", "+y")
+
+
+def test_context_only_hunks_are_accepted() -> None:
+    op = only_update("*** Begin Patch\n*** Update File: a\n*** Move to: b\n@@\n x\n*** End Patch\n")
+    assert (op.move_to, op.hunks[0].lines) == ("b", lines(" x"))
 
 
 def test_blank_lines_after_end_of_file_and_move_are_padding() -> None:
@@ -405,16 +445,6 @@ def test_header_paths_are_stripped() -> None:
             "*** Begin Patch\n*** Update File: a\n@@ x\n@@ y\n*** Delete File: b\n*** End Patch\n",
             3,
             "a hunk has no lines",
-        ),
-        (
-            "*** Begin Patch\n*** Update File: a\n@@\n x\n y\n*** End Patch\n",
-            3,
-            "only context lines",
-        ),
-        (
-            "*** Begin Patch\n*** Update File: a\n@@\n-x\n@@ f\n x\n*** End Patch\n",
-            5,
-            "only context lines",
         ),
         (
             "*** Begin Patch\n*** Update File: a\n@@\n-x\nno prefix\n*** End Patch\n",

@@ -97,7 +97,20 @@ def test_an_empty_line_in_a_hunk_is_an_empty_context_line() -> None:
 
 
 def test_crlf_patch_text_reads_as_lf() -> None:
-    assert parse_unified(SIMPLE.replace("\n", "\r\n")) == parse_unified(SIMPLE)
+    # Every line, headers included, ends in CRLF: the text was converted in transport.
+    crlf, lf = parse_unified(SIMPLE.replace("\n", "\r\n")), parse_unified(SIMPLE)
+    assert crlf.model_dump() == lf.model_dump()
+    (op,) = crlf.operations
+    assert isinstance(op, UpdateFile) and not op.hunks[0].exact_line_ends
+
+
+def test_cr_is_content_unless_every_line_ends_in_crlf() -> None:
+    # git's diff of a CRLF file: LF headers, CRLF content lines. The "\r" belongs to the lines.
+    text = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\r\n-b\n+B\r\n"
+    (op,) = parse_unified(text).operations
+    assert isinstance(op, UpdateFile) and op.hunks[0].exact_line_ends
+    texts = [line.text for line in op.hunks[0].lines]
+    assert "a\r" in texts and "B\r" in texts
 
 
 @pytest.mark.parametrize(

@@ -164,6 +164,8 @@ HANDWRITTEN = [
     " x\n-1\n+2\n*** End of File\n*** Update File: b.py\n*** Move to: c/b.py\n"
     "*** Add File: empty.txt\n*** Delete File: gone.txt\n*** End Patch",
     "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n-x\n+y\n*** End Patch\n",
+    # The rename idiom: a context-only hunk.
+    "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n x\n*** End Patch\n",
 ]
 
 
@@ -177,7 +179,7 @@ REFUSED = [
     "garbage\n",
     "*** Begin Patch\n*** End Patch\n",  # no operations
     "*** Begin Patch\n*** Update File: a.py\n*** End Patch\n",  # nothing to change
-    "*** Begin Patch\n*** Update File: a.py\n@@\n context only\n*** End Patch\n",
+    "*** Begin Patch\n*** Update File: a.py\n@@\n*** End Patch\n",  # an empty hunk
     "*** Begin Patch\n*** Add File: a.py\nno plus\n*** End Patch\n",
     "*** Begin Patch\n*** Add File: a.py\n+x\n",  # no end marker
     "*** Begin Patch\n*** Frobnicate File: a.py\n*** End Patch\n",

@@ -9,6 +9,7 @@ the receipt stores.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 # Exit codes (DESIGN §8). They are a contract: harnesses branch on them.
@@ -19,6 +20,8 @@ EXIT_INTERNAL = 3
 EXIT_CONFLICT = 4
 EXIT_UNKNOWN = 5
 EXIT_INTERRUPTED = 130
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ApplyOnceError(Exception):
@@ -37,11 +40,12 @@ class ApplyOnceError(Exception):
         retryable: bool | None = None,
         **details: Any,
     ) -> None:
+        message = _printable(message)
         super().__init__(message)
         self.message = message
-        self.hint = hint if hint is not None else self.default_hint
+        self.hint = _printable(hint if hint is not None else self.default_hint)
         self.retryable = self.default_retryable if retryable is None else retryable
-        self.details = {k: v for k, v in details.items() if v is not None}
+        self.details = {k: _printable(v) for k, v in details.items() if v is not None}
 
     def one_line(self) -> str:
         """``what happened; what to do`` on a single line."""
@@ -57,6 +61,22 @@ class ApplyOnceError(Exception):
             "retryable": self.retryable,
             **self.details,
         }
+
+
+def _printable(value: Any) -> Any:
+    """``value`` with the bytes that are not UTF-8 (surrogate escapes, from a unified diff's
+    content) written as ``\\udcXX``: a receipt is JSON, and an error message is shown."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_printable(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _printable(item) for key, item in value.items()}
+    return value
 
 
 class UsageError(ApplyOnceError):

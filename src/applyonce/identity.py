@@ -15,6 +15,7 @@ The default contract is the empty contract: ``sha256(b"")``.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from typing import Any
@@ -31,11 +32,15 @@ from applyonce.patch.model import (
     FileOp,
     Patch,
     UpdateFile,
+    has_raw_bytes,
 )
 from applyonce.paths import normalise_path
 
 TOOL = "apply_patch"
-TOOL_VERSION = "applyonce-patch/1"
+# The patch semantics: a change to what a patch does gives the same patch a new identity, so a
+# receipt of the old semantics is never returned for it. /2: Codex blank context lines, anchors
+# with their own indentation, ambiguous hunks refused, unified diffs' "\r" kept (0.2.0).
+TOOL_VERSION = "applyonce-patch/2"
 IDENTITY_VERSION = 1
 EMPTY_CONTRACT_SHA256 = hashlib.sha256(b"").hexdigest()
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -57,6 +62,27 @@ def _refuse_floats(value: Any) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             _refuse_floats(item)
+
+
+def patch_source(text: str, format: str) -> dict[str, str]:
+    """The patch as sent, for the ledger (JSON): its text, or the base64 of its bytes when they
+    are not all UTF-8 (a unified diff's content; ``model.py``)."""
+    if has_raw_bytes(text):
+        raw = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+        return {"text_utf8b": raw, "format": format}
+    return {"text": text, "format": format}
+
+
+def source_text(source: dict[str, str]) -> str:
+    """The text :func:`patch_source` recorded.
+
+    Raises:
+        KeyError, ValueError: not a record it made.
+    """
+    if "text_utf8b" in source:
+        raw = base64.b64decode(source["text_utf8b"], validate=True)
+        return raw.decode("utf-8", "surrogateescape")
+    return source["text"]
 
 
 def sha256_hex(data: bytes) -> str:

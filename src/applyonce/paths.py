@@ -60,6 +60,10 @@ def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
     # Category Cc: C0 (incl. TAB, LF), DEL and C1 (U+0080..U+009F: NEL, CSI, …).
     if any(unicodedata.category(ch) == "Cc" for ch in raw):
         raise UnsafePathError(f"path {shown} contains a control character", path=raw)
+    if any(unicodedata.category(ch) == "Cs" for ch in raw):
+        raise UnsafePathError(
+            f"path {shown} is not UTF-8", path=raw, hint="name files in UTF-8 in the patch"
+        )
     path = raw.strip()
     if not path:
         raise UnsafePathError("a path is empty", path=raw)

@@ -156,7 +156,8 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
             if op.mode is None and base.kind(op.path) == "file":
                 mode = base.read(op.path)[1]  # Codex overwrites; keep an executable bit
             # A symlink is replaced by a regular file, never written through.
-            changes.append(FileChange(op.path, "add", op.content.encode("utf-8"), mode))
+            content = op.content.encode("utf-8", "surrogateescape")  # unified: bytes kept
+            changes.append(FileChange(op.path, "add", _text_written(op.path, content), mode))
         elif isinstance(op, DeleteFile):
             _existing_file(base, op.path, "delete")
             if op.expected is not None:
@@ -175,6 +176,8 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
             levels: list[MatchLevel] = []
             if op.hunks:
                 data, levels = apply_hunks(data, op.hunks, path=op.path)
+                data = _text_written(op.path, data)
+            # Without hunks, a move or copy takes the file as it is, binary or not (git too).
             mode = _mode(op.mode, mode)
             if isinstance(op, CopyFile):
                 check_parents(base, op.copy_to)
@@ -187,19 +190,34 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
                 _writable(base, op.move_to, "move to")
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
+    # An operation that leaves its file as it was (a context-only hunk, a diff that re-adds a
+    # file as it is) is no change: it is left out, and a patch of only such is refused, never
+    # published as an empty commit.
+    changes = [change for change in changes if not _leaves_as_is(base, change)]
     if not changes:
         raise PlanError(
             "the patch changes nothing", hint="send a patch that changes at least one file"
         )
-    for change in changes:
-        # Text in, text out: a NUL byte can only come from the patch text itself.
-        if change.content is not None and b"\x00" in change.content:
-            raise BinaryFileError(
-                f"{change.path}: the patch writes a NUL byte; applyonce only writes text",
-                path=change.path,
-                hint="remove the NUL byte from the patch",
-            )
     return TreePlan(changes=tuple(changes), removed=tuple(removed))
+
+
+def _text_written(path: str, data: bytes) -> bytes:
+    """Text in, text out: a NUL byte in what a patch writes can only come from the patch text."""
+    if b"\x00" in data:
+        raise BinaryFileError(
+            f"{path}: the patch writes a NUL byte; applyonce only writes text",
+            path=path,
+            hint="remove the NUL byte from the patch",
+        )
+    return data
+
+
+def _leaves_as_is(base: TreeReader, change: FileChange) -> bool:
+    if change.action not in ("add", "update") or change.from_path is not None:
+        return False
+    if base.kind(change.path) != "file":
+        return False
+    return base.read(change.path) == (change.content, change.mode)
 
 
 def _check_deleted_lines(base: TreeReader, path: str, expected: tuple[Hunk, ...]) -> None:
@@ -244,6 +262,8 @@ def _plan_edit(op: EditFile, base: TreeReader) -> FileChange | None:
             raise UnsafePathError(f"cannot edit {op.path}: it is a symlink", path=op.path)
         data = b""  # only replaced or removed, never read or written through
     new = apply_edit_commands(data, op.commands, path=op.path)
+    if new is not None:
+        new = _text_written(op.path, new)
     if kind is None:
         return None if new is None else FileChange(op.path, "add", new, mode)
     if new is None:

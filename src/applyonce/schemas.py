@@ -55,7 +55,8 @@ Format (every line ends with a newline; paths are relative to the repository roo
 +<added line>
 *** End of File               optional: the hunk ends at the end of the file
 *** End Patch
-Start a new @@ hunk for each separate place in a file.
+Start a new @@ hunk for each separate place in a file. A hunk whose lines match at more than \
+one place is refused, never guessed: give it an @@ anchor or more context.
 
 Example:
 {EXAMPLE_PATCH}
@@ -84,8 +85,8 @@ move_to: "*** Move to: " PATH LF
 hunks: first_hunk hunk*
 first_hunk: ANCHOR* body end_of_file?
 hunk: ANCHOR+ body end_of_file?
-// A hunk changes something: at least one removed or added line.
-body: CONTEXT* (REMOVED | ADDED) (CONTEXT | REMOVED | ADDED)*
+// A hunk of context lines only changes nothing where it matches (with Move to: a rename).
+body: (CONTEXT | REMOVED | ADDED)+
 end_of_file: "*** End of File" LF
 
 PATH: /[^\n]+/

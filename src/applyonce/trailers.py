@@ -6,7 +6,7 @@
     Contract-Sha256: <64 hex>
     Attempt: 1
     Tool: apply_patch
-    Tool-Version: applyonce-patch/1
+    Tool-Version: applyonce-patch/2
     Args-Sha256: <64 hex>
     Idempotency-Key: <key>          (only in key mode)
     Tool-Call-Id: call_report       (only when the harness gave one)

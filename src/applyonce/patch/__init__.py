@@ -94,7 +94,10 @@ def parse(text: str, format: PatchFormat = "auto") -> Patch:
         BinaryPatchError, UnsupportedModeError: a unified diff with a change applyonce refuses.
         PatchTooLargeError: the text is over 32 MiB.
     """
-    if len(text) > MAX_PATCH_BYTES // 4 and len(text.encode("utf-8")) > MAX_PATCH_BYTES:
+    if (
+        len(text) > MAX_PATCH_BYTES // 4
+        and len(text.encode("utf-8", "surrogateescape")) > MAX_PATCH_BYTES
+    ):
         raise PatchTooLargeError(f"the patch is larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB")
     if format == "auto":
         detected = detect_format(text)

@@ -56,6 +56,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
@@ -100,13 +101,32 @@ class BinaryFileError(ApplyOnceError):
     default_hint = "applyonce only edits UTF-8 text; replace the file with Delete File + Add File"
 
 
+class AmbiguousContextError(HunkApplyError):
+    """A hunk's expected lines match at more than one place: applying it would be a guess."""
+
+    kind = "ambiguous-context"
+    default_hint = (
+        "add an '@@ <line>' anchor naming a line just before the change (a def or class line), "
+        "or more context lines, so the hunk matches at one place only"
+    )
+
+
+# An added line's text -> its body and line ending.
+_AddedLine = Callable[[str], tuple[str, str]]
+
+
 @dataclass
 class _Text:
-    """A file split into lines; ``ends[i]`` is line i's ending (``""`` only for a last line)."""
+    """A file split into lines; ``ends[i]`` is line i's ending (``""`` only for a last line).
+
+    ``errors`` is how the bytes were decoded (``strict``: UTF-8 only; ``surrogateescape``: any
+    bytes, kept exactly), and so how the result is encoded back.
+    """
 
     bom: bool
     bodies: list[str]
     ends: list[str]
+    errors: str = "strict"
     _keys: dict[MatchLevel, list[str]] = field(default_factory=dict)
 
     def keys(self, level: MatchLevel) -> list[str]:
@@ -125,67 +145,156 @@ class _Text:
         # Ties go to the ending seen first.
         return next(end for end in self.ends if end and counts[end] == best)
 
+    def crlf_dominant(self) -> bool:
+        """Split on ``\\n`` only: do most ended lines carry a ``\\r`` (a CRLF file)?"""
+        ended = [body for body, end in zip(self.bodies, self.ends, strict=True) if end]
+        return sum(body.endswith("\r") for body in ended) * 2 > len(ended)
 
-def decode_text(data: bytes, *, path: str) -> _Text:
-    """Split ``data`` into lines, refusing binary and non-UTF-8 content."""
+    def encode(self, bodies: Sequence[str], ends: Sequence[str]) -> bytes:
+        out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
+        return ((BOM if self.bom else "") + out).encode("utf-8", self.errors)
+
+
+_LF_LINE = re.compile(r"([^\n]*)(\n|$)")
+
+
+def decode_text(
+    data: bytes,
+    *,
+    path: str,
+    split_cr: bool = True,
+    lossless: bool = False,
+    bom_is_text: bool = False,
+) -> _Text:
+    """Split ``data`` into lines, refusing binary content.
+
+    Args:
+        split_cr: ``\\r\\n``, ``\\n`` and a lone ``\\r`` each end a line (the ending is kept
+            apart from the line's text); when False only ``\\n`` does and a ``\\r`` before it
+            is part of the line's text, as ``git apply`` reads a file.
+        lossless: bytes that are not UTF-8 are kept (as surrogate escapes) instead of refused.
+        bom_is_text: a byte order mark is part of the first line's text, not set apart.
+
+    Raises:
+        BinaryFileError: a NUL byte, or (unless ``lossless``) bytes that are not UTF-8.
+    """
     if b"\x00" in data:
         raise BinaryFileError(f"{path} is a binary file (it contains NUL bytes)", path=path)
+    errors = "surrogateescape" if lossless else "strict"
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8", errors)
     except UnicodeDecodeError as exc:
         raise BinaryFileError(
             f"{path} is not UTF-8 text (invalid byte at offset {exc.start})", path=path
         ) from None
-    bom = text.startswith(BOM)
+    bom = text.startswith(BOM) and not bom_is_text
     if bom:
         text = text[1:]
     bodies: list[str] = []
     ends: list[str] = []
     if text:
-        for match in _LINE.finditer(text):
+        for match in (_LINE if split_cr else _LF_LINE).finditer(text):
             body, end = match.group(1), match.group(2)
             if not end and not body:
                 break  # the empty match at the very end
             bodies.append(body)
             ends.append(end)
-    return _Text(bom=bom, bodies=bodies, ends=ends)
+    return _Text(bom=bom, bodies=bodies, ends=ends, errors=errors)
 
 
-def _find(
-    text: _Text, pattern: Sequence[str], start: int, *, at_end: bool
-) -> tuple[int, MatchLevel] | None:
-    """First index >= ``start`` where ``pattern`` matches, trying each ladder level in turn."""
+def _matches(
+    text: _Text, pattern: Sequence[str], start: int, level: MatchLevel, *, at_end: bool
+) -> list[int]:
+    """Every index >= ``start`` where ``pattern`` matches at ``level`` (at the end only, if
+    ``at_end``)."""
     n, m = len(text.bodies), len(pattern)
     if m == 0 or m > n:
-        return None
+        return []
+    keys = text.keys(level)
+    normalise = _NORMALISERS[level]
+    want = [normalise(p) for p in pattern]
+    if at_end:
+        pos = n - m
+        # ``pos >= start``: the end of the file may not reach back into an earlier hunk's lines.
+        return [pos] if pos >= start and keys[pos:] == want else []
+    found: list[int] = []
+    first, i = want[0], start
+    while i <= n - m:
+        try:
+            i = keys.index(first, i, n - m + 1)
+        except ValueError:
+            break
+        if keys[i : i + m] == want:
+            found.append(i)
+        i += 1
+    return found
+
+
+def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:
+    """The first line >= ``start`` matching ``anchor``, at the first ladder level that has one."""
     for level in MatchLevel:
-        keys = text.keys(level)
-        normalise = _NORMALISERS[level]
-        want = [normalise(p) for p in pattern]
-        if at_end:
-            pos = n - m
-            # ``pos >= start``: the end of the file may not reach back into an earlier hunk's lines.
-            if pos >= start and keys[pos:] == want:
-                return pos, level
-            continue
-        first, i = want[0], start
-        while i <= n - m:
-            try:
-                i = keys.index(first, i, n - m + 1)
-            except ValueError:
-                break
-            if keys[i : i + m] == want:
-                return i, level
-            i += 1
+        found = _matches(text, [anchor], start, level, at_end=False)
+        if found:
+            return found[0]
     return None
+
+
+def _locate(
+    text: _Text, lines: Sequence[HunkLine], start: int, *, at_end: bool, where: str
+) -> tuple[int, MatchLevel] | None:
+    """Where a Codex hunk's old lines are, searching from ``start`` down the ladder.
+
+    Raises:
+        AmbiguousContextError: at the first level that matches at all, they match more than once
+            (and the hunk changes lines: a context-only hunk changes nothing wherever it is).
+    """
+    old = [line.text for line in lines if line.kind != "+"]
+    context_only = all(line.kind == " " for line in lines)
+    for level in MatchLevel:
+        found = _matches(text, old, start, level, at_end=at_end)
+        if not found:
+            continue
+        if len(found) > 1 and not context_only:
+            shown = ", ".join(str(i + 1) for i in found[:10])
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            raise AmbiguousContextError(
+                f"{where}: the expected lines match at {len(found)} places "
+                f"(lines {shown}{more}; first expected line: {old[0][:60]!r})",
+                candidates=[i + 1 for i in found],
+                match_level=level.label,
+            )
+        return found[0], level
+    return None
+
+
+def _without_last_empty_old_line(lines: Sequence[HunkLine]) -> list[HunkLine] | None:
+    """The hunk without its last old line, when that line is empty, and without its last new line
+    when that one is empty too: how Codex retries a hunk whose expected lines end in a blank line
+    the file does not have there. None when the last old line is not empty."""
+    old_at = [k for k, line in enumerate(lines) if line.kind != "+"]
+    if not old_at or lines[old_at[-1]].text != "":
+        return None
+    new_at = [k for k, line in enumerate(lines) if line.kind != "-"]
+    last_old = old_at[-1]
+    last_new = new_at[-1] if new_at and lines[new_at[-1]].text == "" else None
+    out = list(lines)
+    for k in sorted({last_old} | ({last_new} if last_new is not None else set()), reverse=True):
+        line = out[k]
+        on_old = line.kind != "+" and k != last_old
+        on_new = line.kind != "-" and k != last_new
+        if on_old or on_new:
+            kind: Literal[" ", "-", "+"] = " " if on_old and on_new else "-" if on_old else "+"
+            out[k] = HunkLine(kind=kind, text=line.text)
+        else:
+            del out[k]
+    return out
 
 
 @dataclass(frozen=True)
 class _Edit:
     start: int
     stop: int
-    hunk: Hunk
-    trim: int  # trailing blank lines of the hunk that were not in the file
+    lines: tuple[HunkLine, ...]
 
 
 def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes, list[MatchLevel]]:
@@ -195,19 +304,34 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
         The new bytes and the level each hunk matched at.
 
     Raises:
-        BinaryFileError: the file is not UTF-8 text.
+        BinaryFileError: the file is binary (or, for Codex hunks, not UTF-8 text).
         HunkApplyError: a hunk's context or anchor was not found.
+        AmbiguousContextError: a Codex hunk matches at more than one place.
     """
-    text = decode_text(data, path=path)
     if hunks and all(hunk.old_start is not None and hunk.new_start is not None for hunk in hunks):
-        return _apply_positioned(text, hunks, path=path)
+        exact_ends = all(hunk.exact_line_ends for hunk in hunks)
+        # git's diff of a file with a BOM shows it on line 1 (and a diff may add or remove one):
+        # then it is content, as for git. A diff that does not mention it leaves it in place.
+        bom_in_diff = any(line.text.startswith(BOM) for hunk in hunks for line in hunk.lines)
+        text = decode_text(
+            data, path=path, split_cr=not exact_ends, lossless=True, bom_is_text=bom_in_diff
+        )
+        return _apply_positioned(text, hunks, path=path, exact_ends=exact_ends)
+    return _apply_searched(decode_text(data, path=path), hunks, path=path)
+
+
+def _apply_searched(
+    text: _Text, hunks: Sequence[Hunk], *, path: str
+) -> tuple[bytes, list[MatchLevel]]:
+    """Codex hunks: each searched after the previous one (module docstring)."""
     edits: list[_Edit] = []
     levels: list[MatchLevel] = []
     cursor = 0
+    n = len(text.bodies)
     for index, hunk in enumerate(hunks, start=1):
         for anchor in hunk.anchors:
-            found = _find(text, [anchor], cursor, at_end=False)
-            if found is None:
+            at = _find_anchor(text, anchor, cursor)
+            if at is None:
                 raise HunkApplyError(
                     f"{path}: hunk {index}: anchor line {anchor!r} not found",
                     path=path,
@@ -215,22 +339,28 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
                     patch_line=hunk.source_line,
                     expected=[anchor],
                 )
-            cursor = found[0] + 1
-        old = hunk.old_lines
-        if not old:
-            at = cursor if hunk.anchors and not hunk.end_of_file else len(text.bodies)
-            edits.append(_Edit(at, at, hunk, 0))
+            cursor = at + 1
+        lines = list(hunk.lines)
+        if not hunk.old_lines:
+            # A pure addition: after its anchor, or else at the end of the file. At the end it
+            # leaves the search position alone, so the hunks after it are still found.
+            at = cursor if hunk.anchors and not hunk.end_of_file else n
+            edits.append(_Edit(at, at, tuple(lines)))
             levels.append(MatchLevel.EXACT)
-            cursor = at  # later hunks are searched after this one, so edits never go backwards
             continue
-        found, trim = _find(text, old, cursor, at_end=hunk.end_of_file), 0
+        where = f"{path}: hunk {index}"
+        found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
+        if found is None and (trimmed := _without_last_empty_old_line(lines)) is not None:
+            lines = trimmed
+            if not any(line.kind != "+" for line in lines):
+                edits.append(_Edit(cursor, cursor, tuple(lines)))
+                levels.append(MatchLevel.EXACT)
+                continue
+            found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
         if found is None:
-            trim = _trailing_blank_context(hunk)
-            if trim and len(old) > trim:
-                found = _find(text, old[:-trim], cursor, at_end=hunk.end_of_file)
-        if found is None:
+            old = hunk.old_lines
             raise HunkApplyError(
-                f"{path}: hunk {index}: expected lines not found"
+                f"{where}: expected lines not found"
                 + (" at the end of the file" if hunk.end_of_file else "")
                 + f" (first: {old[0][:60]!r})",
                 path=path,
@@ -239,30 +369,45 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
                 expected=old,
             )
         pos, level = found
-        stop = pos + len(old) - trim
-        edits.append(_Edit(pos, stop, hunk, trim))
+        stop = pos + sum(1 for line in lines if line.kind != "+")
+        edits.append(_Edit(pos, stop, tuple(lines)))
         levels.append(level)
         cursor = stop
-    return _render(text, edits), levels
+    # Only the changed lines are placed (context keeps the file's bytes anyway), each run where
+    # it is in the file; the sort is stable, so two runs at one place keep the patch's order, as
+    # Codex orders them: an addition appended at the end before a later hunk's last added line.
+    runs = sorted((run for edit in edits for run in _runs(edit)), key=lambda run: run.start)
+    return _render(text, runs), levels
 
 
-def _trailing_blank_context(hunk: Hunk) -> int:
-    count = 0
-    for line in reversed(hunk.lines):
-        if line.kind == " " and not line.text.strip():
-            count += 1
-        elif line.kind == "+":
+def _runs(edit: _Edit) -> list[_Edit]:
+    """``edit`` cut into its runs of removed and added lines, each with its place in the file."""
+    runs: list[_Edit] = []
+    at = edit.start
+    start = at
+    run: list[HunkLine] = []
+    for line in edit.lines:
+        if line.kind == " ":
+            if run:
+                runs.append(_Edit(start, at, tuple(run)))
+                run = []
+            at += 1
             continue
-        else:
-            break
-    return count
+        if not run:
+            start = at
+        run.append(line)
+        if line.kind == "-":
+            at += 1
+    if run:
+        runs.append(_Edit(start, at, tuple(run)))
+    return runs
 
 
 def _hunk_output(
-    lines: Iterable[HunkLine], bodies: list[str], ends: list[str], start: int, newline: str
+    lines: Iterable[HunkLine], bodies: list[str], ends: list[str], start: int, added: _AddedLine
 ) -> tuple[list[str], list[str]]:
     """The lines a hunk placed at ``start`` leaves: context lines keep the file's own bytes (never
-    the patch's), removed lines go, added lines end with ``newline``."""
+    the patch's), removed lines go, added lines are what ``added`` makes of their text."""
     out_bodies: list[str] = []
     out_ends: list[str] = []
     j = start
@@ -274,40 +419,39 @@ def _hunk_output(
         elif line.kind == "-":
             j += 1
         else:
-            out_bodies.append(line.text)
-            out_ends.append(newline)
+            body, end = added(line.text)
+            out_bodies.append(body)
+            out_ends.append(end)
     return out_bodies, out_ends
+
+
+def _close_inner_lines(ends: list[str], newline: str) -> None:
+    """A line without an ending can only stay last; if the patch put lines after it, it gets one."""
+    for i in range(len(ends) - 1):
+        if not ends[i]:
+            ends[i] = newline
 
 
 def _render(text: _Text, edits: list[_Edit]) -> bytes:
     newline = text.dominant_end()
+
+    def added(line: str) -> tuple[str, str]:
+        return line, newline
+
     bodies: list[str] = []
     ends: list[str] = []
     src = 0
     for edit in edits:
         bodies.extend(text.bodies[src : edit.start])
         ends.extend(text.ends[src : edit.start])
-        lines = list(edit.hunk.lines)
-        if edit.trim:
-            # Drop the trailing blank context lines that were not in the file.
-            dropped, k = 0, len(lines)
-            while dropped < edit.trim:
-                k -= 1
-                if lines[k].kind == " ":
-                    dropped += 1
-                    del lines[k]
-        new_bodies, new_ends = _hunk_output(lines, text.bodies, text.ends, edit.start, newline)
+        new_bodies, new_ends = _hunk_output(edit.lines, text.bodies, text.ends, edit.start, added)
         bodies.extend(new_bodies)
         ends.extend(new_ends)
-        src = edit.stop
+        src = max(src, edit.stop)
     bodies.extend(text.bodies[src:])
     ends.extend(text.ends[src:])
-    # A line without an ending can only stay last; if the patch put lines after it, it gets one.
-    for i in range(len(ends) - 1):
-        if not ends[i]:
-            ends[i] = newline
-    out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
-    return ((BOM if text.bom else "") + out).encode("utf-8")
+    _close_inner_lines(ends, newline)
+    return text.encode(bodies, ends)
 
 
 # ---------------------------------------------------------------- hunks with line numbers
@@ -380,10 +524,12 @@ class _Image:
             return start
         return None
 
-    def replace(self, start: int, hunk: Hunk, old_count: int, newline: str) -> None:
+    def replace(
+        self, start: int, hunk: Hunk, old_count: int, added: _AddedLine, newline: str
+    ) -> None:
         n = len(self.bodies)
         stop = start + old_count
-        bodies, ends = _hunk_output(hunk.lines, self.bodies, self.ends, start, newline)
+        bodies, ends = _hunk_output(hunk.lines, self.bodies, self.ends, start, added)
         if stop == n and bodies:
             # The hunk reaches the end of the file: its last line ends as the hunk says.
             ends[-1] = "" if hunk.new_no_final_newline else (ends[-1] or newline)
@@ -393,10 +539,21 @@ class _Image:
 
 
 def _apply_positioned(
-    text: _Text, hunks: Sequence[Hunk], *, path: str
+    text: _Text, hunks: Sequence[Hunk], *, path: str, exact_ends: bool
 ) -> tuple[bytes, list[MatchLevel]]:
-    newline = text.dominant_end()
+    newline = "\n" if exact_ends else text.dominant_end()
     image = _Image(list(text.bodies), list(text.ends), [False] * len(text.bodies))
+    # With exact line ends (``text`` split on ``\n`` only, a ``\r`` part of the line), a hunk
+    # that matched byte for byte is written as the diff says. One that matched only with
+    # whitespace ignored was made for other line ends: its added lines take the file's.
+    cr = "\r" if exact_ends and text.crlf_dominant() else ""
+
+    def verbatim(line: str) -> tuple[str, str]:
+        return line, newline
+
+    def like_the_file(line: str) -> tuple[str, str]:
+        return line.rstrip("\r") + cr, newline
+
     levels: list[MatchLevel] = []
     for index, hunk in enumerate(hunks, start=1):
         assert hunk.old_start is not None and hunk.new_start is not None
@@ -438,12 +595,8 @@ def _apply_positioned(
                 expected=old,
             )
         start, level = found
-        image.replace(start, hunk, len(old), newline)
+        fuzzy = exact_ends and level is not MatchLevel.EXACT
+        image.replace(start, hunk, len(old), like_the_file if fuzzy else verbatim, newline)
         levels.append(level)
-    ends = image.ends
-    # A line without an ending can only stay last; if a hunk put lines after it, it gets one.
-    for i in range(len(ends) - 1):
-        if not ends[i]:
-            ends[i] = newline
-    out = "".join(b + e for b, e in zip(image.bodies, ends, strict=True))
-    return ((BOM if text.bom else "") + out).encode("utf-8"), levels
+    _close_inner_lines(image.ends, newline)
+    return text.encode(image.bodies, image.ends), levels

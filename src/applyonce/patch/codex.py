@@ -12,8 +12,9 @@ Grammar (one item per line; ``NL`` is the end of a line)::
 
 Leniencies, each one because agents really emit it:
 
-* **heredoc wrapper** — ``apply_patch <<'EOF'`` … ``EOF`` (any delimiter, quoted or not) around the
-  patch is removed, as models trained on shell tool calls write it.
+* **heredoc wrapper** — ``apply_patch <<'EOF'`` … ``EOF``, or the bare ``<<'EOF'`` … ``EOF``
+  (any delimiter, quoted or not, LF or CRLF) around the patch is removed, as models trained on
+  shell tool calls write it.
 * **CRLF patch text** — ``\\r\\n`` line ends in the patch are read as ``\\n``; the files' own line
   endings are preserved by the applier, not taken from the patch.
 * **padding around markers and headers** — ``  *** Update File: a.py``, ``*** End Patch `` and the
@@ -25,7 +26,13 @@ Leniencies, each one because agents really emit it:
   A unified-diff range in an ``@@`` line (``@@ -3,4 +3,5 @@ def f``) is dropped; the text after it
   is the anchor.
 * **blank context lines** — an empty line inside a hunk is an empty context line (editors and
-  models strip the single space).
+  models strip the single space), wherever it stands: also right before the next ``@@`` or file
+  header, where it takes part in finding the hunk (if the hunk is not found, the applier retries
+  it without its last line when that one is empty, as Codex does). One exception, a deliberate
+  difference from Codex: blank lines that end a hunk of only ``+`` lines are a separator, and the
+  hunk is a pure addition.
+* **context-only hunks** — a hunk of context lines only is accepted (it must still match): with
+  ``*** Move to:`` it is the rename idiom of Codex.
 * **missing final newline** — the patch text need not end with a newline.
 
 The parser is pure: it never reads files and never decides whether a path is safe (``paths.py``
@@ -48,6 +55,7 @@ from applyonce.patch.model import (
     HunkLine,
     Patch,
     UpdateFile,
+    has_raw_bytes,
 )
 
 BEGIN = "*** Begin Patch"
@@ -59,8 +67,9 @@ MOVE = "*** Move to: "
 EOF_MARKER = "*** End of File"
 _HEADERS = (ADD, DELETE, UPDATE)
 
+# ``<<EOF``, ``<<'EOF'``, ``<<"EOF"``, with or without the command word before it.
 _HEREDOC_OPEN = re.compile(
-    r"""^\s*(?:apply_patch|applypatch)\s*<<-?\s*(['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]*)\1\s*$"""
+    r"""^\s*(?:(?:apply_patch|applypatch)\s*)?<<-?\s*(['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_.-]*)\1\s*$"""
 )
 
 
@@ -117,6 +126,10 @@ def parse_codex(text: str) -> Patch:
     Raises:
         PatchSyntaxError: with the 1-based patch line number of the first problem.
     """
+    if has_raw_bytes(text):
+        raise PatchSyntaxError(
+            "the patch is not UTF-8 text", hint="send the Codex patch as UTF-8 text"
+        )
     lines, offset = _strip_heredoc(_split_patch_lines(text))
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     if not nonblank:
@@ -244,7 +257,7 @@ class _Parser:
             line = self.lines[self.pos]
             if not line.startswith("@@"):
                 break
-            anchor = _anchor_text(line.strip())
+            anchor = _anchor_text(line)
             if anchor:
                 anchors.append(anchor)
             self.pos += 1
@@ -254,6 +267,7 @@ class _Parser:
                 f"expected a hunk header '@@', found {self.lines[self.pos].strip()[:60]!r}"
             )
         body: list[HunkLine] = []
+        blank_at: set[int] = set()  # body lines that were empty lines of the patch text
         end_of_file = False
         while self.pos < len(self.lines):
             line = self.lines[self.pos]
@@ -264,16 +278,12 @@ class _Parser:
                 break
             if marker is not None or line.startswith("@@"):
                 break
-            if line == "":
-                # A blank line is an empty context line, unless it only separates this hunk from
-                # the next header (or the end): then it is padding.
-                if self._only_blanks_until_boundary():
-                    self.pos += 1
-                    continue
-                body.append(HunkLine(kind=" ", text=""))
-            elif line[0] in " -+":
+            if line[:1] in (" ", "-", "+"):
                 body.append(HunkLine(kind=line[0], text=line[1:]))
             elif not line.strip():
+                # An empty line is an empty context line wherever it stands, as Codex reads it
+                # (editors and models drop the single space), also right before the next header.
+                blank_at.add(len(body))
                 body.append(HunkLine(kind=" ", text=""))
             else:
                 raise self.error(
@@ -281,18 +291,14 @@ class _Parser:
                     hint="prefix context lines with a space",
                 )
             self.pos += 1
-        # Both errors point at the hunk's first line, not at whatever follows the hunk.
+        if not end_of_file:
+            body = _drop_separator_blanks(body, blank_at)
+        # The error points at the hunk's first line, not at whatever follows the hunk.
         if not body:
             raise PatchSyntaxError(
                 "a hunk has no lines",
                 line=source_line,
                 hint="give the hunk '-'/'+' or context lines",
-            )
-        if all(line.kind == " " for line in body):
-            raise PatchSyntaxError(
-                "a hunk has only context lines and changes nothing",
-                line=source_line,
-                hint="add '-'/'+' lines or drop the hunk",
             )
         return Hunk(
             anchors=tuple(anchors),
@@ -312,12 +318,30 @@ class _Parser:
 _UNIFIED_RANGE = re.compile(r"^-\d+(?:,\d+)? \+\d+(?:,\d+)? @@\s*(?P<rest>.*)$")
 
 
-def _anchor_text(stripped: str) -> str:
-    """The context of an ``@@`` line; a unified-diff range (``@@ -3,4 +3,5 @@ def f``) is dropped,
-    since agents sometimes mix that spelling in and its numbers say nothing here."""
-    anchor = stripped[2:].strip()
-    unified = _UNIFIED_RANGE.match(anchor)
-    return unified.group("rest").strip() if unified else anchor
+def _anchor_text(line: str) -> str:
+    """The context of an ``@@`` line: what follows ``@@ ``, its own leading whitespace kept (an
+    indented ``    def f`` names the method, not a top-level ``def f``) and its trailing
+    whitespace dropped, as Codex reads it. A unified-diff range
+    (``@@ -3,4 +3,5 @@ def f``) is dropped, since agents sometimes mix that spelling in and its
+    numbers say nothing here."""
+    anchor = line[3:] if line.startswith("@@ ") else line[2:]
+    if not anchor.strip():
+        return ""
+    unified = _UNIFIED_RANGE.match(anchor.strip())
+    return unified.group("rest").strip() if unified else anchor.rstrip()
+
+
+def _drop_separator_blanks(body: list[HunkLine], blank_at: set[int]) -> list[HunkLine]:
+    """Empty lines that end a hunk of only added lines separate it from what follows: the hunk
+    is a pure addition (appended), not a hunk whose context is a blank line (a deliberate
+    difference from Codex, which inserts it before the first blank line of the file). A context
+    line written as a single space is context, as everywhere."""
+    end = len(body)
+    while end and end - 1 in blank_at:
+        end -= 1
+    if 0 < end < len(body) and all(line.kind == "+" for line in body[:end]):
+        return body[:end]
+    return body
 
 
 def _header_path(stripped: str, header: str) -> str:

@@ -50,6 +50,7 @@ from applyonce.patch.model import (
     InsertCommand,
     Patch,
     StrReplaceCommand,
+    has_raw_bytes,
 )
 
 
@@ -100,6 +101,10 @@ def parse_edit_json(text: str) -> Patch:
     Raises:
         PatchSyntaxError: one line naming the command index of the first problem.
     """
+    if has_raw_bytes(text):
+        raise PatchSyntaxError(
+            "the commands are not UTF-8 text", hint="send the JSON commands as UTF-8 text"
+        )
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError as exc:

@@ -20,14 +20,56 @@ Three kinds of fields:
 
 from __future__ import annotations
 
+import base64
+import re
 from enum import IntEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 # Git file modes a patch may set on a regular file. ``None`` means "keep the file's mode" (new
 # files: 100644).
 FileMode = Literal["100644", "100755"]
+
+# Unified diffs apply byte for byte, as ``git apply`` does, also to text that is not UTF-8: such
+# bytes are carried in ``str`` as surrogate escapes (``errors="surrogateescape"``). JSON cannot
+# hold those, so in a JSON dump (the call identity, the ledger) a text that has any is written as
+# ``{"utf8b": <base64 of its bytes>}`` instead: a plain text is never an object, so the dump is
+# still one-to-one, and a UTF-8 text dumps as before.
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
+def has_raw_bytes(text: str) -> bool:
+    """Does ``text`` carry bytes that are not UTF-8 (surrogate escapes)?"""
+    return _SURROGATE.search(text) is not None
+
+
+def text_to_json(text: str) -> str | dict[str, str]:
+    """``text`` as JSON can hold it (see above)."""
+    if not has_raw_bytes(text):
+        return text
+    raw = text.encode("utf-8", "surrogateescape")
+    return {"utf8b": base64.b64encode(raw).decode("ascii")}
+
+
+def text_from_json(value: Any) -> Any:
+    """The inverse of :func:`text_to_json` (anything else is left to validation)."""
+    if isinstance(value, dict) and set(value) == {"utf8b"} and isinstance(value["utf8b"], str):
+        return base64.b64decode(value["utf8b"], validate=True).decode("utf-8", "surrogateescape")
+    return value
+
+
+Text = Annotated[
+    str, BeforeValidator(text_from_json), PlainSerializer(text_to_json, when_used="json")
+]
 
 
 class _Frozen(BaseModel):
@@ -49,7 +91,7 @@ class HunkLine(_Frozen):
     """One line of a hunk: ``" "`` keeps it, ``"-"`` removes it, ``"+"`` adds it."""
 
     kind: Literal[" ", "-", "+"]
-    text: str
+    text: Text
 
 
 class Hunk(_Frozen):
@@ -65,6 +107,12 @@ class Hunk(_Frozen):
     +new_start,… @@``). When set, the hunk is positioned the way ``git apply`` positions it (see
     ``apply.py``); they are hints, not part of the change, so they are excluded from dumps like
     ``source_line``.
+
+    ``exact_line_ends`` (unified diffs): a ``\\r`` at the end of a line's text is the line's own,
+    and the file is read as ``git apply`` reads it, split at ``\\n`` only. It is False when the
+    patch text itself came with CRLF line ends throughout (a transport artefact, stripped by the
+    parser): then the file's own line endings are kept. Excluded from dumps, so a CRLF copy of a
+    diff is the same call as the diff (DESIGN §3).
     """
 
     _dumped_only_when_set = frozenset({"old_no_final_newline", "new_no_final_newline"})
@@ -79,6 +127,7 @@ class Hunk(_Frozen):
     source_line: int | None = Field(default=None, exclude=True, repr=False)
     old_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
     new_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
+    exact_line_ends: bool = Field(default=False, exclude=True, repr=False)
 
     @property
     def old_lines(self) -> list[str]:
@@ -99,7 +148,7 @@ class AddFile(_Frozen):
 
     op: Literal["add"] = "add"
     path: str
-    content: str
+    content: Text
     mode: FileMode | None = None
 
 

@@ -47,8 +47,14 @@ Leniencies, each one because agents or their tools really emit it:
 * **surrounding text** — lines before the first file header (a commit message, ``git
   format-patch`` mail headers, ``Index:`` lines) and between files (the ``-- `` signature) are
   skipped, as ``git apply`` skips them.
-* **CRLF patch text** — ``\\r\\n`` line ends in the patch are read as ``\\n``; the files' own line
-  endings are preserved by the applier.
+* **CRLF patch text** — when *every* line of the patch, headers included, ends in ``\\r\\n``, the
+  patch text was converted on its way (git never writes its headers so), and ``\\r\\n`` is read as
+  ``\\n``; the files' own line endings are then kept by the applier. Otherwise a ``\\r`` before a
+  ``\\n`` is content, as for ``git apply``: it belongs to the ``+``, ``-`` or context line, so new
+  CRLF files, LF↔CRLF conversions and files of mixed endings come out byte for byte as git
+  makes them.
+* **bytes that are not UTF-8** — in file contents, are kept byte for byte (``surrogateescape``;
+  ``model.py`` says how they are dumped); file *names* must still be UTF-8.
 * **miscounted hunks** — a hunk is read by its header's counts; if its lines end before the counts
   are reached, or more hunk lines follow once they are, the counts are wrong (models miscount) and
   the hunk is every hunk line up to the next header, as ``git apply --recount`` reads it. (If the
@@ -129,8 +135,8 @@ def parse_unified(text: str) -> Patch:
         BinaryPatchError: a file's change is binary.
         UnsupportedModeError: a file is, or becomes, a symbolic link or a submodule.
     """
-    lines = _split(text)
-    operations = _Parser(lines).parse()
+    lines, crlf_transport = _split_lines(text)
+    operations = _Parser(lines, exact_line_ends=not crlf_transport).parse()
     if not operations:
         raise PatchSyntaxError(
             "the unified diff has no file changes (no 'diff --git' or '---'/'+++' header)",
@@ -139,11 +145,20 @@ def parse_unified(text: str) -> Patch:
     return Patch(operations=tuple(operations))
 
 
-def _split(text: str) -> list[str]:
-    lines = text.replace("\r\n", "\n").split("\n")
-    if lines and lines[-1] == "":
+def _split_lines(text: str) -> tuple[list[str], bool]:
+    """The patch's lines, and whether its text came with CRLF throughout (module docstring)."""
+    lines = text.split("\n")
+    ended = lines[:-1]  # every piece but the last was ended by a "\n"
+    crlf = bool(ended) and all(line.endswith("\r") for line in ended)
+    if lines[-1] == "":
         lines.pop()
-    return lines
+    if crlf:
+        lines = [line.removesuffix("\r") for line in lines]
+    return lines, crlf
+
+
+def _split(text: str) -> list[str]:
+    return _split_lines(text)[0]
 
 
 # ---------------------------------------------------------------- names
@@ -260,8 +275,9 @@ class _Section:
 
 
 class _Parser:
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], *, exact_line_ends: bool = True) -> None:
         self.lines = lines
+        self.exact_line_ends = exact_line_ends
         self.pos = 0
         # For one-sided plain headers (``--- /dev/null``): whether this diff uses prefixes, as
         # learned from its two-sided headers.
@@ -521,6 +537,7 @@ class _Parser:
             source_line=header_line,
             old_start=old_start,
             new_start=new_start,
+            exact_line_ends=self.exact_line_ends,
         )
 
     # --- the operation --------------------------------------------------------------------------

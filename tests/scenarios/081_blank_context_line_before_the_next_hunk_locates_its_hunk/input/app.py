@@ -1,0 +1,6 @@
+def a():
+    return 1
+def b():
+    return 1
+
+x = 2
