@@ -142,7 +142,7 @@ def test_server_options_reach_every_call(repo: Repo, tmp_path: Path) -> None:
     with_session(
         repo, tmp_path / "server.err", scenario,
         "--contract", str(contract), "--attempt", "3", "--state-dir", str(state),
-        "--check", "grep -q 'VALUE = 2' src/util.py",
+        "--check", "grep -q 'VALUE = 2' src/util.py", "--skip-check", "markers",
     )
     assert results[0].is_error is False
     [receipt_file] = (state / "receipts").glob("*.json")
@@ -150,6 +150,8 @@ def test_server_options_reach_every_call(repo: Repo, tmp_path: Path) -> None:
     assert receipt["attempt"] == 3
     assert receipt["contract_sha256"] == hashlib.sha256(b"make VALUE 2\n").hexdigest()
     assert [c["name"] for c in receipt["checks"]][-1] == "grep -q 'VALUE = 2' src/util.py"
+    skipped = [c["output_tail"] for c in receipt["checks"] if c["name"] == "builtin:conflict-markers"]
+    assert skipped == ["skipped (--skip-check markers)"]
     assert repo.git("log", "-1", "--format=%(trailers:key=Attempt,valueonly)").strip() == "3"
     assert not repo.state_dir().exists()
 
@@ -205,6 +207,7 @@ def test_a_bad_repository_fails_before_serving(tmp_path: Path) -> None:
         (["--contract-sha", "abc"], "error: contract digest 'abc' is not 64 lowercase hex digits"),
         (["--contract", "x", "--contract-sha", "0" * 64], "error: --contract and --contract-sha"),
         (["--check-timeout", "0"], "error: --check-timeout must be more than 0"),
+        (["--skip-check", "lint"], "error: unknown --skip-check 'lint'"),
     ],
 )
 def test_bad_options_fail_before_serving(repo: Repo, args: list[str], message: str) -> None:

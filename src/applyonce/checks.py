@@ -2,8 +2,10 @@
 
 Built-in checks read the changed files from memory: Python, JSON and TOML files must still parse
 (a file that did not parse before the patch is not held against it), and the patch must not add
-merge-conflict markers. ``--check CMD`` runs a shell command in a scratch checkout of the staged
-tree, with a timeout and ``APPLYONCE_CHANGED_FILES`` (newline-separated paths) in its environment.
+merge-conflict markers. Each can be skipped by name (``--skip-check syntax|markers``); a skipped
+check is still listed in the receipt, marked as skipped. ``--check CMD`` runs a shell command in a
+scratch checkout of the staged tree, with a timeout and ``APPLYONCE_CHANGED_FILES``
+(newline-separated paths) in its environment.
 
 The scratch checkout is a private repository under the state directory that borrows the main
 repository's objects (``objects/info/alternates``). Its HEAD is the last tree it held, so libgit2
@@ -16,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import signal
 import subprocess
 import time
@@ -28,13 +29,18 @@ from pathlib import Path
 import orjson
 import pygit2
 
-from applyonce.errors import ApplyOnceError
+from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.plan import TreePlan
 from applyonce.receipts import CheckRecord
 
 OUTPUT_TAIL = 4000
 SCRATCH_SLOTS = 16
-_CONFLICT = re.compile(rb"^(?:<{7}|>{7})(?: |$)|^={7}$", re.MULTILINE)
+# The names ``--skip-check`` takes, and the receipt names of the checks they skip.
+BUILTIN_CHECKS: dict[str, str] = {
+    "syntax": "builtin:syntax",
+    "markers": "builtin:conflict-markers",
+}
+SKIPPED = "skipped (--skip-check {name})"
 
 
 class CheckFailedError(ApplyOnceError):
@@ -64,12 +70,66 @@ def _syntax_error(path: str, data: bytes) -> str | None:
     return None
 
 
-def builtin_checks(plan: TreePlan, old_content: dict[str, bytes | None]) -> list[CheckRecord]:
+def failure_hint(check_name: str) -> str | None:
+    """The hint of a failed built-in check: how to skip it (None: not a built-in check)."""
+    for name, record_name in BUILTIN_CHECKS.items():
+        if record_name == check_name:
+            return (
+                f"{CheckFailedError.default_hint}; if the project's files are meant to fail it "
+                f"(Python 2 code, say), send the new attempt with --skip-check {name}"
+            )
+    return None
+
+
+def check_skip_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate ``--skip-check`` names; returns them sorted, without repeats.
+
+    Raises:
+        UsageError: a name that is not a built-in check.
+    """
+    for name in names:
+        if name not in BUILTIN_CHECKS:
+            raise UsageError(
+                f"unknown --skip-check {name!r}",
+                hint=f"the built-in checks are {' and '.join(BUILTIN_CHECKS)}",
+            )
+    return tuple(sorted(set(names)))
+
+
+def conflict_markers(data: bytes) -> int:
+    """How many merge-conflict marker lines ``data`` holds.
+
+    A ``<<<<<<<`` or ``>>>>>>>`` line (alone or followed by a space) always counts. A ``=======``
+    line counts only inside a ``<<<<<<< … >>>>>>>`` block: on its own it is a reStructuredText
+    or Markdown heading underline.
+    """
+    if b"<<<<<<<" not in data and b">>>>>>>" not in data:
+        return 0
+    count = 0
+    separators: int | None = None  # inside a block: the ``=======`` lines seen so far
+    for line in data.splitlines():
+        if line.startswith((b"<<<<<<<", b">>>>>>>")) and line[7:8] in (b"", b" "):
+            count += 1
+            if line[0] == ord("<"):
+                separators = 0
+            else:
+                count += separators or 0
+                separators = None
+        elif line == b"=======" and separators is not None:
+            separators += 1
+    return count
+
+
+def builtin_checks(
+    plan: TreePlan, old_content: dict[str, bytes | None], *, skip: Sequence[str] = ()
+) -> list[CheckRecord]:
     """Syntax of changed ``.py``/``.json``/``.toml`` files and no new conflict markers.
 
     Args:
         plan: the staged changes.
         old_content: each changed path's bytes before the patch (None: it did not exist).
+        skip: names of :data:`BUILTIN_CHECKS` not to run; each is recorded as skipped
+            (exit code 0: it rejected nothing).
     """
     started = time.monotonic()
     syntax: list[str] = []
@@ -79,27 +139,27 @@ def builtin_checks(plan: TreePlan, old_content: dict[str, bytes | None]) -> list
             continue
         # Syntax: judged against what was at this path before (a move onto a file included).
         before = old_content.get(change.path)
-        problem = _syntax_error(change.path, change.content)
+        problem = None if "syntax" in skip else _syntax_error(change.path, change.content)
         if problem and (before is None or _syntax_error(change.path, before) is None):
             syntax.append(problem)
         # Markers: judged against the content the change started from (a move's source).
         source = old_content.get(change.from_path or change.path)
-        if len(_CONFLICT.findall(change.content)) > len(_CONFLICT.findall(source or b"")):
+        if "markers" not in skip and conflict_markers(change.content) > conflict_markers(
+            source or b""
+        ):
             markers.append(f"{change.path}: adds merge-conflict markers")
     elapsed = int((time.monotonic() - started) * 1000)
+    found = {"syntax": syntax, "markers": markers}
     return [
         CheckRecord(
-            name="builtin:syntax",
-            exit_code=1 if syntax else 0,
-            duration_ms=elapsed,
-            output_tail="\n".join(syntax)[-OUTPUT_TAIL:],
-        ),
-        CheckRecord(
-            name="builtin:conflict-markers",
-            exit_code=1 if markers else 0,
-            duration_ms=0,
-            output_tail="\n".join(markers)[-OUTPUT_TAIL:],
-        ),
+            name=record_name,
+            exit_code=1 if found[name] else 0,
+            duration_ms=elapsed if name == "syntax" and name not in skip else 0,
+            output_tail=(
+                SKIPPED.format(name=name) if name in skip else "\n".join(found[name])[-OUTPUT_TAIL:]
+            ),
+        )
+        for name, record_name in BUILTIN_CHECKS.items()
     ]
 
 

@@ -55,6 +55,10 @@ CheckOpt = Annotated[
     list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
 ]
 CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
+SkipCheckOpt = Annotated[
+    list[str] | None,
+    typer.Option("--skip-check", help="Built-in check not to run: syntax or markers; repeatable."),
+]
 
 
 def _die(error: ApplyOnceError) -> NoReturn:
@@ -109,13 +113,9 @@ def _read_patch(patch: str) -> str:
             data = Path(patch).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read patch {patch}: {exc.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"the patch is not UTF-8 text (invalid byte at offset {exc.start})",
-            hint="send the patch as UTF-8",
-        ) from None
+    # A unified diff may carry file contents that are not UTF-8, applied byte for byte as git
+    # applies them: such bytes travel as surrogate escapes; the other formats refuse them.
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _terminal_approver() -> Callable[[PlanView], bool]:
@@ -170,6 +170,7 @@ def apply(
     format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
+    skip_check: SkipCheckOpt = None,
     protect: Annotated[
         list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
     ] = None,
@@ -193,6 +194,7 @@ def apply(
             format=format,  # type: ignore[arg-type]
             checks=check or [],
             check_timeout=check_timeout,
+            skip_checks=skip_check or [],
             protect=protect or [],
             approve=_terminal_approver() if confirm else None,
             require_approval=confirm,
@@ -475,6 +477,7 @@ def mcp_command(
     attempt: AttemptOpt = 1,
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
+    skip_check: SkipCheckOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
     """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
@@ -495,6 +498,7 @@ def mcp_command(
             attempt=attempt,
             checks=check or [],
             check_timeout=check_timeout,
+            skip_checks=skip_check or [],
         )
         serve(PatchRunner(repo, state_dir=state_dir, options=options))
 

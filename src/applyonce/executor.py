@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from applyonce.checks import CheckFailedError, builtin_checks, run_command, scratch_checkout
+from applyonce.checks import (
+    CheckFailedError,
+    builtin_checks,
+    check_skip_names,
+    failure_hint,
+    run_command,
+    scratch_checkout,
+)
 from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
 from applyonce.faults import fault
 from applyonce.gitstore import (
@@ -34,7 +41,13 @@ from applyonce.gitstore import (
     blob_id_of,
     trailers,
 )
-from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
+from applyonce.identity import (
+    EMPTY_CONTRACT_SHA256,
+    ApplyPatchArgs,
+    CallIdentity,
+    patch_source,
+    source_text,
+)
 from applyonce.ledger import CallBusyError, CallRow, Claim, KeyReusedError, Ledger, Owner
 from applyonce.patch import PatchFormat, parse
 from applyonce.plan import TreePlan, check_parents, plan
@@ -134,12 +147,20 @@ class CallOptions:
     format: PatchFormat = "auto"
     checks: Sequence[str] = ()
     check_timeout: float = 300.0
+    # Built-in checks not to run ("syntax", "markers"). Like ``checks``, not part of the call's
+    # identity (DESIGN §3: a call is its patch); the receipt lists each one as skipped.
+    skip_checks: Sequence[str] = ()
     protect: Sequence[str] = ()
     approve: Approver | None = None
     require_approval: bool = False
     sync_reports: list[SyncReport] = field(default_factory=list)
     # The patch as sent, recorded with the claim (set by apply).
     source: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.skip_checks, str):
+            self.skip_checks = (self.skip_checks,)
+        self.skip_checks = check_skip_names(self.skip_checks)
 
 
 def contract_digest(path: str | os.PathLike[str]) -> str:
@@ -257,7 +278,7 @@ class Executor:
         if not options.check_timeout > 0:
             raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
         args, ident = self.identify(patch_text, options)
-        options.source = {"text": patch_text, "format": options.format}
+        options.source = patch_source(patch_text, options.format)
         with _running(ident.call_id):
             return self._apply_identified(args, ident, options)
 
@@ -468,7 +489,7 @@ class Executor:
         try:
             if source is not None:
                 root = str(self.git.workdir).rstrip("/") if self.git.workdir else None
-                patch = parse(source["text"], source["format"])  # type: ignore[arg-type]
+                patch = parse(source_text(source), source["format"])  # type: ignore[arg-type]
                 args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=root)
             elif data is not None:
                 args = ApplyPatchArgs.model_validate(data)
@@ -477,7 +498,7 @@ class Executor:
             if args.sha256() != ident.args_sha256:
                 return None
             tree_plan = plan(args.patch(), self.git.tree_at(parent))
-        except (ApplyOnceError, ValueError):
+        except (ApplyOnceError, ValueError, KeyError):
             return None
         tree = self.git.tree_at(commit_id)
         blobs: dict[str, str] = {}
@@ -572,7 +593,7 @@ class Executor:
                     ident.call_id,
                     execution_id,
                     "checked",
-                    extra={"checks": [c.name for c in checks]},
+                    extra={"checks": [c.name for c in checks], "skipped": [*options.skip_checks]},
                 )
                 fault("after-check")
                 message = build_message(tree_plan, ident, tool_call_id=options.tool_call_id)
@@ -659,7 +680,7 @@ class Executor:
         for change in tree_plan.changes:
             for path in filter(None, (change.path, change.from_path)):
                 old[path] = base_tree.read(path)[0] if base_tree.kind(path) == "file" else None
-        records = builtin_checks(tree_plan, old)
+        records = builtin_checks(tree_plan, old, skip=options.skip_checks)
         if options.checks and not any(r.exit_code for r in records):
             changed = [c.path for c in tree_plan.changes]
             objects = Path(self.git.repo.path).resolve() / "objects"
@@ -680,7 +701,9 @@ class Executor:
             detail = first.output_tail.strip().splitlines()[-1:] or [""]
             why = "timed out" if first.exit_code is None else f"exit {first.exit_code}"
             error = CheckFailedError(
-                f"check {first.name!r} failed ({why}): {detail[0][:160]}", check=first.name
+                f"check {first.name!r} failed ({why}): {detail[0][:160]}",
+                hint=failure_hint(first.name),
+                check=first.name,
             )
             error.checks = records  # type: ignore[attr-defined]
             raise error

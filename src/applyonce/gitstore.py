@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from applyonce.fsutil import atomic_write, is_real_dir_chain, prune_empty_dirs, 
 from applyonce.paths import UnsafePathError
 from applyonce.plan import (
     MODE_EXEC,
+    MODE_FILE,
     MODE_GITLINK,
     MODE_LINK,
     MODE_TREE,
@@ -119,6 +121,16 @@ class GitTree:
         if entry is None or entry.filemode in (MODE_TREE, MODE_GITLINK):
             return None
         return str(entry.id)
+
+    def version(self, path: str) -> Version:
+        """The path's blob ID and mode ((None, None): no file there)."""
+        blob = self.blob_id(path)
+        entry = self.entry(path)
+        return (blob, entry.filemode if blob is not None and entry is not None else None)
+
+
+# A version of a path as the checkout can hold it: (blob ID, git file mode); (None, None) is absent.
+Version = tuple[str | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -386,15 +398,15 @@ class GitStore:
             root = Path(checkout.workdir)
             index = checkout.index
             index.read(False)
+            trusts_mode = _trusts_filemode(checkout)
             for path in paths:
                 if base.kind(path) in ("dir", "submodule"):
                     continue  # not a file: the planner refuses the operation itself
-                expected = base.blob_id(path)
-                if (
-                    _workdir_blob(checkout, root, path) != expected
-                    or _index_blob(index, path) != expected
-                ):
-                    state = "is untracked" if expected is None else "has uncommitted changes"
+                expected = base.version(path)
+                staged = _index_version(index, path)
+                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if current != expected or staged != expected:
+                    state = "is untracked" if expected[0] is None else "has uncommitted changes"
                     raise DirtyPathError(
                         f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
                     )
@@ -419,10 +431,11 @@ class GitStore:
             left: list[str] = []
             index = checkout.index
             index.read(False)
+            trusts_mode = _trusts_filemode(checkout)
             for path in paths:
-                target = tip_tree.blob_id(path)
-                current = _workdir_blob(checkout, root, path)
-                staged = _index_blob(index, path)
+                target = tip_tree.version(path)
+                staged = _index_version(index, path)
+                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
                 if current == target and staged == target:
                     continue
                 if current not in known[path] or staged not in known[path]:
@@ -435,11 +448,19 @@ class GitStore:
                 if full.is_dir() and not full.is_symlink():
                     left.append(path)
                     continue
-                if target is None:
+                if target[0] is None:
                     remove_file(full)
                     prune_empty_dirs(full.parent, root)
-                    if staged is not None:
+                    if staged[0] is not None:
                         index.remove(path)
+                elif (
+                    current[0] == target[0]
+                    and not trusts_mode
+                    and {current[1], target[1]} <= {MODE_FILE, MODE_EXEC}
+                ):
+                    # Only the mode changed, and git ignores the work tree's bit here
+                    # (core.fileMode=false): the index entry alone carries it.
+                    _stage(index, path, target)
                 else:
                     entry = tip_tree.entry(path)
                     assert entry is not None
@@ -457,7 +478,7 @@ class GitStore:
                         with pygit2.BlobIO(blob, as_path=path) as stream:
                             data = stream.read()
                         atomic_write(full, data, mode=_file_mode(entry.filemode), durable=False)
-                    index.add(path)
+                    _stage(index, path, target)
                 written.append(path)
             if written:
                 _write_index(index)
@@ -466,23 +487,24 @@ class GitStore:
 
     def _versions_since(
         self, tip: str | None, base_commit: str | None, paths: list[str]
-    ) -> dict[str, set[str | None]]:
-        """Every blob ID (None: absent) each path had from ``base_commit`` to ``tip``: its version
-        at the base plus every version a commit in between introduced (one tree diff a commit,
-        so the cost follows the changes, not commits x paths)."""
+    ) -> dict[str, set[Version]]:
+        """Every version (blob ID and mode) each path had from ``base_commit`` to ``tip``: its
+        version at the base plus every version a commit in between introduced (one tree diff a
+        commit, so the cost follows the changes, not commits x paths)."""
         base_tree = self.tree_at(base_commit)
-        versions: dict[str, set[str | None]] = {path: {base_tree.blob_id(path)} for path in paths}
+        versions: dict[str, set[Version]] = {path: {base_tree.version(path)} for path in paths}
         for commit in self.walk(tip, hide=base_commit):
             if not commit.parents:  # a root commit: its versions are simply its own
                 root = GitTree(self.repo, commit.tree)
                 for path in paths:
-                    versions[path].add(root.blob_id(path))
+                    versions[path].add(root.version(path))
                 continue
             for delta in commit.parents[0].tree.diff_to_tree(commit.tree).deltas:
                 for side in (delta.old_file, delta.new_file):
                     if side.path in versions:
-                        blob = None if side.id == _ZERO_OID else str(side.id)
-                        versions[side.path].add(blob)
+                        absent = side.id == _ZERO_OID or side.mode in (MODE_TREE, MODE_GITLINK)
+                        version = (None, None) if absent else (str(side.id), int(side.mode))
+                        versions[side.path].add(version)
         return versions
 
 
@@ -499,18 +521,60 @@ def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | N
         return "unreadable"
 
 
+def _trusts_filemode(checkout: pygit2.Repository) -> bool:
+    """``core.fileMode``: whether git reads the executable bit from the work tree."""
+    try:
+        return bool(checkout.config.get_bool("core.fileMode"))
+    except (KeyError, pygit2.GitError, ValueError):
+        return True
+
+
+def _workdir_version(
+    checkout: pygit2.Repository, root: Path, path: str, staged: Version, *, trusts_mode: bool
+) -> Version:
+    """The version git would see in the work tree. Where the work tree cannot tell, git takes
+    a regular file's mode from the index, and so does this: the executable bit under
+    ``core.fileMode=false``, a symlink checked out as a plain file under ``core.symlinks=false``."""
+    blob = _workdir_blob(checkout, root, path)
+    full = root / path
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return (blob, None)
+    if stat.S_ISLNK(st.st_mode):
+        return (blob, MODE_LINK)
+    if not stat.S_ISREG(st.st_mode):
+        return (blob, None)
+    if staged[1] == MODE_LINK or (not trusts_mode and staged[1] in (MODE_FILE, MODE_EXEC)):
+        return (blob, staged[1])
+    return (blob, MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE)
+
+
+def _index_version(index: pygit2.Index, path: str) -> Version:
+    try:
+        entry = index[path]
+    except KeyError:
+        return (None, None)
+    return (str(entry.id), int(entry.mode))
+
+
+def _stage(index: pygit2.Index, path: str, target: Version) -> None:
+    """Record the work tree's ``path`` in the index with ``target``'s mode.
+
+    Adding by path takes the blob and the stat data from the file, and the mode from the file too,
+    except under ``core.fileMode=false``: there libgit2 keeps the mode of the entry it replaces. So
+    the entry is first written with the commit's mode, then added by path."""
+    blob, mode = target
+    assert blob is not None and mode is not None
+    index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
+    index.add(path)
+
+
 def _file_mode(git_mode: int) -> int:
     """Permission bits for a checkout file, as git would give them under the user's umask."""
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
-
-
-def _index_blob(index: pygit2.Index, path: str) -> str | None:
-    try:
-        return str(index[path].id)
-    except KeyError:
-        return None
 
 
 def _write_index(index: pygit2.Index) -> None:
