@@ -1,0 +1,60 @@
+"""applyonce's Codex ``apply_patch`` against the real Codex binary, on seeded model-style patches.
+
+Each case (``tests/codex_differential.py``) is a random small tree and a Codex patch over it,
+applied by the real ``codex`` binary (pinned, ``@openai/codex@0.169.0``) and by applyonce's pure
+engine. Every case must be derived exactly by the harness's oracle: with its switches off it must
+reproduce Codex byte for byte, with them on applyonce; so where the two tools differ, the difference
+is one of the documented ones (``SWITCHES``), never a silent one.
+
+The binary: ``$APPLYONCE_CODEX_BIN``, else the cache folder ``.ci/run`` installs it in. Missing, the
+test is skipped, unless ``APPLYONCE_REQUIRE_CODEX=1`` (CI), then it fails.
+``benchmarks/bench_codex_differential.py`` runs as many seeds as asked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.codex_differential import find_codex_binary, run_case
+
+# Found at import: the autouse fixture points HOME at a temp dir before each test runs.
+BINARY = find_codex_binary()
+REQUIRED = os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1"
+CHUNKS = [range(start, start + 50) for start in range(0, 300, 50)]  # spread over xdist workers
+
+
+@pytest.fixture
+def binary() -> str:
+    if BINARY is None:
+        message = "the Codex binary is missing (set APPLYONCE_CODEX_BIN or run .ci/run)"
+        if REQUIRED:
+            pytest.fail(message + "; APPLYONCE_REQUIRE_CODEX=1")
+        pytest.skip(message)
+    return BINARY
+
+
+@pytest.mark.parametrize("seeds", CHUNKS, ids=[f"{r.start}-{r.stop - 1}" for r in CHUNKS])
+def test_every_difference_from_codex_is_a_documented_one(
+    seeds: range, binary: str, tmp_path: Path
+) -> None:
+    problems = []
+    for seed in seeds:
+        case = run_case(seed, binary=binary, workdir=tmp_path)
+        if case.verdict not in ("agree", "explained"):
+            problems.append(case.describe())
+    assert not problems, f"{len(problems)} case(s) not explained:\n\n" + "\n\n".join(problems)
+
+
+def test_the_harness_sees_an_unexplained_difference(
+    binary: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken engine (added lines always end in ``\\n``) must be caught, or the test above is
+    vacuous: the oracle, not a list of expected outcomes, decides."""
+    import applyonce.patch.apply as apply_module
+
+    monkeypatch.setattr(apply_module._Text, "dominant_end", lambda self: "\n")
+    verdicts = {run_case(seed, binary=binary, workdir=tmp_path).verdict for seed in range(40)}
+    assert "unexplained" in verdicts
