@@ -37,7 +37,8 @@ def main() -> int:
     parser.add_argument("--stop", type=int, default=None)
     parser.add_argument("--cli", action="store_true", help="a real 'applyonce apply' per commit")
     parser.add_argument(
-        "--skip-checks", default="",
+        "--skip-checks",
+        default="",
         help="built-in checks to turn off, comma-separated (syntax, markers; default: none)",
     )
     parser.add_argument("--show", type=int, default=40, help="failures to print per format")
@@ -61,9 +62,11 @@ def main() -> int:
         skipped = Counter(r.reason for r in results if r.outcome == "skipped")
         failures = [r for r in results if r.outcome == "failed"]
         failed_any |= bool(failures)
-        print(f"== {fmt}: {len(results)} commits, {outcomes['exact']} exact, "
-              f"{outcomes['skipped']} skipped, {len(failures)} failed, {elapsed:.1f} s "
-              f"({ns.jobs} jobs, checks skipped: {', '.join(skip) or 'none'})")
+        print(
+            f"== {fmt}: {len(results)} commits, {outcomes['exact']} exact, "
+            f"{outcomes['skipped']} skipped, {len(failures)} failed, {elapsed:.1f} s "
+            f"({ns.jobs} jobs, checks skipped: {', '.join(skip) or 'none'})"
+        )
         for reason, count in skipped.most_common():
             print(f"   skipped {count:>4}  {reason}")
         by_reason = Counter(r.reason for r in failures)

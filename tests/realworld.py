@@ -58,8 +58,17 @@ GIT_ENV = {
 # ----------------------------------------------------------------------------- unified diffs
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_ESCAPES = {b"n": b"\n", b"t": b"\t", b'"': b'"', b"\\": b"\\", b"a": b"\a", b"b": b"\b",
-            b"f": b"\f", b"r": b"\r", b"v": b"\v"}
+_ESCAPES = {
+    b"n": b"\n",
+    b"t": b"\t",
+    b'"': b'"',
+    b"\\": b"\\",
+    b"a": b"\a",
+    b"b": b"\b",
+    b"f": b"\f",
+    b"r": b"\r",
+    b"v": b"\v",
+}
 
 
 @dataclass
@@ -133,8 +142,10 @@ def parse_git_diff(data: bytes) -> list[FilePatch]:
         fp = FilePatch(None, None)
         # 'diff --git a/x b/x': both halves equal unless renamed (then 'rename from/to' say it).
         half = (len(header) - 1) // 2
-        if header[:2] == b"a/" and header[half : half + 3] == b" b/" and (
-            header[2:half] == header[half + 3 :]
+        if (
+            header[:2] == b"a/"
+            and header[half : half + 3] == b" b/"
+            and (header[2:half] == header[half + 3 :])
         ):
             fp.old_path = fp.new_path = _unquote(header[2:half])
         i += 1
@@ -168,9 +179,7 @@ def parse_git_diff(data: bytes) -> list[FilePatch]:
             match = _HUNK.match(lines[i])
             if match is None:
                 raise ValueError(f"bad hunk header {lines[i][:80]!r}")
-            hunk = UHunk(
-                int(match[1]), int(match[2] or b"1"), int(match[3]), int(match[4] or b"1")
-            )
+            hunk = UHunk(int(match[1]), int(match[2] or b"1"), int(match[3]), int(match[4] or b"1"))
             i += 1
             old_left, new_left = hunk.old_count, hunk.new_count
             while i < len(lines) and (old_left or new_left or lines[i].startswith(b"\\")):
@@ -267,9 +276,9 @@ def _decode(data: bytes) -> str:
     return text
 
 
-def _blocks(old_bodies: list[str], new_bodies: list[str], hunks: Sequence[UHunk]) -> list[
-    tuple[int, int, list[str]]
-]:
+def _blocks(
+    old_bodies: list[str], new_bodies: list[str], hunks: Sequence[UHunk]
+) -> list[tuple[int, int, list[str]]]:
     """The diff's changes as (old start, old stop, new lines), 0-based, in order."""
     blocks: list[tuple[int, int, list[str]]] = []
     for hunk in hunks:
@@ -358,9 +367,9 @@ def codex_hunks(old_bodies: list[str], blocks: list[tuple[int, int, list[str]]])
             extra[k] = extra[k] * 2 + 1
 
 
-def _predict(old_ends: list[str], old_n: int, blocks: list[tuple[int, int, list[str]]]) -> list[
-    str
-]:
+def _predict(
+    old_ends: list[str], old_n: int, blocks: list[tuple[int, int, list[str]]]
+) -> list[str]:
     """The endings the applier gives the new file: kept for untouched lines, the old dominant one
     for added lines, and a line left without one gets one unless it is last."""
     newline = _dominant(old_ends)
@@ -458,8 +467,10 @@ class Result:
 
     def line(self) -> str:
         text = f"{self.commit[:12]} {self.fmt:<7} {self.outcome}"
-        return text + (f" ({self.reason})" if self.reason else "") + (
-            f": {self.detail}" if self.detail else ""
+        return (
+            text
+            + (f" ({self.reason})" if self.reason else "")
+            + (f": {self.detail}" if self.detail else "")
         )
 
 
@@ -515,11 +526,17 @@ def run_applyonce(
 ) -> CliRun:
     """The real ``applyonce`` in its own process (the shape of ``tests.conftest.run_cli``)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "applyonce", *args], input=input, capture_output=True,
-        cwd=cwd, env={**os.environ, **env}, timeout=timeout, check=False,
+        [sys.executable, "-m", "applyonce", *args],
+        input=input,
+        capture_output=True,
+        cwd=cwd,
+        env={**os.environ, **env},
+        timeout=timeout,
+        check=False,
     )
     return SimpleNamespace(
-        returncode=proc.returncode, stdout=proc.stdout.decode(errors="replace"),
+        returncode=proc.returncode,
+        stdout=proc.stdout.decode(errors="replace"),
         stderr=proc.stderr.decode(errors="replace"),
     )
 
@@ -581,8 +598,11 @@ def _apply_api(clone: Path, text: str, fmt: Format, state: Path, skip: Sequence[
 @functools.cache
 def _cli_has_skip_check() -> bool:
     proc = subprocess.run(
-        [sys.executable, "-m", "applyonce", "apply", "--help"], capture_output=True, text=True,
-        check=False, env={**os.environ, "COLUMNS": "200"},
+        [sys.executable, "-m", "applyonce", "apply", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
     )
     return "--skip-check" in proc.stdout
 
@@ -625,7 +645,9 @@ def replay(
             try:
                 result, dirty = _replay_one(clone, repo, commit, fmt, cli, skip_checks, dirty)
             except Exception as exc:  # a bug here is a failed commit, reported with the rest
-                result = Result(commit, fmt, "failed", "replay error", f"{type(exc).__name__}: {exc}")
+                result = Result(
+                    commit, fmt, "failed", "replay error", f"{type(exc).__name__}: {exc}"
+                )
                 dirty = True
             result.seconds = time.perf_counter() - started
             results.append(result)
@@ -647,7 +669,9 @@ def _replay_one(
     c = repo.revparse_single(commit).peel(pygit2.Commit)
     commit = str(c.id)
     if len(c.parent_ids) > 1:
-        return Result(commit, fmt, "failed", "merge commit", "merge commits are not replayed"), dirty
+        return Result(
+            commit, fmt, "failed", "merge commit", "merge commits are not replayed"
+        ), dirty
     parent = str(c.parent_ids[0]) if c.parent_ids else None
     diff = _git(clone, "diff", "-M", parent or EMPTY_TREE, commit)
     refused = refusal_reason(parse_git_diff(diff))
@@ -728,18 +752,22 @@ def _state(clone: Path) -> tuple[str, str, str]:
 # Each step: (message, files to write (bytes; None deletes), extra git commands). The packaging
 # history has no CRLF, mode change, symlink, submodule or non-UTF-8 text; these commits do.
 HARD_STEPS: list[tuple[str, dict[str, bytes | None], list[list[str]]]] = [
-    ("base", {
-        "lf.txt": b"one\ntwo\nthree\n",
-        "crlf.txt": b"one\r\ntwo\r\nthree\r\n",
-        "mixed.txt": b"one\r\ntwo\nthree\r\nfour\r\n",
-        "noeol.txt": b"one\ntwo",
-        "script.sh": b"#!/bin/sh\necho hi\n",
-        "latin1.txt": "caf\u00e9\nna\u00efve\n".encode("latin-1"),
-        "blob.bin": b"\x00\x01\x02binary\n",
-        "bom.txt": "\ufeffone\ntwo\n".encode(),
-        "docs.rst": b"Title\n\nText.\n",
-        "old_name.py": b"def f():\n    return 1\n\n\ndef g():\n    return 2\n",
-    }, []),
+    (
+        "base",
+        {
+            "lf.txt": b"one\ntwo\nthree\n",
+            "crlf.txt": b"one\r\ntwo\r\nthree\r\n",
+            "mixed.txt": b"one\r\ntwo\nthree\r\nfour\r\n",
+            "noeol.txt": b"one\ntwo",
+            "script.sh": b"#!/bin/sh\necho hi\n",
+            "latin1.txt": "caf\u00e9\nna\u00efve\n".encode("latin-1"),
+            "blob.bin": b"\x00\x01\x02binary\n",
+            "bom.txt": "\ufeffone\ntwo\n".encode(),
+            "docs.rst": b"Title\n\nText.\n",
+            "old_name.py": b"def f():\n    return 1\n\n\ndef g():\n    return 2\n",
+        },
+        [],
+    ),
     ("add a CRLF file", {"new_crlf.txt": b"a\r\nb\r\n"}, []),
     ("LF to CRLF", {"lf.txt": b"one\r\ntwo\r\nthree\r\n"}, []),
     ("CRLF to LF", {"crlf.txt": b"one\ntwo\nthree\n"}, []),
@@ -747,22 +775,48 @@ HARD_STEPS: list[tuple[str, dict[str, bytes | None], list[list[str]]]] = [
     ("edit the last line, still no final newline", {"noeol.txt": b"one\nTWO"}, []),
     ("add the final newline", {"noeol.txt": b"one\nTWO\n"}, []),
     ("mode change only", {}, [["update-index", "--chmod=+x", "script.sh"]]),
-    ("mode change and edit", {"script.sh": b"#!/bin/sh\necho bye\n"},
-     [["update-index", "--chmod=-x", "script.sh"]]),
-    ("add an executable file", {"run.sh": b"#!/bin/sh\n"}, [["update-index", "--chmod=+x",
-                                                               "run.sh"]]),
-    ("edit non-UTF-8 text", {"latin1.txt": "caf\u00e9\nna\u00efvet\u00e9\n".encode("latin-1")},
-     []),
+    (
+        "mode change and edit",
+        {"script.sh": b"#!/bin/sh\necho bye\n"},
+        [["update-index", "--chmod=-x", "script.sh"]],
+    ),
+    (
+        "add an executable file",
+        {"run.sh": b"#!/bin/sh\n"},
+        [["update-index", "--chmod=+x", "run.sh"]],
+    ),
+    ("edit non-UTF-8 text", {"latin1.txt": "caf\u00e9\nna\u00efvet\u00e9\n".encode("latin-1")}, []),
     ("edit a binary file", {"blob.bin": b"\x00\x01\x03binary\n"}, []),
     ("add a symlink", {}, [["symlink", "lf.txt", "link"]]),
-    ("add a submodule", {}, [["update-index", "--add", "--cacheinfo",
-                              "160000,1111111111111111111111111111111111111111,sub"]]),
+    (
+        "add a submodule",
+        {},
+        [
+            [
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                "160000,1111111111111111111111111111111111111111,sub",
+            ]
+        ],
+    ),
     ("an rst heading", {"docs.rst": b"Title\n=======\n\nText.\n"}, []),
-    ("rename with an edit", {"old_name.py": None,
-                             "new_name.py": b"def f():\n    return 1\n\n\ndef g():\n    return 3\n"},
-     []),
-    ("pure rename", {"new_name.py": None,
-                     "renamed.py": b"def f():\n    return 1\n\n\ndef g():\n    return 3\n"}, []),
+    (
+        "rename with an edit",
+        {
+            "old_name.py": None,
+            "new_name.py": b"def f():\n    return 1\n\n\ndef g():\n    return 3\n",
+        },
+        [],
+    ),
+    (
+        "pure rename",
+        {
+            "new_name.py": None,
+            "renamed.py": b"def f():\n    return 1\n\n\ndef g():\n    return 3\n",
+        },
+        [],
+    ),
     ("delete a file", {"renamed.py": None}, []),
     ("add an empty file", {"empty.txt": b""}, []),
     ("edit a file with a BOM", {"bom.txt": "\ufeffone\nTWO\n".encode()}, []),

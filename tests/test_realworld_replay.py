@@ -39,6 +39,7 @@ HARD_KINDS = frozenset(
 )
 FORMATS: tuple[Format, ...] = ("unified", "codex")
 
+
 def _bundle() -> Path:
     if not BUNDLE.exists():
         if os.environ.get("APPLYONCE_REQUIRE_REALWORLD") == "1":
@@ -103,8 +104,12 @@ def _kinds(diff: bytes) -> set[str]:
             kinds.add("rename with edits" if fp.hunks else "rename")
         if fp.old_path is None and fp.new_mode == "100755":
             kinds.add("new executable")
-        if fp.new_path and fp.new_path.endswith(".rst") and any(
-            kind == "+" and text.startswith(b"===") for h in fp.hunks for kind, text in h.lines
+        if (
+            fp.new_path
+            and fp.new_path.endswith(".rst")
+            and any(
+                kind == "+" and text.startswith(b"===") for h in fp.hunks for kind, text in h.lines
+            )
         ):
             kinds.add("rst heading")
     return kinds

@@ -71,9 +71,10 @@ def test_git_diff_applies_to_gits_tree_byte_for_byte(tmp_path: Path, name: str) 
     result = run_cli("apply", "-", "--repo", str(repo.path), "--format", "unified", input=raw)
 
     assert result.returncode == 0, result.stderr
-    assert repo.git("rev-parse", "HEAD^{tree}").strip() == repo.git(
-        "rev-parse", f"{commit}^{{tree}}"
-    ).strip()
+    assert (
+        repo.git("rev-parse", "HEAD^{tree}").strip()
+        == repo.git("rev-parse", f"{commit}^{{tree}}").strip()
+    )
     assert repo.git("rev-parse", "HEAD~1").strip() == parent
     assert repo.git("status", "--porcelain") == ""
 
