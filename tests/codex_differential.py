@@ -201,6 +201,11 @@ SWITCHES: dict[str, str] = {
         "(the patch text's own empty lines, not ` `) is a pure addition of the `+` lines (Codex takes the blanks as context: it inserts before the first blank "
         "line from the search position, or at the search position when the file has none there)"
     ),
+    "eof_addition_at_end": (
+        "a `*** End of File` hunk that is an addition once its last empty old line is dropped "
+        "(`+` lines, an empty line, `*** End of File`, on a file not ending in a blank line) is "
+        "appended at the end (Codex inserts it at the search position: at the top)"
+    ),
     "ambiguous": (
         "a hunk (not context-only, not `*** End of File`, not a pure addition) whose old lines "
         "match at more than one position from the search position, at the first ladder level "
@@ -491,7 +496,8 @@ def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> by
             lines = _drop_last_empty(lines)
             old = [t for kind, t in lines if kind != "+"]
             if not old:
-                edits.append((cursor, cursor, lines))
+                at = n if sw["eof_addition_at_end"] and hunk.eof else cursor
+                edits.append((at, at, lines))
                 continue
             found = _seek(bodies, old, cursor, hunk.eof, sw)
         if not found:

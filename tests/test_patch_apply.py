@@ -354,6 +354,11 @@ def test_trailing_blank_context_is_kept_when_in_the_file() -> None:
     assert apply(b"a\n\nb\n", hunk("-a", "+A", " ")) == b"A\n\nb\n"
 
 
+def test_an_end_of_file_addition_left_by_the_retry_goes_at_the_end() -> None:
+    # "+four", a blank line, "*** End of File" on a file that does not end in a blank line.
+    assert apply(b"one\ntwo\n", hunk("+four", " ", eof=True)) == b"one\ntwo\nfour\n"
+
+
 def test_blank_context_with_added_lines_after_it() -> None:
     # Retried without the old side of the blank line; its new side stays, as in Codex.
     assert apply(b"a\n", hunk("-a", "+A", " ", "+tail")) == b"A\n\ntail\n"

@@ -353,7 +353,10 @@ def _apply_searched(
         if found is None and (trimmed := _without_last_empty_old_line(lines)) is not None:
             lines = trimmed
             if not any(line.kind != "+" for line in lines):
-                edits.append(_Edit(cursor, cursor, tuple(lines)))
+                # Nothing left to find: an addition, where the search is, or at the end when the
+                # hunk says so (Codex puts it at the search position even then, at the top).
+                at = n if hunk.end_of_file else cursor
+                edits.append(_Edit(at, at, tuple(lines)))
                 levels.append(MatchLevel.EXACT)
                 continue
             found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
