@@ -50,17 +50,30 @@ index 3220b2b..12f3153 100644
 """
 
 
-def test_codex_patch_and_git_diff_of_one_change_are_one_call() -> None:
+def _without_line_numbers(dump: dict) -> dict:  # type: ignore[type-arg]
+    for op in dump["operations"]:
+        for hunk in op.get("hunks", ()):
+            hunk.pop("old_start", None)
+            hunk.pop("new_start", None)
+    return dump
+
+
+def test_codex_update_and_its_git_diff_differ_only_in_the_line_numbers() -> None:
     codex, git = args(CODEX_UPDATE), args(GIT_UPDATE)
-    assert codex.model_dump() == git.model_dump()
-    assert codex.sha256() == git.sha256()
-    # The line numbers survive normalisation (they position the hunk), outside the dump.
+    assert codex.model_dump() == _without_line_numbers(git.model_dump())
+    # The line numbers pick the place where the context is not unique: two calls.
     assert git.operations[0].hunks[0].old_start == 7  # type: ignore[union-attr]
+    assert codex.sha256() != git.sha256()
 
 
-def test_line_numbers_do_not_change_the_identity() -> None:
+def test_line_numbers_change_the_identity() -> None:
+    # Regression: two diffs meaning two places (the same context twice in the file) were one
+    # call, and the second was answered with the first one's receipt, never applied.
     elsewhere = GIT_UPDATE.replace("@@ -7,5 +7,5 @@ import os", "@@ -70,5 +71,5 @@")
-    assert args(elsewhere).sha256() == args(GIT_UPDATE).sha256()
+    assert args(elsewhere).sha256() != args(GIT_UPDATE).sha256()
+    # The label after the closing @@ is not part of it.
+    relabelled = GIT_UPDATE.replace("@@ -7,5 +7,5 @@ import os", "@@ -7,5 +7,5 @@")
+    assert args(relabelled).sha256() == args(GIT_UPDATE).sha256()
 
 
 def test_context_lines_do_change_the_identity() -> None:
@@ -102,7 +115,10 @@ def test_git_rename_with_an_edit_is_the_codex_move() -> None:
         "diff --git a/a.py b/b.py\nsimilarity index 60%\nrename from a.py\nrename to b.py\n"
         "--- a/a.py\n+++ b/b.py\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n"
     )
-    assert args(git).sha256() == args(codex).sha256()
+    assert args(codex).model_dump() == _without_line_numbers(args(git).model_dump())
+    pure = "diff --git a/a.py b/b.py\nsimilarity index 100%\nrename from a.py\nrename to b.py\n"
+    codex_pure = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n*** End Patch\n"
+    assert args(pure).sha256() == args(codex_pure).sha256()
 
 
 def test_codex_dumps_are_what_they_were_before_the_new_fields() -> None:

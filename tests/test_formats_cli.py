@@ -60,12 +60,26 @@ CODEX = """*** Begin Patch
 """
 
 
-def test_codex_patch_then_the_git_diff_of_it_is_one_commit_and_one_call(repo: Repo) -> None:
+def test_codex_update_then_the_git_diff_of_it_is_a_new_call_on_the_new_tip(repo: Repo) -> None:
+    # A unified hunk carries its line numbers (they pick the place), so it is another call: on
+    # the tip that already has the change its context is gone, and nothing is written twice.
     first = apply(repo, CODEX, "--json")
     assert first.returncode == 0, first.stderr
     receipt = orjson.loads(first.stdout)
     diff = repo.git("diff", "HEAD~1", "HEAD")
-    assert diff.startswith("diff --git a/src/app.py b/src/app.py\n")
+    again = apply(repo, diff, "--json")
+    assert again.returncode == 1
+    assert orjson.loads(again.stdout)["call_id"] != receipt["call_id"]
+    assert orjson.loads(again.stdout)["error"]["kind"] == "hunk-mismatch"
+    assert repo.call_ids() == [receipt["call_id"]]
+
+
+def test_codex_add_then_the_git_diff_of_it_is_one_commit_and_one_call(repo: Repo) -> None:
+    first = apply(repo, "*** Begin Patch\n*** Add File: docs/n.md\n+# N\n*** End Patch\n", "--json")
+    assert first.returncode == 0, first.stderr
+    receipt = orjson.loads(first.stdout)
+    diff = repo.git("diff", "HEAD~1", "HEAD")
+    assert diff.startswith("diff --git a/docs/n.md b/docs/n.md\n")
     again = apply(repo, diff, "--json")
     assert again.returncode == 0, again.stderr
     assert orjson.loads(again.stdout)["call_id"] == receipt["call_id"]

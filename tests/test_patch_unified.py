@@ -72,9 +72,11 @@ def test_git_diff_update_becomes_an_update_with_hinted_hunks() -> None:
     assert (hunk.old_start, hunk.new_start, hunk.source_line) == (10, 10, 5)
 
 
-def test_hints_and_source_lines_are_not_in_the_dump() -> None:
+def test_line_numbers_are_in_the_dump_and_source_lines_are_not() -> None:
+    # The line numbers pick the place where the context is not unique: part of the change.
     dumped = only_update(SIMPLE).model_dump()
-    assert set(dumped["hunks"][0]) == {"anchors", "lines", "end_of_file"}
+    assert set(dumped["hunks"][0]) == {"anchors", "lines", "end_of_file", "old_start", "new_start"}
+    assert (dumped["hunks"][0]["old_start"], dumped["hunks"][0]["new_start"]) == (10, 10)
     assert set(dumped) == {"op", "path", "move_to", "hunks"}
 
 
@@ -101,14 +103,14 @@ def test_crlf_patch_text_reads_as_lf() -> None:
     crlf, lf = parse_unified(SIMPLE.replace("\n", "\r\n")), parse_unified(SIMPLE)
     assert crlf.model_dump() == lf.model_dump()
     (op,) = crlf.operations
-    assert isinstance(op, UpdateFile) and not op.hunks[0].exact_line_ends
+    assert isinstance(op, UpdateFile) and "\r" not in op.hunks[0].lines[0].text
 
 
 def test_cr_is_content_unless_every_line_ends_in_crlf() -> None:
     # git's diff of a CRLF file: LF headers, CRLF content lines. The "\r" belongs to the lines.
     text = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\r\n-b\n+B\r\n"
     (op,) = parse_unified(text).operations
-    assert isinstance(op, UpdateFile) and op.hunks[0].exact_line_ends
+    assert isinstance(op, UpdateFile)
     texts = [line.text for line in op.hunks[0].lines]
     assert "a\r" in texts and "B\r" in texts
 
@@ -449,4 +451,9 @@ def test_hunk_model_round_trips_through_its_dump() -> None:
     hunk = Hunk(lines=lines("-a", "+b"), new_no_final_newline=True, old_start=3, new_start=3)
     again = Hunk.model_validate(hunk.model_dump())
     assert again.new_no_final_newline is True
-    assert again.old_start is None  # a hint, not part of the change
+    assert (again.old_start, again.new_start) == (3, 3)
+
+
+def test_a_line_number_too_large_is_a_syntax_error_not_a_crash() -> None:
+    with pytest.raises(PatchSyntaxError, match="line number over"):
+        parse_unified("--- a/f\n+++ b/f\n@@ -2,1 +99999999999999999999999,1 @@\n-a\n+b\n")

@@ -102,4 +102,13 @@ def test_codex_rendering_of_a_unified_diff_has_its_identity(
         return
     unified = parse_unified(text)
     codex = parse_codex(render_codex(Patch(operations=unified.operations)))
-    assert codex.model_dump() == unified.model_dump()
+    # The same change but for the line numbers, which only the unified diff carries.
+    assert codex.model_dump() == _without_line_numbers(unified.model_dump())
+
+
+def _without_line_numbers(dump: dict) -> dict:  # type: ignore[type-arg]
+    for op in dump["operations"]:
+        for hunk in op.get("hunks", ()):
+            hunk.pop("old_start", None)
+            hunk.pop("new_start", None)
+    return dump

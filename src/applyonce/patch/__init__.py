@@ -9,8 +9,9 @@ Formats (``parse(text, format)``):
 ``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
 without a heredoc wrapper) is Codex; a line starting ``diff --git ``, a ``--- `` line followed by a
 ``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting with ``[`` or ``{`` is
-edit-json. Every format parses into the same model (``model.py``), so one change has one identity
-whichever format spelled it.
+edit-json. Every format parses into the same model (``model.py``), so an addition, a deletion or a
+pure rename has one identity whichever format spelled it (an update in a unified diff also carries
+its line numbers).
 """
 
 from __future__ import annotations

@@ -309,14 +309,14 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
         AmbiguousContextError: a Codex hunk matches at more than one place.
     """
     if hunks and all(hunk.old_start is not None and hunk.new_start is not None for hunk in hunks):
-        exact_ends = all(hunk.exact_line_ends for hunk in hunks)
-        # git's diff of a file with a BOM shows it on line 1 (and a diff may add or remove one):
-        # then it is content, as for git. A diff that does not mention it leaves it in place.
-        bom_in_diff = any(line.text.startswith(BOM) for hunk in hunks for line in hunk.lines)
-        text = decode_text(
-            data, path=path, split_cr=not exact_ends, lossless=True, bom_is_text=bom_in_diff
-        )
-        return _apply_positioned(text, hunks, path=path, exact_ends=exact_ends)
+        # As git reads a file: split at "\n" only, a "\r" part of its line, the bytes kept. A BOM
+        # is content too when the diff shows one (git's diff of such a file does, on line 1) or
+        # inserts before line 1; a diff that does neither leaves it in place.
+        bom_in_diff = any(
+            line.text.startswith(BOM) for hunk in hunks for line in hunk.lines
+        ) or any(hunk.old_start == 0 for hunk in hunks)
+        text = decode_text(data, path=path, split_cr=False, lossless=True, bom_is_text=bom_in_diff)
+        return _apply_positioned(text, hunks, path=path)
     return _apply_searched(decode_text(data, path=path), hunks, path=path)
 
 
@@ -542,14 +542,14 @@ class _Image:
 
 
 def _apply_positioned(
-    text: _Text, hunks: Sequence[Hunk], *, path: str, exact_ends: bool
+    text: _Text, hunks: Sequence[Hunk], *, path: str
 ) -> tuple[bytes, list[MatchLevel]]:
-    newline = "\n" if exact_ends else text.dominant_end()
+    newline = "\n"
     image = _Image(list(text.bodies), list(text.ends), [False] * len(text.bodies))
     # With exact line ends (``text`` split on ``\n`` only, a ``\r`` part of the line), a hunk
     # that matched byte for byte is written as the diff says. One that matched only with
     # whitespace ignored was made for other line ends: its added lines take the file's.
-    cr = "\r" if exact_ends and text.crlf_dominant() else ""
+    cr = "\r" if text.crlf_dominant() else ""
 
     def verbatim(line: str) -> tuple[str, str]:
         return line, newline
@@ -598,7 +598,7 @@ def _apply_positioned(
                 expected=old,
             )
         start, level = found
-        fuzzy = exact_ends and level is not MatchLevel.EXACT
+        fuzzy = level is not MatchLevel.EXACT
         image.replace(start, hunk, len(old), like_the_file if fuzzy else verbatim, newline)
         levels.append(level)
     _close_inner_lines(image.ends, newline)

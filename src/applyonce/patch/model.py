@@ -3,17 +3,20 @@
 A patch is an ordered list of file operations. It says *what* should change, never how it was
 spelled: two spellings of one change (CRLF patch text, a heredoc wrapper, padded markers) parse to
 models with equal dumps (``model_dump()``; only where a hunk sat in the text differs, and that is
-excluded), which is what makes the call identity stable (DESIGN §3). That holds across formats too:
-a Codex patch and the ``git diff`` of the same change (same context lines, a bare ``@@``) dump the
-same, and so do a Codex ``Add File`` and a text-editor ``create``.
+excluded), which is what makes the call identity stable (DESIGN §3). That holds across formats
+where nothing but the spelling differs: a Codex ``Add File``, the ``git diff`` of that addition and
+a text-editor ``create`` dump the same (so do deletions and pure renames). An update in a unified
+diff carries its line numbers, which a Codex update has not: where the context matches at several
+places they pick the place, so they are part of the change.
 
 Three kinds of fields:
 
 * **the change** — dumped, part of the identity;
-* **how to find or check it** (``Hunk.source_line``, ``Hunk.old_start``/``new_start``,
-  ``EditCommand.index``, ``DeleteFile.expected``) — excluded from dumps: they position a hunk,
-  check a precondition or word an error, and two spellings of one change may differ in them;
-* **fields that only some formats use** (file modes, a missing final newline) — dumped only when
+* **how to find or check it** (``Hunk.source_line``, ``EditCommand.index``,
+  ``DeleteFile.expected``) — excluded from dumps: they check a precondition or word an error, and
+  two spellings of one change may differ in them;
+* **fields that only some formats use** (file modes, a missing final newline, a unified hunk's
+  line numbers) — dumped only when
   set, so a patch that does not use them keeps the dump, and the identity, it had before they
   existed.
 """
@@ -105,17 +108,15 @@ class Hunk(_Frozen):
 
     ``old_start`` and ``new_start`` are a unified diff's line numbers (``@@ -old_start,…
     +new_start,… @@``). When set, the hunk is positioned the way ``git apply`` positions it (see
-    ``apply.py``); they are hints, not part of the change, so they are excluded from dumps like
-    ``source_line``.
-
-    ``exact_line_ends`` (unified diffs): a ``\\r`` at the end of a line's text is the line's own,
-    and the file is read as ``git apply`` reads it, split at ``\\n`` only. It is False when the
-    patch text itself came with CRLF line ends throughout (a transport artefact, stripped by the
-    parser): then the file's own line endings are kept. Excluded from dumps, so a CRLF copy of a
-    diff is the same call as the diff (DESIGN §3).
+    ``apply.py``). Where the hunk's lines match at several places they decide which one is meant,
+    so they are part of the change and of the call's identity (dumped when set): two diffs that
+    differ only in their line numbers are two calls, and a Codex update (no line numbers) and the
+    ``git diff`` of it are two calls too (adds, deletes and pure renames stay one).
     """
 
-    _dumped_only_when_set = frozenset({"old_no_final_newline", "new_no_final_newline"})
+    _dumped_only_when_set = frozenset(
+        {"old_no_final_newline", "new_no_final_newline", "old_start", "new_start"}
+    )
 
     anchors: tuple[str, ...] = ()
     lines: tuple[HunkLine, ...] = ()
@@ -125,9 +126,8 @@ class Hunk(_Frozen):
     # Where the hunk starts in the patch text, for error messages. Not part of the change, so it is
     # excluded from dumps and hence from the call identity.
     source_line: int | None = Field(default=None, exclude=True, repr=False)
-    old_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
-    new_start: int | None = Field(default=None, ge=0, exclude=True, repr=False)
-    exact_line_ends: bool = Field(default=False, exclude=True, repr=False)
+    old_start: int | None = Field(default=None, ge=0, repr=False)
+    new_start: int | None = Field(default=None, ge=0, repr=False)
 
     @property
     def old_lines(self) -> list[str]:

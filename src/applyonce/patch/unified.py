@@ -31,9 +31,9 @@ What each part means:
   moves one (with any hunks applied to it); ``copy from``/``copy to`` writes a copy (the source is
   only read, so another section may change it); ``old mode``/``new mode`` changes the executable
   bit. ``similarity index`` and ``index`` lines are informative.
-* The identity of a diff is its change: the line numbers, the labels and the deleted lines of a
-  deletion are left out of it, so the ``git diff`` of a change and the Codex patch of it (same
-  context lines) are one call (``model.py``).
+* The identity of a diff is its change, with its line numbers (they pick the place when the
+  context is not unique); the labels and the deleted lines of a deletion are left out of it, so
+  an add, a delete or a pure rename is one call in every format (``model.py``).
 * **paths**: git's quoted names (``core.quotePath``: ``"a/caf\\303\\251 \\"x\\".txt"``) are
   unquoted, their octal escapes read as UTF-8. The ``a/``/``b/`` prefixes are recognised per file
   from the pair of names: they are stripped when the two first components are a known pair (``a/``
@@ -48,11 +48,12 @@ Leniencies, each one because agents or their tools really emit it:
   format-patch`` mail headers, ``Index:`` lines) and between files (the ``-- `` signature) are
   skipped, as ``git apply`` skips them.
 * **CRLF patch text** — when *every* line of the patch, headers included, ends in ``\\r\\n``, the
-  patch text was converted on its way (git never writes its headers so), and ``\\r\\n`` is read as
-  ``\\n``; the files' own line endings are then kept by the applier. Otherwise a ``\\r`` before a
-  ``\\n`` is content, as for ``git apply``: it belongs to the ``+``, ``-`` or context line, so new
+  patch text was converted on its way (git never writes its headers so), and one ``\\r`` is taken
+  off each line. What is left is read as ``git apply`` reads it: a ``\\r`` before a ``\\n`` is
+  content, it belongs to the ``+``, ``-`` or context line, so new
   CRLF files, LF↔CRLF conversions and files of mixed endings come out byte for byte as git
-  makes them.
+  makes them. A hunk found only with whitespace ignored (a diff made for other line ends) gives
+  its added lines the file's own ending.
 * **bytes that are not UTF-8** — in file contents, are kept byte for byte (``surrogateescape``;
   ``model.py`` says how they are dumped); file *names* must still be UTF-8.
 * **miscounted hunks** — a hunk is read by its header's counts; if its lines end before the counts
@@ -95,6 +96,9 @@ DEV_NULL = "/dev/null"
 _GIT_HEADER = "diff --git "
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(?P<label>.*)$")
 _MODE = re.compile(r"^[0-7]{6}$")
+# No file applyonce edits has more lines; larger numbers are garbage (and would not fit the
+# 64-bit integers of the call's canonical JSON).
+_MAX_LINE_NUMBER = 2**31 - 1
 _REGULAR_MODES: dict[str, FileMode] = {"100644": "100644", "100755": "100755"}
 _SPECIAL_MODES = {"120000": "a symbolic link", "160000": "a submodule"}
 # Prefix pairs git writes: a/ b/ by default, and diff.mnemonicPrefix's c/ i/ w/ o/.
@@ -135,8 +139,8 @@ def parse_unified(text: str) -> Patch:
         BinaryPatchError: a file's change is binary.
         UnsupportedModeError: a file is, or becomes, a symbolic link or a submodule.
     """
-    lines, crlf_transport = _split_lines(text)
-    operations = _Parser(lines, exact_line_ends=not crlf_transport).parse()
+    lines, _crlf_transport = _split_lines(text)
+    operations = _Parser(lines).parse()
     if not operations:
         raise PatchSyntaxError(
             "the unified diff has no file changes (no 'diff --git' or '---'/'+++' header)",
@@ -275,9 +279,8 @@ class _Section:
 
 
 class _Parser:
-    def __init__(self, lines: list[str], *, exact_line_ends: bool = True) -> None:
+    def __init__(self, lines: list[str]) -> None:
         self.lines = lines
-        self.exact_line_ends = exact_line_ends
         self.pos = 0
         # For one-sided plain headers (``--- /dev/null``): whether this diff uses prefixes, as
         # learned from its two-sided headers.
@@ -445,9 +448,13 @@ class _Parser:
                 f"malformed hunk header {header[:60]!r}",
                 hint="write hunk headers as '@@ -START,COUNT +START,COUNT @@'",
             )
-        old_start, new_start = int(match.group(1)), int(match.group(3))
-        old_count = int(match.group(2)) if match.group(2) is not None else 1
-        new_count = int(match.group(4)) if match.group(4) is not None else 1
+        numbers = [int(group) if group is not None else 1 for group in match.group(1, 3, 2, 4)]
+        if max(numbers) > _MAX_LINE_NUMBER:
+            raise self.error(
+                f"hunk header {header[:60]!r} has a line number over {_MAX_LINE_NUMBER}",
+                hint="write the hunk header with the file's real line numbers",
+            )
+        old_start, new_start, old_count, new_count = numbers
         self.pos += 1
         body: list[str] = []
         old_seen = new_seen = 0
@@ -537,7 +544,6 @@ class _Parser:
             source_line=header_line,
             old_start=old_start,
             new_start=new_start,
-            exact_line_ends=self.exact_line_ends,
         )
 
     # --- the operation --------------------------------------------------------------------------
