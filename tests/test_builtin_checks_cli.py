@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
 from applyonce.checks import conflict_markers
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, Executor
-from tests.conftest import Repo, run_cli
+from tests.conftest import Repo, make_repo, run_cli
 
 CONFLICT_BLOCK = (
     "*** Begin Patch\n*** Update File: README.md\n@@\n # demo\n"
@@ -90,6 +92,27 @@ def test_a_lone_marker_line_added_is_rejected(repo: Repo, line: str) -> None:
     assert result.returncode == 1
     assert orjson.loads(result.stdout)["error"]["check"] == "builtin:conflict-markers"
     assert_nothing_committed(repo, head, files)
+
+
+def test_resolving_one_block_while_adding_another_is_rejected(tmp_path: Path) -> None:
+    # Regression: the check compared totals, so removing three marker lines and adding three
+    # new ones passed.
+    repo = make_repo(
+        tmp_path / "r", {"f.txt": "top\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> br\nend\n"}
+    )
+    head, files = repo.head(), repo.files()
+    patch = (
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n top\n-<<<<<<< HEAD\n-ours\n-=======\n"
+        "-theirs\n->>>>>>> br\n+ours\n+<<<<<<< HEAD\n+new\n+=======\n+other\n+>>>>>>> other\n"
+        " end\n*** End Patch\n"
+    )
+    result = apply(repo, patch)
+    assert result.returncode == 1
+    assert orjson.loads(result.stdout)["error"]["check"] == "builtin:conflict-markers"
+    assert_nothing_committed(repo, head, files)
+    # Resolving the block alone is fine.
+    resolve = "*** Begin Patch\n*** Update File: f.txt\n@@\n top\n-<<<<<<< HEAD\n ours\n-=======\n-theirs\n->>>>>>> br\n end\n*** End Patch\n"
+    assert apply(repo, resolve).returncode == 0
 
 
 def test_markers_are_counted_inside_blocks_only() -> None:

@@ -216,7 +216,7 @@ def test_plan_refuses_move_to_self_with_its_own_message(tmp_path: Path) -> None:
             tmp_path, "*** Begin Patch\n*** Update File: a.txt\n*** Move to: a.txt\n*** End Patch\n"
         )
     assert info.value.message == "operation 1 moves a.txt to itself"
-    assert info.value.hint == "drop the '*** Move to:' line"
+    assert info.value.hint == "drop the rename ('*** Move to:', or 'rename from'/'rename to')"
 
 
 def test_plan_refuses_a_path_named_twice_with_both_operation_numbers(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,28 +97,33 @@ def check_skip_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(set(names)))
 
 
-def conflict_markers(data: bytes) -> int:
-    """How many merge-conflict marker lines ``data`` holds.
+def marker_lines(data: bytes) -> Counter[bytes]:
+    """The merge-conflict marker lines ``data`` holds, each with how often.
 
     A ``<<<<<<<`` or ``>>>>>>>`` line (alone or followed by a space) always counts. A ``=======``
     line counts only inside a ``<<<<<<< … >>>>>>>`` block: on its own it is a reStructuredText
     or Markdown heading underline.
     """
+    found: Counter[bytes] = Counter()
     if b"<<<<<<<" not in data and b">>>>>>>" not in data:
-        return 0
-    count = 0
+        return found
     separators: int | None = None  # inside a block: the ``=======`` lines seen so far
     for line in data.splitlines():
         if line.startswith((b"<<<<<<<", b">>>>>>>")) and line[7:8] in (b"", b" "):
-            count += 1
+            found[line] += 1
             if line[0] == ord("<"):
                 separators = 0
             else:
-                count += separators or 0
+                found[b"======="] += separators or 0
                 separators = None
         elif line == b"=======" and separators is not None:
             separators += 1
-    return count
+    return found
+
+
+def conflict_markers(data: bytes) -> int:
+    """How many merge-conflict marker lines ``data`` holds (:func:`marker_lines`)."""
+    return sum(marker_lines(data).values())
 
 
 def builtin_checks(
@@ -144,9 +150,9 @@ def builtin_checks(
             syntax.append(problem)
         # Markers: judged against the content the change started from (a move's source).
         source = old_content.get(change.from_path or change.path)
-        if "markers" not in skip and conflict_markers(change.content) > conflict_markers(
-            source or b""
-        ):
+        # A marker line the file did not hold before is added, even where the patch removes
+        # another (resolving one conflict block while adding a new one is still adding one).
+        if "markers" not in skip and marker_lines(change.content) - marker_lines(source or b""):
             markers.append(f"{change.path}: adds merge-conflict markers")
     elapsed = int((time.monotonic() - started) * 1000)
     found = {"syntax": syntax, "markers": markers}

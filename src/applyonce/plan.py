@@ -100,7 +100,7 @@ def _written_paths(number: int, op: FileOp) -> list[str]:
             raise PlanError(
                 f"operation {number} moves {op.path} to itself",
                 path=op.path,
-                hint="drop the '*** Move to:' line",
+                hint="drop the rename ('*** Move to:', or 'rename from'/'rename to')",
             )
         return [op.path, op.move_to]
     return [op.path]
