@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -137,3 +138,13 @@ def run_cli(
 @pytest.fixture
 def cli() -> Iterator[object]:
     yield run_cli
+
+
+def without_line_numbers(dump: dict[str, Any]) -> dict[str, Any]:
+    """A patch dump without its unified hunks' line numbers: what a Codex patch of the same
+    change dumps."""
+    for op in dump["operations"]:
+        for hunk in op.get("hunks", ()):
+            hunk.pop("old_start", None)
+            hunk.pop("new_start", None)
+    return dump

@@ -16,6 +16,7 @@ import pytest
 from applyonce.identity import ApplyPatchArgs
 from applyonce.patch import CopyFile, EditFile, Patch, parse
 from applyonce.paths import UnsafePathError
+from tests.conftest import without_line_numbers
 
 REF = "refs/heads/main"
 
@@ -50,17 +51,9 @@ index 3220b2b..12f3153 100644
 """
 
 
-def _without_line_numbers(dump: dict) -> dict:  # type: ignore[type-arg]
-    for op in dump["operations"]:
-        for hunk in op.get("hunks", ()):
-            hunk.pop("old_start", None)
-            hunk.pop("new_start", None)
-    return dump
-
-
 def test_codex_update_and_its_git_diff_differ_only_in_the_line_numbers() -> None:
     codex, git = args(CODEX_UPDATE), args(GIT_UPDATE)
-    assert codex.model_dump() == _without_line_numbers(git.model_dump())
+    assert codex.model_dump() == without_line_numbers(git.model_dump())
     # The line numbers pick the place where the context is not unique: two calls.
     assert git.operations[0].hunks[0].old_start == 7  # type: ignore[union-attr]
     assert codex.sha256() != git.sha256()
@@ -115,7 +108,7 @@ def test_git_rename_with_an_edit_is_the_codex_move() -> None:
         "diff --git a/a.py b/b.py\nsimilarity index 60%\nrename from a.py\nrename to b.py\n"
         "--- a/a.py\n+++ b/b.py\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n"
     )
-    assert args(codex).model_dump() == _without_line_numbers(args(git).model_dump())
+    assert args(codex).model_dump() == without_line_numbers(args(git).model_dump())
     pure = "diff --git a/a.py b/b.py\nsimilarity index 100%\nrename from a.py\nrename to b.py\n"
     codex_pure = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n*** End Patch\n"
     assert args(pure).sha256() == args(codex_pure).sha256()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from applyonce.patch import UpdateFile, apply_hunks, parse_codex, parse_unified, render_codex
 from applyonce.patch.model import Patch
+from tests.conftest import without_line_numbers
 
 PROPERTY = settings(derandomize=True, max_examples=200, deadline=None)
 
@@ -103,12 +104,4 @@ def test_codex_rendering_of_a_unified_diff_has_its_identity(
     unified = parse_unified(text)
     codex = parse_codex(render_codex(Patch(operations=unified.operations)))
     # The same change but for the line numbers, which only the unified diff carries.
-    assert codex.model_dump() == _without_line_numbers(unified.model_dump())
-
-
-def _without_line_numbers(dump: dict) -> dict:  # type: ignore[type-arg]
-    for op in dump["operations"]:
-        for hunk in op.get("hunks", ()):
-            hunk.pop("old_start", None)
-            hunk.pop("new_start", None)
-    return dump
+    assert codex.model_dump() == without_line_numbers(unified.model_dump())
