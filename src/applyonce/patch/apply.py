@@ -28,6 +28,9 @@ What this applier guarantees, beyond finding the hunk:
 Hunks with line numbers (unified diffs: ``Hunk.old_start``/``new_start`` are set) are positioned
 the way ``git apply`` positions them; the numbers are hints and the lines decide:
 
+* the file is read as git reads it: split at ``\\n`` only (a ``\\r`` is part of its line), bytes
+  that are not UTF-8 kept, a BOM part of line 1 when the diff shows it or inserts before line 1;
+  a hunk that matches only with whitespace ignored gives its added lines the file's ending;
 * hunks apply in order, each to the result of the ones before; the search for a hunk starts at its
   new start line (where it sits in that result, if the file is what the diff was made from) and
   goes outward one line at a time (hint, +1, -1, +2, -2, …) to both ends of the file; the nearest
@@ -527,15 +530,13 @@ class _Image:
             return start
         return None
 
-    def replace(
-        self, start: int, hunk: Hunk, old_count: int, added: _AddedLine, newline: str
-    ) -> None:
+    def replace(self, start: int, hunk: Hunk, old_count: int, added: _AddedLine) -> None:
         n = len(self.bodies)
         stop = start + old_count
         bodies, ends = _hunk_output(hunk.lines, self.bodies, self.ends, start, added)
         if stop == n and bodies:
             # The hunk reaches the end of the file: its last line ends as the hunk says.
-            ends[-1] = "" if hunk.new_no_final_newline else (ends[-1] or newline)
+            ends[-1] = "" if hunk.new_no_final_newline else (ends[-1] or "\n")
         self.bodies[start:stop] = bodies
         self.ends[start:stop] = ends
         self.patched[start:stop] = [True] * len(bodies)
@@ -544,18 +545,17 @@ class _Image:
 def _apply_positioned(
     text: _Text, hunks: Sequence[Hunk], *, path: str
 ) -> tuple[bytes, list[MatchLevel]]:
-    newline = "\n"
     image = _Image(list(text.bodies), list(text.ends), [False] * len(text.bodies))
-    # With exact line ends (``text`` split on ``\n`` only, a ``\r`` part of the line), a hunk
-    # that matched byte for byte is written as the diff says. One that matched only with
-    # whitespace ignored was made for other line ends: its added lines take the file's.
+    # ``text`` is split at "\n" only, a "\r" part of its line: a hunk that matched byte for byte
+    # is written as the diff says. One that matched only with whitespace ignored was made for
+    # other line ends: its added lines take the file's.
     cr = "\r" if text.crlf_dominant() else ""
 
     def verbatim(line: str) -> tuple[str, str]:
-        return line, newline
+        return line, "\n"
 
     def like_the_file(line: str) -> tuple[str, str]:
-        return line.rstrip("\r") + cr, newline
+        return line.rstrip("\r") + cr, "\n"
 
     levels: list[MatchLevel] = []
     for index, hunk in enumerate(hunks, start=1):
@@ -599,7 +599,7 @@ def _apply_positioned(
             )
         start, level = found
         fuzzy = level is not MatchLevel.EXACT
-        image.replace(start, hunk, len(old), like_the_file if fuzzy else verbatim, newline)
+        image.replace(start, hunk, len(old), like_the_file if fuzzy else verbatim)
         levels.append(level)
-    _close_inner_lines(image.ends, newline)
+    _close_inner_lines(image.ends, "\n")
     return text.encode(image.bodies, image.ends), levels

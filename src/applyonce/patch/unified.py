@@ -139,8 +139,7 @@ def parse_unified(text: str) -> Patch:
         BinaryPatchError: a file's change is binary.
         UnsupportedModeError: a file is, or becomes, a symbolic link or a submodule.
     """
-    lines, _crlf_transport = _split_lines(text)
-    operations = _Parser(lines).parse()
+    operations = _Parser(_split(text)).parse()
     if not operations:
         raise PatchSyntaxError(
             "the unified diff has no file changes (no 'diff --git' or '---'/'+++' header)",
@@ -149,20 +148,16 @@ def parse_unified(text: str) -> Patch:
     return Patch(operations=tuple(operations))
 
 
-def _split_lines(text: str) -> tuple[list[str], bool]:
-    """The patch's lines, and whether its text came with CRLF throughout (module docstring)."""
+def _split(text: str) -> list[str]:
+    """The patch's lines; when its text came with CRLF throughout, one "\\r" off each (module
+    docstring)."""
     lines = text.split("\n")
     ended = lines[:-1]  # every piece but the last was ended by a "\n"
-    crlf = bool(ended) and all(line.endswith("\r") for line in ended)
     if lines[-1] == "":
         lines.pop()
-    if crlf:
+    if ended and all(line.endswith("\r") for line in ended):
         lines = [line.removesuffix("\r") for line in lines]
-    return lines, crlf
-
-
-def _split(text: str) -> list[str]:
-    return _split_lines(text)[0]
+    return lines
 
 
 # ---------------------------------------------------------------- names
