@@ -15,7 +15,6 @@ The default contract is the empty contract: ``sha256(b"")``.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import re
 from typing import Any
@@ -33,6 +32,8 @@ from applyonce.patch.model import (
     Patch,
     UpdateFile,
     has_raw_bytes,
+    raw_from_base64,
+    raw_to_base64,
 )
 from applyonce.paths import normalise_path
 
@@ -68,8 +69,7 @@ def patch_source(text: str, format: str) -> dict[str, str]:
     """The patch as sent, for the ledger (JSON): its text, or the base64 of its bytes when they
     are not all UTF-8 (a unified diff's content; ``model.py``)."""
     if has_raw_bytes(text):
-        raw = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
-        return {"text_utf8b": raw, "format": format}
+        return {"text_utf8b": raw_to_base64(text), "format": format}
     return {"text": text, "format": format}
 
 
@@ -80,8 +80,7 @@ def source_text(source: dict[str, str]) -> str:
         KeyError, ValueError: not a record it made.
     """
     if "text_utf8b" in source:
-        raw = base64.b64decode(source["text_utf8b"], validate=True)
-        return raw.decode("utf-8", "surrogateescape")
+        return raw_from_base64(source["text_utf8b"])
     return source["text"]
 
 

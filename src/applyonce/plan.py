@@ -152,12 +152,14 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
         check_parents(base, op.path)
         if isinstance(op, AddFile):
             _writable(base, op.path, "add")
+            before = base.read(op.path) if base.kind(op.path) == "file" else None
             mode = _mode(op.mode, MODE_FILE)
-            if op.mode is None and base.kind(op.path) == "file":
-                mode = base.read(op.path)[1]  # Codex overwrites; keep an executable bit
+            if op.mode is None and before is not None:
+                mode = before[1]  # Codex overwrites; keep an executable bit
             # A symlink is replaced by a regular file, never written through.
             content = op.content.encode("utf-8", "surrogateescape")  # unified: bytes kept
-            changes.append(FileChange(op.path, "add", _text_written(op.path, content), mode))
+            if before != (content, mode):  # re-adding a file as it is changes nothing
+                changes.append(FileChange(op.path, "add", _text_written(op.path, content), mode))
         elif isinstance(op, DeleteFile):
             _existing_file(base, op.path, "delete")
             if op.expected is not None:
@@ -172,7 +174,7 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
                     removed.append(op.path)
         else:
             verb = "copy" if isinstance(op, CopyFile) else "update"
-            data, mode = _read_text_file(base, op.path, verb)
+            data, mode = before = _read_text_file(base, op.path, verb)
             levels: list[MatchLevel] = []
             if op.hunks:
                 data, levels = apply_hunks(data, op.hunks, path=op.path)
@@ -184,16 +186,15 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
                 _writable(base, op.copy_to, "copy to")
                 changes.append(FileChange(op.copy_to, "add", data, mode, op.path, tuple(levels)))
             elif op.move_to is None:
-                changes.append(FileChange(op.path, "update", data, mode, None, tuple(levels)))
+                if (data, mode) != before:  # a context-only hunk changes nothing
+                    changes.append(FileChange(op.path, "update", data, mode, None, tuple(levels)))
             else:
                 check_parents(base, op.move_to)
                 _writable(base, op.move_to, "move to")
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
-    # An operation that leaves its file as it was (a context-only hunk, a diff that re-adds a
-    # file as it is) is no change: it is left out, and a patch of only such is refused, never
-    # published as an empty commit.
-    changes = [change for change in changes if not _leaves_as_is(base, change)]
+    # An operation that leaves its file as it was is no change: it is left out above, and a patch
+    # of only such is refused, never published as an empty commit.
     if not changes:
         raise PlanError(
             "the patch changes nothing", hint="send a patch that changes at least one file"
@@ -210,14 +211,6 @@ def _text_written(path: str, data: bytes) -> bytes:
             hint="remove the NUL byte from the patch",
         )
     return data
-
-
-def _leaves_as_is(base: TreeReader, change: FileChange) -> bool:
-    if change.action not in ("add", "update") or change.from_path is not None:
-        return False
-    if base.kind(change.path) != "file":
-        return False
-    return base.read(change.path) == (change.content, change.mode)
 
 
 def _check_deleted_lines(base: TreeReader, path: str, expected: tuple[Hunk, ...]) -> None:
@@ -249,7 +242,8 @@ def _read_text_file(base: TreeReader, path: str, verb: str) -> tuple[bytes, int]
 
 
 def _plan_edit(op: EditFile, base: TreeReader) -> FileChange | None:
-    """Run ``op``'s commands in order on the base file; None when it neither was nor is there."""
+    """Run ``op``'s commands in order on the base file; None when that changes nothing (it
+    neither was nor is there, or it is as it was)."""
     kind = base.kind(op.path)
     if kind in ("dir", "submodule"):
         raise PlanError(f"cannot edit {op.path}: it is a {kind}", path=op.path)
@@ -268,4 +262,6 @@ def _plan_edit(op: EditFile, base: TreeReader) -> FileChange | None:
         return None if new is None else FileChange(op.path, "add", new, mode)
     if new is None:
         return FileChange(op.path, "delete", None, MODE_FILE)
+    if kind == "file" and new == data:
+        return None  # the commands leave the file as it was
     return FileChange(op.path, "update" if kind == "file" else "add", new, mode)

@@ -55,18 +55,29 @@ def has_raw_bytes(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
+def raw_to_base64(text: str) -> str:
+    """The base64 of ``text``'s bytes, surrogate escapes included."""
+    return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
+
+
+def raw_from_base64(data: str) -> str:
+    """The inverse of :func:`raw_to_base64`.
+
+    Raises:
+        ValueError: not base64.
+    """
+    return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")
+
+
 def text_to_json(text: str) -> str | dict[str, str]:
     """``text`` as JSON can hold it (see above)."""
-    if not has_raw_bytes(text):
-        return text
-    raw = text.encode("utf-8", "surrogateescape")
-    return {"utf8b": base64.b64encode(raw).decode("ascii")}
+    return {"utf8b": raw_to_base64(text)} if has_raw_bytes(text) else text
 
 
 def text_from_json(value: Any) -> Any:
     """The inverse of :func:`text_to_json` (anything else is left to validation)."""
     if isinstance(value, dict) and set(value) == {"utf8b"} and isinstance(value["utf8b"], str):
-        return base64.b64decode(value["utf8b"], validate=True).decode("utf-8", "surrogateescape")
+        return raw_from_base64(value["utf8b"])
     return value
 
 
