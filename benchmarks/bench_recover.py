@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import applyonce.executor as executor_module
+import applyonce.flow.apply as apply_module
+import applyonce.flow.settle as settle_module
 from applyonce import Executor
 
 
@@ -47,7 +48,8 @@ def main() -> None:
         if point == armed["point"]:
             raise Crash(point)
 
-    executor_module.fault = fault  # in-process stand-in for the SIGKILL of APPLYONCE_FAULT
+    # In-process stand-in for the SIGKILL of APPLYONCE_FAULT.
+    apply_module.fault = settle_module.fault = fault
     started = time.perf_counter()
     ex = Executor(repo)
     for i in range(ns.calls):

@@ -34,10 +34,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from applyonce.core.identity import ApplyPatchArgs
+from applyonce.core.plan import MODE_FILE, EntryKind, plan
 from applyonce.errors import ApplyOnceError
-from applyonce.identity import ApplyPatchArgs
 from applyonce.patch import parse
-from applyonce.plan import MODE_FILE, EntryKind, plan
 
 CODEX_VERSION = "0.169.0"
 _PLATFORM_BIN = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"

@@ -48,9 +48,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from applyonce.core.plan import MODE_EXEC, MODE_FILE, EntryKind, plan
 from applyonce.errors import ApplyOnceError
 from applyonce.patch import CopyFile, Hunk, MatchLevel, UpdateFile, parse
-from applyonce.plan import MODE_EXEC, MODE_FILE, EntryKind, plan
 
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1",

@@ -29,8 +29,8 @@ from applyonce.agents import (
 )
 from applyonce.errors import ApplyOnceError
 from applyonce.executor import Executor, PlanView
-from applyonce.ledger import Ledger
-from applyonce.receipts import ReceiptStore
+from applyonce.state.receipts import ReceiptStore
+from applyonce.state.sqlite.ledger import SqliteLedger
 from tests.conftest import Repo
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
@@ -64,17 +64,19 @@ def responses_custom_call(patch: str = PATCH, id: str = "call_resp2") -> dict[st
 
 class CountingExecute:
     """Counts real executions: every call that is not a replay or a reconciliation goes through
-    ``Executor._execute``."""
+    ``applyonce.flow.apply._run``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import applyonce.flow.apply as apply_module
+
         self.count = 0
-        original = Executor._execute
+        original = apply_module._run
 
-        def counted(executor: Executor, *args: Any, **kwargs: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
-            return original(executor, *args, **kwargs)
+            return original(*args, **kwargs)
 
-        monkeypatch.setattr(Executor, "_execute", counted)
+        monkeypatch.setattr(apply_module, "_run", counted)
 
 
 # --- one case per API shape ---------------------------------------------------------------------
@@ -320,14 +322,14 @@ def test_a_busy_ledger_after_the_commit_is_not_reported_as_a_conflict(
 ) -> None:
     # A ledger held by another process past the timeout raises a ConflictError, which before the
     # publish would mean "nothing ran". After the publish it must not be mistaken for that.
-    original = Ledger._event
+    original = SqliteLedger._append
 
-    def event(ledger: Ledger, db: Any, call_id: str, execution_id: Any, kind: str, *rest: Any) -> None:
-        if kind in ("committed", "reconciled"):
+    def append(ledger: SqliteLedger, db: Any, event: Any) -> None:
+        if event.kind in ("committed", "reconciled"):
             raise sqlite3.OperationalError("database is locked")
-        original(ledger, db, call_id, execution_id, kind, *rest)
+        original(ledger, db, event)
 
-    monkeypatch.setattr(Ledger, "_event", event)
+    monkeypatch.setattr(SqliteLedger, "_append", append)
     adapter = ToolCallAdapter(repo.path)
     [result] = adapter.run([chat_call()])
     assert result["content"].startswith(SUCCESS)

@@ -43,7 +43,7 @@ def test_approve_callback_sees_the_plan_and_can_deny(repo: Repo) -> None:
     assert receipt.error is not None and receipt.error["kind"] == "approval"
     assert seen[0].lines() == ["update src/util.py  [match: exact]"]
     assert repo.commit_count() == 1
-    kinds = [e["kind"] for e in executor.ledger.events(receipt.call_id)]
+    kinds = [e.kind for e in executor.ledger.events(receipt.call_id)]
     assert "denied" in kinds
     # A denial is final for that call: repeating it returns the stored rejection.
     assert Executor(repo.path).apply(PATCH, protect=["src/*"], approve=lambda v: True) == receipt
@@ -53,7 +53,7 @@ def test_approve_callback_approves(repo: Repo) -> None:
     executor = Executor(repo.path)
     receipt = executor.apply(PATCH, protect=["src/*"], approve=lambda view: True, attempt=2)
     assert receipt.status == "committed"
-    assert "approved" in [e["kind"] for e in executor.ledger.events(receipt.call_id)]
+    assert "approved" in [e.kind for e in executor.ledger.events(receipt.call_id)]
 
 
 def test_bad_input_raises_without_writing(repo: Repo) -> None:
@@ -101,20 +101,20 @@ def test_a_call_that_failed_halfway_in_this_process_can_be_repeated_here(
 ) -> None:
     """An exception (not a crash) after the publish leaves the call claimed by this live process;
     repeating it here must settle it through Git, not report it as running, nor apply it twice."""
-    import applyonce.executor as executor_module
+    import applyonce.flow.apply as apply_module
 
     executor = Executor(repo.path)
-    original = executor_module.fault
+    original = apply_module.fault
 
     def explode(point: str) -> None:
         if point == "after-publish":
             raise OSError("disk full while writing the receipt")
         original(point)
 
-    monkeypatch.setattr(executor_module, "fault", explode)
+    monkeypatch.setattr(apply_module, "fault", explode)
     with pytest.raises(OSError):
         executor.apply(PATCH)
-    monkeypatch.setattr(executor_module, "fault", original)
+    monkeypatch.setattr(apply_module, "fault", original)
     receipt = executor.apply(PATCH)
     assert receipt.status == "committed" and receipt.reconciled
     assert repo.commit_count() == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from applyonce.checks import conflict_markers
+from applyonce.core.checks import conflict_markers
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, Executor
 from tests.conftest import Repo, make_repo, run_cli

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from applyonce.identity import ApplyPatchArgs
+from applyonce.core.identity import ApplyPatchArgs
+from applyonce.core.paths import UnsafePathError
 from applyonce.patch import CopyFile, EditFile, Patch, parse
-from applyonce.paths import UnsafePathError
 from tests.conftest import without_line_numbers
 
 REF = "refs/heads/main"

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from applyonce.errors import UsageError
-from applyonce.identity import (
+from applyonce.core.identity import (
     EMPTY_CONTRACT_SHA256,
     ApplyPatchArgs,
     CallIdentity,
     canonical,
 )
+from applyonce.errors import UsageError
 from applyonce.patch import parse
 
 PATCH = "*** Begin Patch\n*** Update File: ./src//a.py\n@@\n-x\n+y\n*** End Patch\n"

@@ -174,7 +174,7 @@ def test_a_server_killed_after_the_commit_answers_the_repeat_from_git(
     assert results[0].is_error is False and text_of(results[0]) == SUCCESS
     assert len(repo.call_ids()) == 1
     events = Executor(repo.path).ledger.events(repo.call_ids()[0])
-    assert [e["kind"] for e in events].count("staged") == 1  # staged once: never run again
+    assert [e.kind for e in events].count("staged") == 1  # staged once: never run again
 
 
 def test_stdout_carries_only_protocol_even_after_junk(repo: Repo) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from applyonce.core.paths import UnsafePathError
+from applyonce.core.plan import MODE_EXEC, PlanError, plan
 from applyonce.patch import (
     AddFile,
     BinaryFileError,
@@ -23,8 +25,6 @@ from applyonce.patch import (
     parse,
     parse_edit_json,
 )
-from applyonce.paths import UnsafePathError
-from applyonce.plan import MODE_EXEC, PlanError, plan
 from tests.test_scenarios import DirReader
 
 

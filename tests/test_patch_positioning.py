@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from applyonce.core.paths import UnsafePathError
+from applyonce.core.plan import MODE_EXEC, MODE_FILE, PlanError, plan
 from applyonce.patch import (
     AddFile,
     CopyFile,
@@ -22,8 +24,6 @@ from applyonce.patch import (
     apply_hunks,
     parse_unified,
 )
-from applyonce.paths import UnsafePathError
-from applyonce.plan import MODE_EXEC, MODE_FILE, PlanError, plan
 from tests.test_scenarios import DirReader
 
 

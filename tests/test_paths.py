@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from applyonce.paths import (
+from applyonce.core.paths import (
     MAX_COMPONENT_BYTES,
     MAX_PATH_BYTES,
     UnsafePathError,

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
+from applyonce.core.identity import ApplyPatchArgs
+from applyonce.core.paths import UnsafePathError
+from applyonce.core.plan import MODE_EXEC, MODE_FILE, EntryKind, PlanError, TreePlan, plan
 from applyonce.errors import ApplyOnceError
-from applyonce.identity import ApplyPatchArgs
 from applyonce.patch import PatchFormat, detect_format, parse
-from applyonce.paths import UnsafePathError
-from applyonce.plan import MODE_EXEC, MODE_FILE, EntryKind, PlanError, TreePlan, plan
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SCENARIO_DIRS = sorted(p for p in SCENARIOS.iterdir() if p.is_dir()) if SCENARIOS.is_dir() else []

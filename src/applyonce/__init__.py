@@ -7,10 +7,18 @@ receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
 
 from __future__ import annotations
 
+from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError
-from applyonce.executor import CallOptions, Executor, PlanView
-from applyonce.receipts import Receipt
+from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
 
 __version__ = "0.1.0"
 
-__all__ = ["ApplyOnceError", "CallOptions", "Executor", "PlanView", "Receipt", "__version__"]
+__all__ = [
+    "ApplyOnceError",
+    "CallOptions",
+    "CallOutcome",
+    "Executor",
+    "PlanView",
+    "Receipt",
+    "__version__",
+]

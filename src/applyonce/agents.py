@@ -38,12 +38,15 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 
+from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
+from applyonce.core.receipt import Receipt
+from applyonce.core.texts import error_text
+from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallOptions, Executor, PlanView, UnknownOutcomeError
-from applyonce.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
-from applyonce.ledger import CallBusyError
-from applyonce.receipts import Receipt
+from applyonce.flow.sync import sync_warnings
 from applyonce.schemas import TOOL_NAME, PatchArguments
+from applyonce.state.ledger import CallBusyError
 
 log = logging.getLogger("applyonce.agents")
 
@@ -220,7 +223,7 @@ class ToolOutput:
 
 def error_output(error: ApplyOnceError) -> ToolOutput:
     """An expected failure, in the words a rejected receipt stores."""
-    return ToolOutput(f"error: {error.one_line()}\n", is_error=True)
+    return ToolOutput(error_text(error.message, error.hint), is_error=True)
 
 
 class PatchRunner:
@@ -233,7 +236,7 @@ class PatchRunner:
         repo: a path inside the repository.
         state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
         options: the template of every call's options (branch, contract, attempt, checks, protect);
-            ``tool_call_id``, ``approve`` and ``sync_reports`` are set per call.
+            ``tool_call_id`` and ``approve`` are set per call.
 
     Raises:
         ApplyOnceError: ``repo`` is not a repository, or the state directory is unusable.
@@ -261,7 +264,7 @@ class PatchRunner:
         )
         probe = self.executor()
         try:
-            probe.git.resolve_branch(self.options.branch)
+            probe.context.store.resolve_branch(self.options.branch)
         finally:
             probe.close()
 
@@ -288,7 +291,6 @@ class PatchRunner:
             tool_call_id=tool_call_id,
             approve=approve or self.options.approve,
             require_approval=self.options.require_approval or approve is not None,
-            sync_reports=[],
         )
         try:
             executor = self.executor()
@@ -306,9 +308,9 @@ class PatchRunner:
             return error_output(exc)
         # A repeat of a call that failed halfway here needs nothing special: Executor.apply takes
         # over this process's stale claim and asks Git first.
-        tip_before = executor.git.tip(args.ref)
+        tip_before = executor.context.publisher.tip(args.ref)
         try:
-            receipt = executor.apply(patch, options)
+            outcome = executor.call(patch, options)
         except (CallBusyError, UnknownOutcomeError) as exc:
             # Another live process runs it (and records it), or a person must decide.
             return error_output(exc)
@@ -316,15 +318,9 @@ class PatchRunner:
             return self._after_failure(
                 executor, exc, args, ident.call_id, tip_before, patch, options
             )
-        for report in options.sync_reports:
-            if report.failed:
-                log.warning(
-                    "committed, but the checkout was not updated (%s); run "
-                    "'applyonce recover' to update it",
-                    report.failed,
-                )
-            for path in report.left_alone:
-                log.warning("%s in %s has your changes; left it as it is", path, report.worktree)
+        for warning in sync_warnings(outcome.sync_reports):
+            log.warning("%s", warning)
+        receipt = outcome.receipt
         return ToolOutput(receipt.output, is_error=receipt.status != "committed", receipt=receipt)
 
     def _after_failure(
@@ -346,7 +342,7 @@ class PatchRunner:
         if not isinstance(exc, ApplyOnceError):
             log.error("call %s failed: %s", call_id[:12], reason, exc_info=exc)
         try:
-            landed = executor.git.commits_with_call_id(args.ref, call_id, since=tip_before)
+            landed = executor.context.publisher.landed(args.ref, call_id, since=tip_before)
         except Exception:  # cannot tell: say so
             log.exception("cannot tell whether call %s landed", call_id[:12])
             return ToolOutput(
@@ -382,7 +378,7 @@ class PatchRunner:
         stale claim and reconcile it through Git (it never runs twice). Its receipt, or None."""
         executor = self.executor()
         try:
-            receipt = executor.apply(patch, dataclasses.replace(options, sync_reports=[]))
+            receipt = executor.apply(patch, options)
         except Exception as exc:  # still unsettled; the next repeat tries again
             log.warning("could not settle call %s yet: %s", call_id[:12], exc)
             return None
@@ -394,21 +390,14 @@ class PatchRunner:
 def landed_text(executor: Executor, args: ApplyPatchArgs, commit: str, reason: str) -> str:
     """The result of a call that landed but whose receipt or ledger entry could not be written.
     The file lines come from the commit itself: it is what happened."""
-    obj = executor.git.repo[commit]
-    parent = str(obj.parent_ids[0]) if obj.parent_ids else None  # type: ignore[attr-defined]
+    store = executor.context.store
     letters = {"A": "A", "D": "D", "C": "A"}
     lines = [
-        f"{letters.get(d.status_char(), 'M')} "
-        f"{d.old_file.path if d.status_char() == 'D' else d.new_file.path}"
-        for d in executor.git.changes_in(parent, commit)
+        f"{letters.get(change.status, 'M')} {change.path}"
+        for change in store.changes_in(store.parent_of(commit), commit)
     ]
     branch = args.ref.removeprefix("refs/heads/")
-    return (
-        "Success. Updated the following files:\n"
-        + "".join(line + "\n" for line in lines)
-        + f"warning: the patch landed as commit {commit[:12]} on {branch}, but applyonce could "
-        f"not record it ({reason[:300]}); run 'applyonce recover' to finish the record\n"
-    )
+    return landed_words(lines, commit=commit, branch=branch, reason=reason)
 
 
 CallApprover = Callable[[ToolCall, PlanView], bool]

@@ -15,18 +15,39 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn, cast
 
 import orjson
 import typer
+import typer.core
 
 import applyonce
-from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, ApplyOnceError, UsageError
+from applyonce.core.identity import EMPTY_CONTRACT_SHA256
+from applyonce.core.receipt import Receipt
+from applyonce.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_PROBLEMS,
+    EXIT_UNKNOWN,
+    EXIT_USAGE,
+    ApplyOnceError,
+    UsageError,
+)
 from applyonce.executor import CallOptions, Executor, PlanView, contract_digest
-from applyonce.identity import EMPTY_CONTRACT_SHA256
-from applyonce.receipts import Receipt
+from applyonce.flow.sync import sync_warnings
+from applyonce.patch import PatchFormat
+
+
+class _Commands(typer.core.TyperGroup):
+    """Every command runs inside the one :func:`error_boundary`."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with error_boundary():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="applyonce",
     help="Exactly-once apply_patch for coding agents: one patch, one commit, a receipt.",
     no_args_is_help=True,
@@ -144,7 +165,7 @@ def _terminal_approver() -> Callable[[PlanView], bool]:
 
 def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
     if as_json:
-        data = executor.receipts.read_bytes(receipt.call_id) or receipt.to_json()
+        data = executor.receipt_bytes(receipt.call_id) or receipt.to_json()
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
@@ -180,87 +201,44 @@ def apply(
     json: JsonOpt = False,
 ) -> None:
     """Apply a patch as one commit, exactly once (exit 0 committed, 1 rejected, 4 conflict)."""
-    with error_boundary():
-        if format not in ("auto", "codex", "unified", "edit-json"):
-            raise UsageError(
-                f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
-            )
-        options = CallOptions(
-            branch=branch,
-            contract_sha256=_contract_sha256(contract, contract_sha),
-            attempt=attempt,
-            idempotency_key=idempotency_key,
-            tool_call_id=tool_call_id,
-            format=format,  # type: ignore[arg-type]
-            checks=check or [],
-            check_timeout=check_timeout,
-            skip_checks=skip_check or [],
-            protect=protect or [],
-            approve=_terminal_approver() if confirm else None,
-            require_approval=confirm,
-        )
-        text = _read_patch(patch)
-        executor = Executor(repo, state_dir=state_dir)
-        if dry_run:
-            view = executor.dry_run(text, options)
-            if json:
-                typer.echo(
-                    orjson.dumps(
-                        {
-                            "call_id": view.call_id,
-                            "ref": view.ref,
-                            "base_commit": view.base_commit,
-                            "changes": [
-                                {
-                                    "path": c.path,
-                                    "action": c.action,
-                                    "from": c.from_path,
-                                    "match_levels": [lv.label for lv in c.match_levels],
-                                }
-                                for c in view.plan.changes
-                            ],
-                        },
-                        option=orjson.OPT_INDENT_2,
-                    ).decode()
-                )
-            else:
-                base = str(view.base_commit)[:12]
-                typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
-                for line in view.lines():
-                    typer.echo(f"  {line}")
-                typer.echo("nothing was written")
-            return
-        receipt = executor.apply(text, options)
-        _print_receipt(executor, receipt, json)
-        for report in options.sync_reports:
-            if report.failed:
-                typer.echo(
-                    f"warning: committed, but the checkout was not updated ({report.failed}); "
-                    "run 'applyonce recover' to update it",
-                    err=True,
-                )
-            for path in report.left_alone:
-                typer.echo(
-                    f"warning: {path} in {report.worktree} has your changes; left it as it is",
-                    err=True,
-                )
-        executor.close()
-        if receipt.exit_code:
-            raise typer.Exit(receipt.exit_code)
-
-
-def _resolve_call_id(executor: Executor, prefix: str) -> str:
-    prefix = prefix.strip().lower()
-    if len(prefix) < 6:
-        raise UsageError("give at least 6 characters of the call ID")
-    matches = [c for c in executor.receipts.call_ids() if c.startswith(prefix)]
-    if not matches:
+    if format not in ("auto", "codex", "unified", "edit-json"):
         raise UsageError(
-            f"no call {prefix!r} in this repository", hint="list calls with 'applyonce log'"
+            f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
         )
-    if len(matches) > 1:
-        raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
-    return matches[0]
+    options = CallOptions(
+        branch=branch,
+        contract_sha256=_contract_sha256(contract, contract_sha),
+        attempt=attempt,
+        idempotency_key=idempotency_key,
+        tool_call_id=tool_call_id,
+        format=cast(PatchFormat, format),
+        checks=check or [],
+        check_timeout=check_timeout,
+        skip_checks=skip_check or [],
+        protect=protect or [],
+        approve=_terminal_approver() if confirm else None,
+        require_approval=confirm,
+    )
+    text = _read_patch(patch)
+    executor = Executor(repo, state_dir=state_dir)
+    if dry_run:
+        view = executor.dry_run(text, options)
+        if json:
+            typer.echo(orjson.dumps(view.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        else:
+            base = str(view.base_commit)[:12]
+            typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
+            for line in view.lines():
+                typer.echo(f"  {line}")
+            typer.echo("nothing was written")
+        return
+    outcome = executor.call(text, options)
+    _print_receipt(executor, outcome.receipt, json)
+    for warning in sync_warnings(outcome.sync_reports):
+        typer.echo(f"warning: {warning}", err=True)
+    executor.close()
+    if outcome.receipt.exit_code:
+        raise typer.Exit(outcome.receipt.exit_code)
 
 
 @app.command()
@@ -271,35 +249,26 @@ def show(
     json: JsonOpt = False,
 ) -> None:
     """Show one call's verified receipt."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir, read_only=True)
-        full = _resolve_call_id(executor, call_id)
-        row = executor.ledger.get(full)
-        receipt = executor.receipts.load(full, expected_sha256=row.receipt_sha256 if row else None)
-        if receipt is None:
-            raise UsageError(f"no receipt for call {full[:12]}")
-        if receipt.status == "committed":
-            executor.verify_against_git(receipt)
-        if json:
-            _print_receipt(executor, receipt, True)
-            return
-        typer.echo(f"call      {receipt.call_id}")
-        typer.echo(
-            f"status    {receipt.status} (exit {receipt.exit_code})"
-            + ("  [reconciled]" if receipt.reconciled else "")
-        )
-        typer.echo(f"ref       {receipt.ref}  base {str(receipt.base_commit)[:12]}")
-        if receipt.commit:
-            typer.echo(f"commit    {receipt.commit}")
-        for f in receipt.files:
-            typer.echo(
-                f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else "")
-            )
-        for c in receipt.checks:
-            typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
-        if receipt.error:
-            typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
-        typer.echo(f"updated   {receipt.updated_at}")
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    receipt = executor.show(executor.find_call(call_id))
+    if json:
+        _print_receipt(executor, receipt, True)
+        return
+    typer.echo(f"call      {receipt.call_id}")
+    typer.echo(
+        f"status    {receipt.status} (exit {receipt.exit_code})"
+        + ("  [reconciled]" if receipt.reconciled else "")
+    )
+    typer.echo(f"ref       {receipt.ref}  base {str(receipt.base_commit)[:12]}")
+    if receipt.commit:
+        typer.echo(f"commit    {receipt.commit}")
+    for f in receipt.files:
+        typer.echo(f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else ""))
+    for c in receipt.checks:
+        typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
+    if receipt.error:
+        typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
+    typer.echo(f"updated   {receipt.updated_at}")
 
 
 @app.command()
@@ -309,34 +278,16 @@ def log(
     json: JsonOpt = False,
 ) -> None:
     """List the calls in the ledger, oldest first."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir, read_only=True)
-        rows = executor.ledger.calls()
-        if json:
-            typer.echo(
-                orjson.dumps(
-                    [
-                        {
-                            "call_id": r.call_id,
-                            "state": r.state,
-                            "ref": r.ref,
-                            "commit": r.commit_id,
-                            "exit_code": r.exit_code,
-                            "retryable": r.retryable,
-                            "synced": r.synced,
-                            "updated_at": r.updated_at,
-                        }
-                        for r in rows
-                    ],
-                    option=orjson.OPT_INDENT_2,
-                ).decode()
-            )
-            return
-        if not rows:
-            typer.echo("no calls yet")
-        for r in rows:
-            commit = (r.commit_id or "-")[:12]
-            typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    rows = executor.calls()
+    if json:
+        _emit_json([row.model_dump(mode="json") for row in rows])
+        return
+    if not rows:
+        typer.echo("no calls yet")
+    for r in rows:
+        commit = (r.commit or "-")[:12]
+        typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
 
 
 def _emit_json(data: object) -> None:
@@ -350,34 +301,27 @@ def recover(
     json: JsonOpt = False,
 ) -> None:
     """Finish every interrupted call by asking Git; never applies a patch twice."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
-        report = executor.recover()
-        if json:
-            _emit_json(
-                {
-                    "outcomes": [o.__dict__ for o in report.outcomes],
-                    "removed": report.removed,
-                    "notes": report.notes,
-                }
-            )
-            return
-        for note in report.notes:
-            typer.echo(f"note: {note}")
-        if not report.outcomes:
-            typer.echo("nothing to recover: every call is settled")
-        else:
-            typer.echo(f"{'call':<12}  {'was':<9}  {'now':<9}  why")
-            for o in report.outcomes:
-                typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
-        if report.removed:
-            typer.echo(
-                f"removed {len(report.removed)} stale file(s): "
-                + ", ".join(Path(p).name for p in report.removed[:5])
-                + (" …" if len(report.removed) > 5 else "")
-            )
-        if any(o.now == "unknown" for o in report.outcomes):
-            raise typer.Exit(5)
+    executor = Executor(repo, state_dir=state_dir)
+    report = executor.recover()
+    if json:
+        _emit_json(report.to_dict())
+        return
+    for note in report.notes:
+        typer.echo(f"note: {note}")
+    if not report.outcomes:
+        typer.echo("nothing to recover: every call is settled")
+    else:
+        typer.echo(f"{'call':<12}  {'was':<9}  {'now':<9}  why")
+        for o in report.outcomes:
+            typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
+    if report.removed:
+        typer.echo(
+            f"removed {len(report.removed)} stale file(s): "
+            + ", ".join(Path(p).name for p in report.removed[:5])
+            + (" …" if len(report.removed) > 5 else "")
+        )
+    if report.unknown:
+        raise typer.Exit(EXIT_UNKNOWN)
 
 
 @app.command()
@@ -387,25 +331,24 @@ def replay(
     json: JsonOpt = False,
 ) -> None:
     """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir, read_only=True)
-        report = executor.replay()
-        if json:
-            _emit_json(report.to_dict())
-        else:
-            for d in report.decisions:
-                mark = "ok" if d.agrees else "DISAGREES"
-                first = d.output.splitlines()[0] if d.output else ""
-                exit_code = f"exit {d.exit_code!s:<4}"
-                typer.echo(f"{d.call_id[:12]}  {d.state:<9}  {exit_code}  {mark:<9}  {first[:60]}")
-                for problem in d.problems:
-                    typer.echo(f"    {problem}")
-            typer.echo(
-                f"replayed {len(report.decisions)} call(s): "
-                + ("all agree" if not report.disagreements else f"{report.disagreements} disagree")
-            )
-        if report.disagreements:
-            raise typer.Exit(1)
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    report = executor.replay()
+    if json:
+        _emit_json(report.to_dict())
+    else:
+        for d in report.decisions:
+            mark = "ok" if d.agrees else "DISAGREES"
+            first = d.output.splitlines()[0] if d.output else ""
+            exit_code = f"exit {d.exit_code!s:<4}"
+            typer.echo(f"{d.call_id[:12]}  {d.state:<9}  {exit_code}  {mark:<9}  {first[:60]}")
+            for problem in d.problems:
+                typer.echo(f"    {problem}")
+        typer.echo(
+            f"replayed {len(report.decisions)} call(s): "
+            + ("all agree" if not report.disagreements else f"{report.disagreements} disagree")
+        )
+    if report.disagreements:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @app.command()
@@ -419,30 +362,29 @@ def audit(
     json: JsonOpt = False,
 ) -> None:
     """Check every Call-Id commit against its receipt (exit 0 clean, 1 problems)."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir, read_only=True)
-        progress = None
-        if sys.stderr.isatty() and not json:
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    progress = None
+    if sys.stderr.isatty() and not json:
 
-            def progress(count: int) -> None:
-                sys.stderr.write(f"\raudit: {count} commits read")
-                sys.stderr.flush()
+        def progress(count: int) -> None:
+            sys.stderr.write(f"\raudit: {count} commits read")
+            sys.stderr.flush()
 
-        report = executor.audit(branch=branch, since=since, progress=progress)
-        if progress is not None:
-            sys.stderr.write("\r\033[K")
-        if json:
-            _emit_json(report.to_dict())
-        else:
-            for p in report.problems:
-                typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
-            verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
-            typer.echo(
-                f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
-                f"{report.receipts} receipt(s): {verdict}"
-            )
-        if not report.clean:
-            raise typer.Exit(1)
+    report = executor.audit(branch=branch, since=since, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r\033[K")
+    if json:
+        _emit_json(report.to_dict())
+    else:
+        for p in report.problems:
+            typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
+        verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
+        typer.echo(
+            f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
+            f"{report.receipts} receipt(s): {verdict}"
+        )
+    if not report.clean:
+        raise typer.Exit(EXIT_PROBLEMS)
 
 
 @app.command()
@@ -458,14 +400,13 @@ def resolve(
     json: JsonOpt = False,
 ) -> None:
     """Settle a call whose outcome is unknown, by a person's decision."""
-    with error_boundary():
-        executor = Executor(repo, state_dir=state_dir)
-        full = _resolve_call_id(executor, call_id)
-        receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
-        if json:
-            _print_receipt(executor, receipt, True)
-        else:
-            typer.echo(f"call {full[:12]} resolved as {receipt.status}")
+    executor = Executor(repo, state_dir=state_dir)
+    full = executor.find_call(call_id)
+    receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
+    if json:
+        _print_receipt(executor, receipt, True)
+    else:
+        typer.echo(f"call {full[:12]} resolved as {receipt.status}")
 
 
 @app.command("mcp")
@@ -486,21 +427,20 @@ def mcp_command(
 
     Stdout carries only the protocol; logs go to stderr.
     """
-    with error_boundary():
-        if not check_timeout > 0:
-            raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
-        from applyonce.agents import PatchRunner
-        from applyonce.mcp_server import serve
+    if not check_timeout > 0:
+        raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
+    from applyonce.agents import PatchRunner
+    from applyonce.mcp_server import serve
 
-        options = CallOptions(
-            branch=branch,
-            contract_sha256=_contract_sha256(contract, contract_sha),
-            attempt=attempt,
-            checks=check or [],
-            check_timeout=check_timeout,
-            skip_checks=skip_check or [],
-        )
-        serve(PatchRunner(repo, state_dir=state_dir, options=options))
+    options = CallOptions(
+        branch=branch,
+        contract_sha256=_contract_sha256(contract, contract_sha),
+        attempt=attempt,
+        checks=check or [],
+        check_timeout=check_timeout,
+        skip_checks=skip_check or [],
+    )
+    serve(PatchRunner(repo, state_dir=state_dir, options=options))
 
 
 @app.command("schema")
@@ -522,8 +462,7 @@ def schema_command(
     """
     from applyonce.schemas import schema_for
 
-    with error_boundary():
-        _emit_json(schema_for(for_, api=api, variant=variant))  # type: ignore[arg-type]
+    _emit_json(schema_for(for_, api=api, variant=variant))  # type: ignore[arg-type]
 
 
 @app.command()
@@ -538,8 +477,7 @@ def demo(
     """Run the example workspace end to end, with a real crash and its recovery."""
     from applyonce.demo import run_demo
 
-    with error_boundary():
-        raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
+    raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
 
 
 @app.command()

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
-import pygit2
 
 from applyonce.errors import UsageError
 from applyonce.faults import ENV as FAULT_ENV
@@ -36,15 +35,22 @@ def _git(repo: Path, *args: str) -> str:
 
 def _build_repo(workspace: Path, into: Path) -> None:
     shutil.copytree(workspace / "files", into, dirs_exist_ok=True)
-    repo = pygit2.init_repository(str(into), initial_head="main")
-    repo.index.add_all()
-    repo.index.write()
-    tree = repo.index.write_tree()
-    sig = pygit2.Signature("demo", "demo@example.invalid")
-    repo.create_commit("refs/heads/main", sig, sig, "the example project", tree, [])
-    config = repo.config
-    config["user.name"] = "applyonce demo"
-    config["user.email"] = "demo@example.invalid"
+    _git(into, "init", "--quiet", "--initial-branch=main")
+    _git(into, "config", "user.name", "applyonce demo")
+    _git(into, "config", "user.email", "demo@example.invalid")
+    _git(into, "add", "--all")
+    _git(
+        into,
+        "-c",
+        "user.name=demo",
+        "-c",
+        "commit.gpgsign=false",
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "--message",
+        "the example project",
+    )
 
 
 def _commits_with(repo: Path, call_id: str) -> int:

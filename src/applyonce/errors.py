@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 # Exit codes (DESIGN §8). They are a contract: harnesses branch on them.
 EXIT_COMMITTED = 0
 EXIT_REJECTED = 1
+EXIT_PROBLEMS = 1  # audit found problems, replay found disagreements
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_CONFLICT = 4

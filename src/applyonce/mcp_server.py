@@ -36,7 +36,6 @@ import applyonce
 from applyonce.agents import PatchRunner, ToolOutput
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import Executor
-from applyonce.receipts import ReceiptError
 from applyonce.schemas import (
     RECEIPT_TOOL_NAME,
     TOOL_NAME,
@@ -154,7 +153,7 @@ class PatchServer:
         """A call ID from a full ID, a unique prefix, or a tool-call ID."""
         if key in self.by_tool_call_id:
             return self.by_tool_call_id[key]
-        known = executor.receipts.call_ids()
+        known = executor.call_ids()
         if _HEX_PREFIX.match(key):
             matches = [c for c in known if c.startswith(key)]
             if len(matches) == 1:
@@ -164,16 +163,9 @@ class PatchServer:
                     f"{key!r} matches {len(matches)} calls", hint="give more characters"
                 )
         # A tool-call ID: the latest call recorded under it.
-        found: list[tuple[str, str]] = []
-        for call_id in known:
-            try:
-                receipt = executor.receipts.load(call_id)
-            except ReceiptError:
-                continue
-            if receipt is not None and receipt.tool_call_id == key:
-                found.append((receipt.updated_at, call_id))
-        if found:
-            return max(found)[1]
+        found = executor.find_by_tool_call_id(key)
+        if found is not None:
+            return found
         raise UsageError(
             f"no call {key[:80]!r} in this repository",
             hint="pass the call ID, a unique prefix of it, or the tool_call_id of apply_patch",

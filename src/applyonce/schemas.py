@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from applyonce.core.identity import TOOL
 from applyonce.errors import UsageError
-from applyonce.identity import TOOL
 
 TOOL_NAME = TOOL
 RECEIPT_TOOL_NAME = "patch_receipt"

@@ -18,8 +18,8 @@ full list is then in the body.
 
 from __future__ import annotations
 
-from applyonce.identity import CallIdentity
-from applyonce.plan import TreePlan
+from applyonce.core.identity import CallIdentity
+from applyonce.core.plan import TreePlan
 
 SUBJECT_LIMIT = 72
 

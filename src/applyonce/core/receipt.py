@@ -1,25 +1,23 @@
-"""Receipts (DESIGN §4): one JSON file per call, written atomically, verified on every read.
+"""The receipt (DESIGN §4): the record of one call, as a model, and its self-verification.
 
-``<state>/receipts/<call_id>.json``. A receipt is never trusted as read: its ``call_id`` must
-recompute from its own fields, its ``output_sha256`` must match its output, its digest must match
-the one the ledger recorded when it was written, and a committed receipt's files must match the
-commit.
+A receipt is never trusted as read: its ``call_id`` must recompute from its own fields and its
+``output_sha256`` must match its output (:func:`parse_receipt`). That its digest matches the one the
+ledger recorded and that a committed receipt's files match the commit are checked by the callers
+that hold the ledger and the repository.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from applyonce.core.identity import CallIdentity
+from applyonce.core.plan import TreePlan
 from applyonce.errors import StateError
-from applyonce.fsutil import atomic_write, ensure_dir, stale_temp_files
-from applyonce.identity import CallIdentity, is_sha256_hex
 
 SCHEMA = 1
 Status = Literal["prepared", "committed", "rejected", "unknown"]
@@ -147,49 +145,6 @@ class Receipt(BaseModel):
         )
 
 
-class ReceiptStore:
-    """The receipts directory. Only applyonce writes here."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.dir = state_dir / "receipts"
-
-    def path(self, call_id: str) -> Path:
-        if not is_sha256_hex(call_id):
-            raise ReceiptError(f"{call_id[:80]!r} is not a call ID (64 lowercase hex digits)")
-        return self.dir / f"{call_id}.json"
-
-    def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
-        """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
-        ensure_dir(self.dir)
-        for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
-            tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
-        data = receipt.to_json()
-        atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
-        return hashlib.sha256(data).hexdigest()
-
-    def read_bytes(self, call_id: str) -> bytes | None:
-        try:
-            return self.path(call_id).read_bytes()
-        except FileNotFoundError:
-            return None
-
-    def load(self, call_id: str, *, expected_sha256: str | None = None) -> Receipt | None:
-        """Read and verify the receipt of ``call_id`` (None if there is none).
-
-        Raises:
-            ReceiptError: unreadable, or disagrees with itself or with ``expected_sha256``.
-        """
-        data = self.read_bytes(call_id)
-        if data is None:
-            return None
-        return parse_receipt(data, call_id=call_id, expected_sha256=expected_sha256)
-
-    def call_ids(self) -> list[str]:
-        if not self.dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.dir.glob("*.json") if is_sha256_hex(p.stem))
-
-
 def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = None) -> Receipt:
     """Parse and self-verify receipt bytes. See :class:`ReceiptStore`."""
     short = call_id[:12]
@@ -211,3 +166,31 @@ def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = No
     ):
         raise ReceiptError(f"receipt {short}: output does not match output_sha256", call_id=call_id)
     return receipt
+
+
+def records_of_plan(
+    tree_plan: TreePlan, blobs: dict[str, str]
+) -> tuple[tuple[FileRecord, ...], dict[str, list[str]]]:
+    """The receipt's ``files`` and ``match_levels`` for a plan whose blobs were written."""
+    files = tuple(
+        FileRecord(
+            path=c.path,
+            action=c.action,
+            **{"from": c.from_path},
+            blob=blobs.get(c.path),
+            sha256=hashlib.sha256(c.content).hexdigest() if c.content is not None else None,
+            mode=f"{c.mode:o}" if c.content is not None else None,
+        )
+        for c in tree_plan.changes
+    )
+    levels = {
+        c.path: [level.label for level in c.match_levels]
+        for c in tree_plan.changes
+        if c.match_levels
+    }
+    return files, levels
+
+
+def touched_paths_of(receipt: Receipt) -> set[str]:
+    """Every path a receipt's call changed, the sources of its moves included."""
+    return {f.path for f in receipt.files} | {f.from_ for f in receipt.files if f.from_}

@@ -1,41 +1,26 @@
-"""Checks on a staged tree, before it may be published.
+"""The built-in checks on a staged tree, before it may be published (pure: bytes in, records out).
 
 Built-in checks read the changed files from memory: Python, JSON and TOML files must still parse
 (a file that did not parse before the patch is not held against it), and the patch must not add
 merge-conflict markers. Each can be skipped by name (``--skip-check syntax|markers``); a skipped
-check is still listed in the receipt, marked as skipped. ``--check CMD`` runs a shell command in a
-scratch checkout of the staged tree, with a timeout and ``APPLYONCE_CHANGED_FILES``
-(newline-separated paths) in its environment.
-
-The scratch checkout is a private repository under the state directory that borrows the main
-repository's objects (``objects/info/alternates``). Its HEAD is the last tree it held, so libgit2
-checks out only what changed: after the first call, the cost follows the patch, not the repo.
-Each concurrent caller takes its own slot, guarded by ``flock``.
+check is still listed in the receipt, marked as skipped. The ``--check CMD`` commands run in a
+scratch checkout: :mod:`applyonce.flow.checks`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-import signal
-import subprocess
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 
 import orjson
-import pygit2
 
+from applyonce.core.plan import TreePlan
+from applyonce.core.receipt import CheckRecord
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.plan import TreePlan
-from applyonce.receipts import CheckRecord
 
 OUTPUT_TAIL = 4000
-SCRATCH_SLOTS = 16
 # The names ``--skip-check`` takes, and the receipt names of the checks they skip.
 BUILTIN_CHECKS: dict[str, str] = {
     "syntax": "builtin:syntax",
@@ -47,6 +32,8 @@ SKIPPED = "skipped (--skip-check {name})"
 class CheckFailedError(ApplyOnceError):
     kind = "check-failed"
     default_hint = "fix the patch so the check passes, and send it as a new attempt"
+    # The records of every check that ran, the failed one last (the rejected receipt lists them).
+    checks: Sequence[CheckRecord] = ()
 
 
 MAX_SYNTAX_CHECK_BYTES = 8 * 1024 * 1024
@@ -167,93 +154,3 @@ def builtin_checks(
         )
         for name, record_name in BUILTIN_CHECKS.items()
     ]
-
-
-@dataclass
-class Scratch:
-    """A slot of the scratch checkout pool."""
-
-    repo: pygit2.Repository
-    root: Path
-
-    def checkout(self, tree_id: str) -> None:
-        tree = self.repo[tree_id]
-        assert isinstance(tree, pygit2.Tree)
-        # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED: files a
-        # previous check created are removed (ignored ones, like caches, are kept).
-        strategy = (
-            pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
-        )
-        self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
-        sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
-        commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
-        self.repo.set_head(commit)
-
-
-@contextlib.contextmanager
-def scratch_checkout(state_dir: Path, objects_dir: Path) -> Iterator[Scratch]:
-    """Take a free scratch slot (creating it on first use) and hold it for the block."""
-    base = state_dir / "scratch"
-    base.mkdir(parents=True, exist_ok=True)
-    for slot in range(SCRATCH_SLOTS):
-        lock = os.open(base / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(lock)
-            continue
-        try:
-            root = base / str(slot)
-            gitdir = root / ".git"
-            if not (gitdir / "HEAD").exists():
-                repo = pygit2.init_repository(str(root))
-            else:
-                repo = pygit2.Repository(str(root))
-            alternates = gitdir / "objects" / "info" / "alternates"
-            if not alternates.exists() or alternates.read_text().strip() != str(objects_dir):
-                alternates.parent.mkdir(parents=True, exist_ok=True)
-                alternates.write_text(f"{objects_dir}\n")
-                repo = pygit2.Repository(str(root))
-            yield Scratch(repo, root)
-            return
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            os.close(lock)
-    raise CheckFailedError(
-        f"all {SCRATCH_SLOTS} scratch checkouts are busy", retryable=True, hint="retry shortly"
-    )
-
-
-def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: float) -> CheckRecord:
-    """Run one ``--check`` command; its whole process group is killed on timeout."""
-    env = {**os.environ, "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
-    env.pop("APPLYONCE_FAULT", None)
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        out += f"\n[applyonce: killed after {timeout:g}s]".encode()
-        code = None
-    except BaseException:
-        # Interrupted (Ctrl-C): the check must not outlive us in a slot we are about to release.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    elapsed = int((time.monotonic() - started) * 1000)
-    tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
-    return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from applyonce.core.paths import normalise_path
 from applyonce.errors import UsageError
 from applyonce.patch.model import (
     AddFile,
@@ -35,7 +36,6 @@ from applyonce.patch.model import (
     raw_from_base64,
     raw_to_base64,
 )
-from applyonce.paths import normalise_path
 
 TOOL = "apply_patch"
 # The patch semantics: a change to what a patch does gives the same patch a new identity, so a

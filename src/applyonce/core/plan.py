@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from applyonce.core.paths import UnsafePathError, parents
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import BOM, BinaryFileError, apply_hunks
 from applyonce.patch.edit import apply_edit_commands
@@ -28,7 +29,6 @@ from applyonce.patch.model import (
     Patch,
     UpdateFile,
 )
-from applyonce.paths import UnsafePathError, parents
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755

@@ -9,12 +9,11 @@ with the stored ``output``, byte for byte. Any disagreement is reported.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
-from applyonce.receipts import Receipt, ReceiptError
-
-if TYPE_CHECKING:
-    from applyonce.executor import Executor
+from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.core.texts import receipt_text
+from applyonce.flow.context import Context
+from applyonce.state.ledger import fold_events
 
 COMPARED = ("state", "commit_id", "base_commit", "exit_code", "receipt_sha256")
 
@@ -45,26 +44,13 @@ class ReplayReport:
         }
 
 
-def derived_output(receipt: Receipt) -> str | None:
-    """The output the call's recorded decision implies (None for non-terminal calls)."""
-    from applyonce.executor import success_output
-
-    if receipt.status == "committed":
-        return success_output(receipt.files)
-    if receipt.status == "rejected" and receipt.error is not None:
-        message = receipt.error.get("message", "")
-        hint = receipt.error.get("hint", "")
-        line = f"{message}; {hint}" if hint else message
-        return f"error: {' '.join(line.split(chr(10)))}\n"
-    return None
-
-
-def replay(executor: Executor) -> ReplayReport:
-    ledger = executor.ledger
+def replay(ctx: Context) -> ReplayReport:
+    """Fold every call's events and derive its output again; compare with the record."""
+    ledger = ctx.ledger
     report = ReplayReport()
-    folded = ledger.rebuild_calls()
+    folded = fold_events(ledger.events())
     rows = {row.call_id: row for row in ledger.calls()}
-    for call_id in sorted(set(rows) | set(folded) | set(executor.receipts.call_ids())):
+    for call_id in sorted(set(rows) | set(folded) | set(ctx.receipts.call_ids())):
         problems: list[str] = []
         row = rows.get(call_id)
         state = folded.get(call_id, {})
@@ -78,7 +64,7 @@ def replay(executor: Executor) -> ReplayReport:
                     )
         receipt: Receipt | None = None
         try:
-            receipt = executor.receipts.load(
+            receipt = ctx.receipts.load(
                 call_id, expected_sha256=row.receipt_sha256 if row else None
             )
         except ReceiptError as exc:
@@ -90,7 +76,7 @@ def replay(executor: Executor) -> ReplayReport:
             output = receipt.output
             if row is not None and receipt.status != row.state and row.state != "claimed":
                 problems.append(f"receipt says {receipt.status}, ledger says {row.state}")
-            expected = derived_output(receipt)
+            expected = receipt_text(receipt)
             if expected is not None and expected != receipt.output:
                 problems.append("the stored output is not what the recorded decision gives")
             if (

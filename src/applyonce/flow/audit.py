@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
-from applyonce.gitstore import trailers
-from applyonce.receipts import ReceiptError
-from applyonce.trailers import identity_from_trailers
-
-if TYPE_CHECKING:
-    from applyonce.executor import Executor
+from applyonce.core.message import identity_from_trailers
+from applyonce.core.receipt import ReceiptError
+from applyonce.flow.context import Context
+from applyonce.flow.verify import verify_against_git
 
 Progress = Callable[[int], None]
 REBUILD = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
@@ -60,28 +57,25 @@ class AuditReport:
 
 
 def audit(
-    executor: Executor,
+    ctx: Context,
     *,
     branch: str | None = None,
     since: str | None = None,
     progress: Progress | None = None,
 ) -> AuditReport:
     """Check the trailer commits of ``branch`` (after ``since``) and every receipt of the repo."""
-    git = executor.git
-    ref = git.resolve_branch(branch)
+    ref = ctx.store.resolve_branch(branch)
     report = AuditReport(ref=ref)
-    tip = git.tip(ref)
-    hide = git.resolve_commit(since) if since else None
-    ledger_rows = {row.call_id: row for row in executor.ledger.calls()}
+    tip = ctx.publisher.tip(ref)
+    hide = ctx.store.resolve_commit(since) if since else None
+    ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
     seen: dict[str, str] = {}
-    for count, commit in enumerate(git.walk(tip, hide=hide), start=1):
+    for count, (commit_id, block) in enumerate(ctx.store.walk_trailers(tip, hide=hide), start=1):
         if progress is not None and count % 500 == 0:
             progress(count)
-        block = trailers(commit)
         call_id = block.get("Call-Id")
         if not call_id:
             continue
-        commit_id = str(commit.id)
         report.commits += 1
         ident = identity_from_trailers(block)
         if ident is None or ident.recompute() != call_id:
@@ -109,7 +103,7 @@ def audit(
         seen[call_id] = commit_id
         row = ledger_rows.get(call_id)
         try:
-            receipt = executor.receipts.load(
+            receipt = ctx.receipts.load(
                 call_id, expected_sha256=row.receipt_sha256 if row else None
             )
         except ReceiptError as exc:
@@ -139,14 +133,14 @@ def audit(
             )
             continue
         try:
-            executor.verify_against_git(receipt)
+            verify_against_git(ctx, receipt)
         except ReceiptError as exc:
             report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))
-    for call_id in executor.receipts.call_ids():
+    for call_id in ctx.receipts.call_ids():
         report.receipts += 1
         row = ledger_rows.get(call_id)
         try:
-            receipt = executor.receipts.load(
+            receipt = ctx.receipts.load(
                 call_id, expected_sha256=row.receipt_sha256 if row else None
             )
         except ReceiptError as exc:
@@ -174,13 +168,7 @@ def audit(
                 )
             )
         elif receipt.status == "committed" and call_id not in seen and not since:
-            on_branch = (
-                receipt.commit is not None
-                and tip is not None
-                and git.has_object(receipt.commit)
-                and git.is_ancestor(receipt.commit, tip)
-            )
-            if not on_branch:
+            if receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit):
                 report.problems.append(
                     Problem(
                         "unreachable",

@@ -1,0 +1,310 @@
+"""One call, from patch text to one published commit (DESIGN §1): the corridor.
+
+    parse → identify → claim → known outcome? → prepare
+          → stage → approve → check → commit object → publish (CAS)   (restaged if the tip moved)
+          → settle (receipt, ledger) → sync the checkouts
+
+Git is the source of truth for *what* happened; receipts and the ledger record *why*. The only step
+that makes a call take effect is ``publish``; everything before it can be thrown away, everything
+after it is bookkeeping that ``recover`` can finish from Git.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from applyonce.core.identity import ApplyPatchArgs, CallIdentity, patch_source, sha256_hex
+from applyonce.core.message import build_message
+from applyonce.core.plan import TreePlan, check_parents, plan
+from applyonce.core.receipt import (
+    CheckRecord,
+    Receipt,
+    ReceiptError,
+    parse_receipt,
+    records_of_plan,
+)
+from applyonce.errors import ApplyOnceError, ConflictError, UsageError
+from applyonce.faults import fault
+from applyonce.flow import settle
+from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.approval import approval_gate
+from applyonce.flow.checks import run_checks
+from applyonce.flow.context import Context
+from applyonce.flow.options import CallOptions, CallOutcome, PlanView
+from applyonce.flow.recovery import reconcile
+from applyonce.flow.sync import sync_after_publish
+from applyonce.flow.verify import (
+    UnknownOutcomeError,
+    check_same_args,
+    check_still_on_branch,
+    stored_receipt,
+    verify_against_git,
+)
+from applyonce.git.publisher import TipMovedError
+from applyonce.patch import parse
+from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind, Owner
+
+MAX_RESTAGES = 32
+_TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
+# Calls being applied in this process right now (any thread). One call runs at most once at a time
+# per process, so a ledger claim this process holds for a call not in here was left by an apply
+# that failed halfway, and may be taken over.
+_RUNNING: set[str] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+class BaseMovedError(ConflictError):
+    kind = "base-moved"
+    default_hint = "re-read the files and send a patch for the branch's new state"
+
+
+@contextlib.contextmanager
+def _running(call_id: str) -> Iterator[None]:
+    with _RUNNING_LOCK:
+        if call_id in _RUNNING:
+            raise CallBusyError(
+                f"call {call_id[:12]} is running in this process", call_id=call_id, pid=os.getpid()
+            )
+        _RUNNING.add(call_id)
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(call_id)
+
+
+# --- identify and plan (pure reads: nothing is written) ------------------------------------------
+
+
+def identify(
+    ctx: Context, patch_text: str, options: CallOptions
+) -> tuple[ApplyPatchArgs, CallIdentity]:
+    """Parse ``patch_text`` and compute the call's normalised args and identity.
+
+    Raises:
+        ApplyOnceError: the patch or the options are bad (nothing is written).
+    """
+    if options.tool_call_id is not None and not _TOOL_CALL_ID.match(options.tool_call_id):
+        raise UsageError("the tool call ID must be 1-200 printable ASCII characters without spaces")
+    patch = parse(patch_text, options.format)
+    ref = ctx.store.resolve_branch(options.branch)
+    if options.branch is not None and ctx.publisher.tip(ref) is None and not ctx.store.head_is(ref):
+        raise UsageError(
+            f"there is no branch {options.branch!r}",
+            hint="pass an existing --branch, or create it first with 'git branch NAME'",
+        )
+    args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
+    ident = CallIdentity.compute(
+        args.sha256(),
+        contract_sha256=options.contract_sha256,
+        attempt=options.attempt,
+        idempotency_key=options.idempotency_key,
+    )
+    return args, ident
+
+
+def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
+    """What ``apply`` would do on the current tip. Writes nothing at all."""
+    args, ident = identify(ctx, patch_text, options)
+    base = ctx.publisher.tip(args.ref)
+    return PlanView(ident.call_id, args.ref, base, plan(args.patch(), ctx.store.tree_at(base)))
+
+
+# --- the call ------------------------------------------------------------------------------------
+
+
+def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
+    """Apply ``patch_text`` exactly once.
+
+    A call that already finished returns its stored receipt and nothing runs. A rejection is a
+    receipt too (``status == "rejected"``); only failures that leave no receipt raise.
+
+    Raises:
+        ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
+    """
+    if not options.check_timeout > 0:
+        raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
+    args, ident = identify(ctx, patch_text, options)
+    with _running(ident.call_id):
+        known = _known_outcome(ctx, args, ident, patch_source(patch_text, options.format))
+        if isinstance(known, CallOutcome):
+            return known
+        return _run(ctx, args, ident, known.execution_id, options)
+
+
+def _known_outcome(
+    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, source: dict[str, str]
+) -> CallOutcome | Claim:
+    """Claim the call; if it has an outcome already — recorded, or in Git — that outcome.
+    Otherwise the claim under which it runs now."""
+    if ctx.receipts.read_bytes(ident.call_id) is None:
+        # A new call's hostile paths are refused before any state exists (the tip's tree tells
+        # symlinked parents). A known call is not re-judged: it replays what it was.
+        tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
+        for path in args.patch().touched_paths():
+            check_parents(tip_tree, path)
+    claim = ctx.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args, source=source)
+    fault("after-claim")
+    if claim.outcome == "replay":
+        receipt = stored_receipt(ctx, ident.call_id)
+        check_still_on_branch(ctx, receipt)
+        unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
+        reports = sync_after_publish(ctx, receipt) if unsynced else []
+        return CallOutcome(receipt, tuple(reports), replayed=True)
+    if claim.outcome == "unknown":
+        raise UnknownOutcomeError(
+            f"call {ident.call_id[:12]}'s outcome is unknown", call_id=ident.call_id
+        )
+    if claim.outcome == "takeover":
+        # Its last process died mid-call: Git says whether it took effect; never run it twice.
+        assert claim.row is not None
+        outcome = reconcile(ctx, claim.row, already_claimed=claim.execution_id)
+        assert outcome is not None
+        if outcome.now == "committed":
+            return _landed(ctx, stored_receipt(ctx, ident.call_id), replayed=True)
+        if outcome.now == "unknown":
+            raise UnknownOutcomeError(
+                f"call {ident.call_id[:12]}'s outcome is unknown ({outcome.why})",
+                call_id=ident.call_id,
+            )
+        claim = ctx.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
+    # Whatever the record says, Git has the last word before anything runs.
+    found = _find_published(ctx, claim, ident, args.ref)
+    if found is not None:
+        return _landed(ctx, found, replayed=True)
+    return claim
+
+
+def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
+    return CallOutcome(receipt, tuple(sync_after_publish(ctx, receipt)), replayed=replayed)
+
+
+def _find_published(ctx: Context, claim: Claim, ident: CallIdentity, ref: str) -> Receipt | None:
+    """Before running, make sure this call has not already taken effect.
+
+    A claim taken over from a dead process, a receipt that outlived a lost ledger, or a lost
+    state directory: in each case Git is asked whether a commit carries this Call-Id.
+    """
+    receipt: Receipt | None = None
+    data = ctx.receipts.read_bytes(ident.call_id)
+    if data is not None:
+        with contextlib.suppress(ReceiptError):
+            receipt = parse_receipt(data, call_id=ident.call_id)
+    if data is not None and receipt is not None and receipt.status == "committed":
+        verify_against_git(ctx, receipt)
+        check_same_args(ctx, ident, receipt.commit)
+        check_still_on_branch(ctx, receipt)
+        settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha256_hex(data))
+        return receipt
+    commits = ctx.publisher.landed(ref, ident.call_id)
+    if not commits:
+        return None
+    if len(commits) > 1:
+        raise UnknownOutcomeError(
+            f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
+        )
+    check_same_args(ctx, ident, commits[0])
+    return adopt_commit(ctx, ident, claim.execution_id, ref, commits[0], receipt)
+
+
+def _run(
+    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, execution_id: str, options: CallOptions
+) -> CallOutcome:
+    """Prepare, then stage, check and publish (restaged while the tip moves), then settle."""
+    ref = args.ref
+    base = ctx.publisher.tip(ref)
+    prepared = settle.prepare(
+        ctx, ident, execution_id, ref=ref, base=base, tool_call_id=options.tool_call_id
+    )
+    fault("after-prepared")
+    checks: list[CheckRecord] = []
+    try:
+        patch = args.patch()
+        base_tree = ctx.store.tree_at(base)
+        ctx.checkouts.find_dirty_paths(ref, base_tree, patch.touched_paths())
+        approved = False
+        for attempt in range(MAX_RESTAGES):
+            try:
+                tree_plan = plan(patch, base_tree)
+            except ApplyOnceError as exc:
+                if attempt == 0:
+                    raise
+                raise BaseMovedError(
+                    f"{ref} moved and the patch no longer applies ({exc.message})",
+                    cause=exc.to_dict(),
+                ) from None
+            tree_id, blobs = ctx.store.write_tree(base_tree, tree_plan)
+            _record(ctx, ident, execution_id, EventKind.STAGED, {"base": base, "tree": tree_id})
+            fault("after-stage")
+            if not approved:
+                approval_gate(
+                    ctx, PlanView(ident.call_id, ref, base, tree_plan), execution_id, options
+                )
+                approved = True
+            checks = run_checks(ctx, tree_plan, base_tree, tree_id, options)
+            names = {"checks": [c.name for c in checks], "skipped": [*options.skip_checks]}
+            _record(ctx, ident, execution_id, EventKind.CHECKED, names)
+            fault("after-check")
+            message = build_message(tree_plan, ident, tool_call_id=options.tool_call_id)
+            commit_id = ctx.store.create_commit(tree_id, base, message)
+            _record(
+                ctx,
+                ident,
+                execution_id,
+                EventKind.COMMIT_OBJECT,
+                {"commit": commit_id, "base": base},
+            )
+            fault("after-commit-object")
+            try:
+                ctx.publisher.publish(ref, base, commit_id, reason=f"applyonce: {ident.call_id}")
+                break
+            except TipMovedError as moved:
+                # Whoever moved the tip may have been this very call (another execution of it,
+                # wrongly judged dead): then it has landed, and must not land twice.
+                own = ctx.publisher.landed(ref, ident.call_id, since=base)
+                if own:
+                    landed = adopt_commit(ctx, ident, execution_id, ref, own[0], prepared)
+                    return _landed(ctx, landed, replayed=False)
+                base = moved.actual
+                base_tree = ctx.store.tree_at(base)
+        else:
+            raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
+    except ApplyOnceError as exc:
+        return CallOutcome(settle.reject(ctx, prepared, exc, checks))
+    fault("after-publish")
+    committed = _settle_published(ctx, prepared, tree_plan, blobs, base, commit_id, checks)
+    outcome = _landed(ctx, committed, replayed=False)
+    fault("after-sync")
+    return outcome
+
+
+def _settle_published(
+    ctx: Context,
+    prepared: Receipt,
+    tree_plan: TreePlan,
+    blobs: dict[str, str],
+    base: str | None,
+    commit_id: str,
+    checks: list[CheckRecord],
+) -> Receipt:
+    files, levels = records_of_plan(tree_plan, blobs)
+    return settle.commit(
+        ctx,
+        prepared,
+        base=base,
+        commit_id=commit_id,
+        files=files,
+        match_levels=levels,
+        checks=checks,
+    )
+
+
+def _record(
+    ctx: Context, ident: CallIdentity, execution_id: str, kind: EventKind, data: Mapping[str, Any]
+) -> None:
+    ctx.ledger.record(Event(ident.call_id, execution_id, kind, data=data))

@@ -1,0 +1,101 @@
+"""Inspecting the record: finding a call by a prefix of its ID, showing its verified receipt,
+listing the calls (``applyonce show`` and ``applyonce log``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.errors import UsageError
+from applyonce.flow.context import Context
+from applyonce.flow.verify import verify_against_git
+from applyonce.state.ledger import CallRow
+
+MIN_PREFIX = 6
+
+
+class CallSummary(BaseModel):
+    """One line of ``applyonce log``: a call as the ledger has it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    state: str
+    ref: str
+    commit: str | None
+    exit_code: int | None
+    retryable: bool
+    synced: bool
+    updated_at: str
+
+    @classmethod
+    def of_row(cls, row: CallRow) -> CallSummary:
+        return cls(
+            call_id=row.call_id,
+            state=row.state,
+            ref=row.ref,
+            commit=row.commit_id,
+            exit_code=row.exit_code,
+            retryable=row.retryable,
+            synced=row.synced,
+            updated_at=row.updated_at,
+        )
+
+
+def find_call_id(ctx: Context, prefix: str) -> str:
+    """The one call whose ID starts with ``prefix`` (6 or more hex digits).
+
+    Raises:
+        UsageError: too short, no such call, or more than one.
+    """
+    prefix = prefix.strip().lower()
+    if len(prefix) < MIN_PREFIX:
+        raise UsageError(f"give at least {MIN_PREFIX} characters of the call ID")
+    matches = [c for c in ctx.receipts.call_ids() if c.startswith(prefix)]
+    if not matches:
+        raise UsageError(
+            f"no call {prefix!r} in this repository", hint="list calls with 'applyonce log'"
+        )
+    if len(matches) > 1:
+        raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
+    return matches[0]
+
+
+def show(ctx: Context, call_id: str) -> Receipt:
+    """The receipt of ``call_id``, verified against the ledger and (if committed) Git.
+
+    Raises:
+        UsageError: there is no receipt.
+        ReceiptError: it does not verify.
+    """
+    row = ctx.ledger.get(call_id)
+    receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+    if receipt is None:
+        raise UsageError(f"no receipt for call {call_id[:12]}")
+    if receipt.status == "committed":
+        verify_against_git(ctx, receipt)
+    return receipt
+
+
+def calls(ctx: Context) -> list[CallSummary]:
+    """Every call in the ledger, oldest first."""
+    return [CallSummary.of_row(row) for row in ctx.ledger.calls()]
+
+
+def call_ids(ctx: Context) -> list[str]:
+    """The IDs of every call with a receipt, sorted."""
+    return ctx.receipts.call_ids()
+
+
+def latest_with_tool_call_id(ctx: Context, tool_call_id: str) -> str | None:
+    """The latest call recorded under the model's ``tool_call_id`` (receipts that do not verify
+    are passed over)."""
+    found: list[tuple[str, str]] = []
+    for call_id in ctx.receipts.call_ids():
+        try:
+            receipt = ctx.receipts.load(call_id)
+        except ReceiptError:
+            continue
+        if receipt is not None and receipt.tool_call_id == tool_call_id:
+            found.append((receipt.updated_at, call_id))
+    return max(found)[1] if found else None

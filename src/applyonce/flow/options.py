@@ -1,0 +1,105 @@
+"""What a caller gives a call (:class:`CallOptions`), and what a call gives back
+(:class:`CallOutcome`); the plan a caller or an approver is shown (:class:`PlanView`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from applyonce.core.checks import check_skip_names
+from applyonce.core.identity import EMPTY_CONTRACT_SHA256
+from applyonce.core.plan import TreePlan
+from applyonce.core.receipt import Receipt
+from applyonce.errors import UsageError
+from applyonce.git.checkouts import SyncReport
+from applyonce.patch import PatchFormat
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """What a call would do: shown by ``--dry-run`` and to an approver."""
+
+    call_id: str
+    ref: str
+    base_commit: str | None
+    plan: TreePlan
+
+    def lines(self) -> list[str]:
+        out = []
+        for change in self.plan.changes:
+            levels = ",".join(level.label for level in change.match_levels)
+            moved = f" (from {change.from_path})" if change.from_path else ""
+            out.append(
+                f"{change.action:<6} {change.path}{moved}"
+                + (f"  [match: {levels}]" if levels else "")
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as ``apply --dry-run --json`` prints it."""
+        return {
+            "call_id": self.call_id,
+            "ref": self.ref,
+            "base_commit": self.base_commit,
+            "changes": [
+                {
+                    "path": c.path,
+                    "action": c.action,
+                    "from": c.from_path,
+                    "match_levels": [level.label for level in c.match_levels],
+                }
+                for c in self.plan.changes
+            ],
+        }
+
+
+Approver = Callable[[PlanView], bool]
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Everything about a call besides its patch text. Frozen: one set of options may serve many
+    calls (a server's template), and nothing a call does is written back into it."""
+
+    branch: str | None = None
+    contract_sha256: str = EMPTY_CONTRACT_SHA256
+    attempt: int = 1
+    idempotency_key: str | None = None
+    tool_call_id: str | None = None
+    format: PatchFormat = "auto"
+    checks: Sequence[str] = ()
+    check_timeout: float = 300.0
+    # Built-in checks not to run ("syntax", "markers"). Like ``checks``, not part of the call's
+    # identity (DESIGN §3: a call is its patch); the receipt lists each one as skipped.
+    skip_checks: Sequence[str] = ()
+    protect: Sequence[str] = ()
+    approve: Approver | None = None
+    require_approval: bool = False
+
+    def __post_init__(self) -> None:
+        skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks
+        object.__setattr__(self, "skip_checks", check_skip_names(skip))
+        object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "protect", tuple(self.protect))
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one call gives back: its receipt, what the checkout sync did, and whether the call
+    had finished before (``replayed``: nothing ran, the stored result was returned)."""
+
+    receipt: Receipt
+    sync_reports: tuple[SyncReport, ...] = field(default=())
+    replayed: bool = False
+
+
+def contract_digest(path: str | os.PathLike[str]) -> str:
+    """``--contract FILE``: the sha256 of the file's bytes."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise UsageError(f"cannot read contract {path}: {exc.strerror}") from None

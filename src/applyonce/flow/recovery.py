@@ -1,0 +1,187 @@
+"""Recovery (DESIGN §6): finish every interrupted call by asking Git what happened.
+
+For a call that is not terminal and whose owner is gone:
+
+* a commit carrying its ``Call-Id`` on the branch after ``base_commit`` → ``committed``,
+  ``reconciled: true``; receipt and ledger completed, checkout synced. The patch is never
+  re-applied;
+* its commit object exists (recorded by the ``commit-object`` event) but the branch was not moved,
+  and the tip still equals ``base_commit`` → published now by compare-and-swap (roll forward);
+* otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run
+  again;
+* contradictions (two commits with one Call-Id) → ``unknown``, for a person to ``resolve``.
+
+Committed calls without a ``synced`` event get their checkout sync. Records lost or tampered with
+are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
+(:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run concurrently with itself
+and with ``apply``: each call is taken over in the ledger before it is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
+from applyonce.errors import ApplyOnceError
+from applyonce.flow import settle
+from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.context import Context
+from applyonce.flow.debris import remove_debris
+from applyonce.flow.recovery_report import Outcome, RecoveryReport
+from applyonce.flow.repair import adopt_receipts, repair_records
+from applyonce.flow.sync import sync_many
+from applyonce.flow.verify import stored_receipt
+from applyonce.git.publisher import TipMovedError
+from applyonce.state.ledger import (
+    IN_FLIGHT,
+    CallRow,
+    EventKind,
+    Owner,
+    recorded_identity,
+    unsynced_committed,
+)
+
+
+class InterruptedCallError(ApplyOnceError):
+    kind = "interrupted"
+    default_retryable = True
+    default_hint = "nothing was committed; repeat the call to run it again"
+
+
+def recover(ctx: Context) -> RecoveryReport:
+    """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
+    report = RecoveryReport()
+    report.removed.extend(remove_debris(ctx))
+    in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
+    in_flight |= adopt_receipts(ctx, report)
+    _note_unbounded_searches(ctx, in_flight.values(), report)
+    for row in in_flight.values():
+        outcome = reconcile(ctx, row)
+        if outcome is not None:
+            report.outcomes.append(outcome)
+    repair_records(ctx, report)
+    _sync_unsynced(ctx, report)
+    return report
+
+
+def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
+    settled = {o.call_id: i for i, o in enumerate(report.outcomes)}
+    receipts = []
+    for row in unsynced_committed(ctx.ledger):
+        try:
+            receipts.append(stored_receipt(ctx, row.call_id))
+        except ReceiptError as exc:
+            report.notes.append(f"{row.call_id[:12]}: not synced, {exc.one_line()}")
+    if not receipts:
+        return
+    try:
+        sync_reports = sync_many(ctx, receipts)
+    except (ApplyOnceError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+        report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        return
+    written = {p for r in sync_reports for p in r.written}
+    for receipt in receipts:
+        if not touched_paths_of(receipt) & written:
+            continue  # its files were already as the branch has them
+        if receipt.call_id in settled:
+            o = report.outcomes[settled[receipt.call_id]]
+            report.outcomes[settled[receipt.call_id]] = Outcome(
+                o.call_id, o.was, o.now, o.why + "; checkout updated"
+            )
+        else:
+            report.outcomes.append(
+                Outcome(receipt.call_id, "committed", "committed", "checkout updated")
+            )
+    left = sorted({p for r in sync_reports for p in r.left_alone})
+    if left:
+        report.notes.append(
+            "left your uncommitted changes in " + ", ".join(left[:10]) + ": they were made "
+            "on the file as it was before the call's commit, so committing them as they are "
+            "would undo that commit there; merge them with the committed version first"
+        )
+    report.notes.extend(f"checkout not updated: {r.failed}" for r in sync_reports if r.failed)
+
+
+def _note_unbounded_searches(ctx: Context, rows: Iterable[CallRow], report: RecoveryReport) -> None:
+    """Say so when a call's commit has to be searched for in the whole history of its branch
+    (no known base on it)."""
+    by_ref: dict[str, list[str | None]] = {}
+    for row in rows:
+        by_ref.setdefault(row.ref, []).append(row.base_commit)
+    for ref, bases in by_ref.items():
+        if ctx.publisher.tip(ref) is None:
+            continue
+        if None in bases or not all(ctx.publisher.is_on(ref, b) for b in bases if b):
+            report.notes.append(
+                f"{ref}: a call has no known base on the branch; searched its whole history"
+            )
+
+
+def reconcile(ctx: Context, row: CallRow, *, already_claimed: str | None = None) -> Outcome | None:
+    """Settle one in-flight call. Returns None if a live process still runs it."""
+    execution_id = already_claimed or ctx.ledger.take_over(row.call_id, Owner.me())
+    if execution_id is None:
+        return None
+    receipt: Receipt | None = None
+    with contextlib.suppress(ReceiptError):
+        receipt = ctx.receipts.load(row.call_id)
+    ident = receipt.identity if receipt is not None else recorded_identity(ctx.ledger, row.call_id)
+    base = row.base_commit or (receipt.base_commit if receipt else None)
+    on_branch = base is not None and ctx.publisher.is_on(row.ref, base)
+    commits = ctx.publisher.landed(row.ref, row.call_id, since=base if on_branch else None)
+    if len(commits) > 1:
+        settle.mark_unknown(ctx, row, ident, receipt, execution_id, commits)
+        return Outcome(
+            row.call_id,
+            row.state,
+            "unknown",
+            f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
+        )
+    if len(commits) == 1:
+        adopt_commit(ctx, ident, execution_id, row.ref, commits[0], receipt)
+        return Outcome(
+            row.call_id,
+            row.state,
+            "committed",
+            f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished",
+        )
+    orphan = _orphan_commit(ctx, row.call_id, base)
+    if orphan is not None and base is not None and ctx.publisher.tip(row.ref) == base:
+        try:
+            ctx.publisher.publish(row.ref, base, orphan, reason=f"applyonce recover: {row.call_id}")
+        except TipMovedError:
+            pass
+        else:
+            adopt_commit(ctx, ident, execution_id, row.ref, orphan, receipt)
+            return Outcome(
+                row.call_id,
+                row.state,
+                "committed",
+                f"commit object {orphan[:12]} was staged; published it now",
+            )
+    error = InterruptedCallError(
+        "the call was interrupted before its commit was published", call_id=row.call_id
+    )
+    settle.reject_interrupted(ctx, ident, execution_id, row, receipt, error)
+    return Outcome(
+        row.call_id,
+        row.state,
+        "rejected",
+        "interrupted before the publish; nothing took effect (retryable)",
+    )
+
+
+def _orphan_commit(ctx: Context, call_id: str, base: str | None) -> str | None:
+    """The newest commit object staged for ``call_id`` on ``base``, if it still exists."""
+    for event in reversed(ctx.ledger.events(call_id)):
+        if event.kind != EventKind.COMMIT_OBJECT:
+            continue
+        commit = event.data.get("commit")
+        if event.data.get("base") != base or not commit or not ctx.store.has_object(commit):
+            return None
+        if ctx.store.trailers_of(commit).get("Call-Id") != call_id:
+            return None
+        return str(commit)
+    return None

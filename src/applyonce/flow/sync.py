@@ -1,0 +1,97 @@
+"""After a call: bring the user's checkouts of the branch to its new tip, losing nothing.
+
+One sync at a time per repository (``<state>/sync.lock``). A call whose paths hold the user's own
+edits stays unsynced in the ledger, and ``applyonce recover`` reports it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from applyonce.core.receipt import Receipt, touched_paths_of
+from applyonce.errors import ApplyOnceError
+from applyonce.flow.context import Context
+from applyonce.git.checkouts import SyncReport
+from applyonce.state.files import ensure_dir
+from applyonce.state.ledger import Event, EventKind, RowChange, unsynced_committed
+from applyonce.state.locks import file_lock
+
+
+def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
+    """Sync the paths of committed calls, in one pass per branch; record a ``synced`` event
+    for each."""
+    reports: list[SyncReport] = []
+    by_ref: dict[str, list[Receipt]] = {}
+    for receipt in receipts:
+        by_ref.setdefault(receipt.ref, []).append(receipt)
+    ensure_dir(ctx.state_dir)
+    with file_lock(ctx.state_dir / "sync.lock"):
+        for ref, group in by_ref.items():
+            paths: dict[str, None] = {}
+            for receipt in group:
+                for record in receipt.files:
+                    paths[record.path] = None
+                    if record.from_:
+                        paths[record.from_] = None
+            pending = {row.base_commit for row in unsynced_committed(ctx.ledger, ref)}
+            bases = [r.base_commit for r in group] + sorted(b for b in pending if b is not None)
+            since = _oldest_base(ctx, ref, bases)
+            ref_reports = ctx.checkouts.sync_checkouts(ref, since, list(paths))
+            reports.extend(ref_reports)
+            detail = {"reports": [r.__dict__ for r in ref_reports]}
+            left = {p for report in ref_reports for p in report.left_alone}
+            ctx.ledger.record(
+                *(
+                    Event(
+                        r.call_id,
+                        r.execution_id,
+                        EventKind.SYNCED,
+                        RowChange(synced=not touched_paths_of(r) & left),
+                        detail,
+                    )
+                    for r in group
+                )
+            )
+    return reports
+
+
+def sync_after_publish(ctx: Context, receipt: Receipt) -> list[SyncReport]:
+    """Sync after a publish: the call has taken effect, so a sync failure is a warning (left for
+    'applyonce recover'), never a failure of the call."""
+    try:
+        return sync_many(ctx, [receipt])
+    except (ApplyOnceError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+        return [SyncReport(None, (), (), failed=reason)]
+
+
+def sync_warnings(reports: Sequence[SyncReport]) -> list[str]:
+    """What the user is told about a sync that did not do everything (one line each)."""
+    lines = []
+    for report in reports:
+        if report.failed:
+            lines.append(
+                f"committed, but the checkout was not updated ({report.failed}); "
+                "run 'applyonce recover' to update it"
+            )
+        lines.extend(
+            f"{path} in {report.worktree} has your changes; left it as it is"
+            for path in report.left_alone
+        )
+    return lines
+
+
+def _oldest_base(ctx: Context, ref: str, bases: Sequence[str | None]) -> str | None:
+    """The oldest of ``bases`` on ``ref`` (one walk from the tip): the checkout may hold any
+    version of a path from there on. None if a call started on an unborn branch."""
+    if any(base is None for base in bases):
+        return None
+    remaining = set(bases)
+    oldest: str | None = None
+    for commit_id in ctx.store.walk(ctx.store.tip(ref)):
+        if commit_id in remaining:
+            oldest = commit_id
+            remaining.discard(commit_id)
+            if not remaining:
+                break
+    return oldest if oldest is not None else (bases[0] if bases else None)

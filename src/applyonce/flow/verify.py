@@ -1,0 +1,93 @@
+"""A receipt read back is untrusted until Git agrees with it (DESIGN §4)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from applyonce.core.identity import CallIdentity
+from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.errors import StateError
+from applyonce.flow.context import Context
+from applyonce.state.ledger import KeyReusedError
+
+
+class UnknownOutcomeError(StateError):
+    kind = "unknown-outcome"
+    default_hint = (
+        "run 'applyonce recover' to record it, then 'applyonce show' it and 'applyonce resolve' it"
+    )
+
+
+def verify_against_git(ctx: Context, receipt: Receipt) -> None:
+    """A committed receipt must name a commit carrying its Call-Id, with its files' blobs.
+
+    Raises:
+        ReceiptError: it does not.
+    """
+    short = receipt.call_id[:12]
+    store = ctx.store
+    if receipt.commit is None or not store.has_object(receipt.commit):
+        raise ReceiptError(f"receipt {short}: its commit is not in the repository")
+    if store.trailers_of(receipt.commit).get("Call-Id") != receipt.call_id:
+        raise ReceiptError(f"receipt {short}: commit {receipt.commit[:12]} has another Call-Id")
+    tree = store.tree_at(receipt.commit)
+    for record in receipt.files:
+        if tree.blob_id(record.path) != record.blob:
+            raise ReceiptError(
+                f"receipt {short}: {record.path} does not match commit {receipt.commit[:12]}",
+                path=record.path,
+            )
+        if record.blob is not None:
+            data, _ = tree.read(record.path)
+            if hashlib.sha256(data).hexdigest() != record.sha256:
+                raise ReceiptError(f"receipt {short}: {record.path} has a forged sha256")
+
+
+def stored_receipt(ctx: Context, call_id: str) -> Receipt:
+    """The verified receipt of ``call_id`` (against the ledger's digest, and Git if committed).
+
+    Raises:
+        ReceiptError: it is missing or does not verify.
+    """
+    row = ctx.ledger.get(call_id)
+    receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+    if receipt is None:
+        raise ReceiptError(f"receipt {call_id[:12]} is missing", call_id=call_id)
+    if receipt.status == "committed":
+        verify_against_git(ctx, receipt)
+    return receipt
+
+
+def check_still_on_branch(ctx: Context, receipt: Receipt) -> None:
+    """A committed call whose commit the branch no longer has did not 'succeed' any more: saying
+    so beats returning a success the repository contradicts.
+
+    Raises:
+        UnknownOutcomeError: the commit is gone from the branch.
+    """
+    if receipt.commit is None or receipt.status != "committed":
+        return
+    if not ctx.publisher.is_on(receipt.ref, receipt.commit):
+        raise UnknownOutcomeError(
+            f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]}, which is "
+            f"no longer on {receipt.ref} (the branch was reset or rewritten)",
+            call_id=receipt.call_id,
+            hint="if the change is still wanted, send it again as a new attempt (--attempt)",
+        )
+
+
+def check_same_args(ctx: Context, ident: CallIdentity, commit_id: str | None) -> None:
+    """A key-mode call found in Git must be the same change, or the key was reused.
+
+    Raises:
+        KeyReusedError: the commit records other arguments.
+    """
+    if ident.idempotency_key is None or commit_id is None:
+        return
+    recorded = ctx.store.trailers_of(commit_id).get("Args-Sha256")
+    if recorded is not None and recorded != ident.args_sha256:
+        raise KeyReusedError(
+            f"idempotency key {ident.idempotency_key!r} was already used for commit "
+            f"{commit_id[:12]} with other arguments",
+            call_id=ident.call_id,
+        )

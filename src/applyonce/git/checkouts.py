@@ -1,0 +1,287 @@
+"""The user's checkouts of a branch: refusing a call over their uncommitted work, and bringing
+them to the new tip after a call without losing any.
+
+A path is *the user's* when the checkout holds a version of it (in the work tree or the index) that
+the branch never had since the call's base: it is never overwritten, only reported. The index is
+written as git writes it (through its lock, waiting briefly for the user's own git).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from dataclasses import dataclass
+from collections.abc import Iterable
+from pathlib import Path
+
+import pygit2
+
+from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK, MODE_TREE
+from applyonce.errors import ConflictError
+from applyonce.git.store import GitStore, GitTree, LockedError, Version
+from applyonce.state.files import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
+
+_ZERO_OID = pygit2.Oid(hex="0" * 40)
+_INDEX_LOCK_RETRIES = 20
+
+
+class DirtyPathError(ConflictError):
+    """A path the patch touches has uncommitted changes (or is untracked) in the checkout."""
+
+    kind = "dirty-path"
+    default_retryable = True
+    default_hint = "commit or stash your changes to it, then repeat the call"
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What the checkout sync did."""
+
+    worktree: str | None
+    written: tuple[str, ...] = ()
+    left_alone: tuple[str, ...] = ()
+    failed: str | None = None  # why the sync could not run (it is retried by 'applyonce recover')
+
+
+class Checkouts:
+    """The work trees (main and linked) of one repository."""
+
+    def __init__(self, store: GitStore) -> None:
+        self.store = store
+
+    def checkouts_of(self, ref: str) -> list[pygit2.Repository]:
+        """The work trees (main and linked, from wherever we were opened) whose HEAD is ``ref``."""
+        found: list[pygit2.Repository] = []
+        candidates: list[pygit2.Repository] = []
+        seen: set[str] = set()
+        main = pygit2.Repository(str(self.store.common_dir))
+        paths = [None if main.is_bare else main.workdir]
+        for name in main.list_worktrees():
+            with contextlib.suppress(pygit2.GitError, KeyError):
+                paths.append(main.lookup_worktree(name).path)
+        for path in paths:
+            if path is None:
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            with contextlib.suppress(pygit2.GitError, KeyError):
+                candidates.append(pygit2.Repository(path))
+        for repo in candidates:
+            if repo.is_bare:
+                continue
+            head = repo.references.get("HEAD")
+            if (
+                head is not None
+                and head.type == pygit2.enums.ReferenceType.SYMBOLIC
+                and str(head.target) == ref
+            ):
+                found.append(repo)
+        return found
+
+    def find_dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> None:
+        """Refuse the call if the checkout of ``ref`` has user changes on ``paths``.
+
+        Raises:
+            DirtyPathError: a touched path differs from the base (modified, staged, untracked).
+        """
+        for checkout in self.checkouts_of(ref):
+            root = Path(checkout.workdir)
+            index = checkout.index
+            index.read(False)
+            trusts_mode = _trusts_filemode(checkout)
+            for path in paths:
+                if base.kind(path) in ("dir", "submodule"):
+                    continue  # not a file: the planner refuses the operation itself
+                expected = base.version(path)
+                staged = _index_version(index, path)
+                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if current != expected or staged != expected:
+                    state = "is untracked" if expected[0] is None else "has uncommitted changes"
+                    raise DirtyPathError(
+                        f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
+                    )
+
+    def sync_checkouts(
+        self, ref: str, base_commit: str | None, paths: Iterable[str]
+    ) -> list[SyncReport]:
+        """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
+
+        A path is written only if the checkout still holds a version of it that the branch has had
+        since ``base_commit`` (in both the work tree and the index); anything else is the user's
+        and is left alone, and reported.
+        """
+        tip = self.store.tip(ref)
+        reports: list[SyncReport] = []
+        paths = list(paths)
+        for checkout in self.checkouts_of(ref):
+            root = Path(checkout.workdir)
+            tip_tree = self.store.tree_at(tip)
+            known = self._versions_since(tip, base_commit, paths)
+            written: list[str] = []
+            left: list[str] = []
+            index = checkout.index
+            index.read(False)
+            trusts_mode = _trusts_filemode(checkout)
+            for path in paths:
+                target = tip_tree.version(path)
+                staged = _index_version(index, path)
+                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if current == target and staged == target:
+                    continue
+                if current not in known[path] or staged not in known[path]:
+                    left.append(path)
+                    continue
+                if not is_real_dir_chain(root, path):
+                    left.append(path)
+                    continue
+                full = root / path
+                if full.is_dir() and not full.is_symlink():
+                    left.append(path)
+                    continue
+                if target[0] is None:
+                    remove_file(full)
+                    prune_empty_dirs(full.parent, root)
+                    if staged[0] is not None:
+                        index.remove(path)
+                elif (
+                    current[0] == target[0]
+                    and not trusts_mode
+                    and {current[1], target[1]} <= {MODE_FILE, MODE_EXEC}
+                ):
+                    # Only the mode changed, and git ignores the work tree's bit here
+                    # (core.fileMode=false): the index entry alone carries it.
+                    _stage(index, path, target)
+                else:
+                    entry = tip_tree.entry(path)
+                    assert entry is not None
+                    full.parent.mkdir(parents=True, exist_ok=True)
+                    if full.is_symlink():
+                        full.unlink()  # a known version of the path: replaced, not written through
+                    if entry.filemode == MODE_LINK:
+                        link = self.store.repo[entry.id]
+                        assert isinstance(link, pygit2.Blob)
+                        os.symlink(link.data, full)
+                    else:
+                        blob = self.store.repo[entry.id]
+                        assert isinstance(blob, pygit2.Blob)
+                        # Through the repo's filters (eol, .gitattributes), as git would write it.
+                        with pygit2.BlobIO(blob, as_path=path) as stream:
+                            data = stream.read()
+                        atomic_write(full, data, mode=_file_mode(entry.filemode), durable=False)
+                    _stage(index, path, target)
+                written.append(path)
+            if written:
+                _write_index(index)
+            reports.append(SyncReport(str(root), tuple(written), tuple(left)))
+        return reports
+
+    def _versions_since(
+        self, tip: str | None, base_commit: str | None, paths: list[str]
+    ) -> dict[str, set[Version]]:
+        """Every version (blob ID and mode) each path had from ``base_commit`` to ``tip``: its
+        version at the base plus every version a commit in between introduced (one tree diff a
+        commit, so the cost follows the changes, not commits x paths)."""
+        base_tree = self.store.tree_at(base_commit)
+        versions: dict[str, set[Version]] = {path: {base_tree.version(path)} for path in paths}
+        for commit in self.store.commits(tip, hide=base_commit):
+            if not commit.parents:  # a root commit: its versions are simply its own
+                root = GitTree(self.store.repo, commit.tree)
+                for path in paths:
+                    versions[path].add(root.version(path))
+                continue
+            for delta in commit.parents[0].tree.diff_to_tree(commit.tree).deltas:
+                for side in (delta.old_file, delta.new_file):
+                    if side.path in versions:
+                        absent = side.id == _ZERO_OID or side.mode in (MODE_TREE, MODE_GITLINK)
+                        version = (None, None) if absent else (str(side.id), int(side.mode))
+                        versions[side.path].add(version)
+        return versions
+
+
+def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | None:
+    """The blob ID the work-tree file would be committed as (after the repo's clean filters)."""
+    full = root / path
+    try:
+        if full.is_symlink():
+            return str(pygit2.hash(os.readlink(full).encode()))
+        if not full.is_file():
+            return None if not full.exists() else "directory"
+        return str(checkout.hashfile(str(full), as_path=path))
+    except (OSError, pygit2.GitError):
+        return "unreadable"
+
+
+def _trusts_filemode(checkout: pygit2.Repository) -> bool:
+    """``core.fileMode``: whether git reads the executable bit from the work tree."""
+    try:
+        return bool(checkout.config.get_bool("core.fileMode"))
+    except (KeyError, pygit2.GitError, ValueError):
+        return True
+
+
+def _workdir_version(
+    checkout: pygit2.Repository, root: Path, path: str, staged: Version, *, trusts_mode: bool
+) -> Version:
+    """The version git would see in the work tree. Where the work tree cannot tell, git takes
+    a regular file's mode from the index, and so does this: the executable bit under
+    ``core.fileMode=false``, a symlink checked out as a plain file under ``core.symlinks=false``."""
+    blob = _workdir_blob(checkout, root, path)
+    full = root / path
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return (blob, None)
+    if stat.S_ISLNK(st.st_mode):
+        return (blob, MODE_LINK)
+    if not stat.S_ISREG(st.st_mode):
+        return (blob, None)
+    if staged[1] == MODE_LINK or (not trusts_mode and staged[1] in (MODE_FILE, MODE_EXEC)):
+        return (blob, staged[1])
+    return (blob, MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE)
+
+
+def _index_version(index: pygit2.Index, path: str) -> Version:
+    try:
+        entry = index[path]
+    except KeyError:
+        return (None, None)
+    return (str(entry.id), int(entry.mode))
+
+
+def _stage(index: pygit2.Index, path: str, target: Version) -> None:
+    """Record the work tree's ``path`` in the index with ``target``'s mode.
+
+    Adding by path takes the blob and the stat data from the file, and the mode from the file too,
+    except under ``core.fileMode=false``: there libgit2 keeps the mode of the entry it replaces. So
+    the entry is first written with the commit's mode, then added by path."""
+    blob, mode = target
+    assert blob is not None and mode is not None
+    index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
+    index.add(path)
+
+
+def _file_mode(git_mode: int) -> int:
+    """Permission bits for a checkout file, as git would give them under the user's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
+
+
+def _write_index(index: pygit2.Index) -> None:
+    # The user's own git holds index.lock only briefly; wait about a second, then give up (the
+    # sync is retried by 'applyonce recover').
+    for attempt in range(_INDEX_LOCK_RETRIES):
+        try:
+            index.write()
+            return
+        except (pygit2.GitError, OSError) as exc:
+            if "lock" not in str(exc):
+                raise
+            if attempt + 1 < _INDEX_LOCK_RETRIES:
+                time.sleep(0.05)
+                continue
+            raise LockedError(f"the index stays locked by another writer ({exc})") from None

@@ -1,0 +1,135 @@
+"""The commit point: where a call takes effect, and where to ask whether it has.
+
+A :class:`Publisher` is the branch as the calls see it: its tip, ``publish`` — the single step that
+makes a call take effect, a compare-and-swap of the ref from the base the call was staged on to its
+commit — and "which commits carrying Call-Id X are on the branch". Apply, recovery, resolve and
+audit all ask the same publisher, so "did call X land?" has one answer.
+
+:class:`LocalRefPublisher` publishes to ``refs/heads/<branch>`` of the repository itself: libgit2
+checks the old value under the ref's lock, and fsyncs the ref (switched on in
+:mod:`applyonce.git.store`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import pygit2
+
+from applyonce.errors import ConflictError
+from applyonce.git.history import CallIdIndex
+from applyonce.git.store import GitStore, LockedError
+
+_LOCK_RETRIES = 50
+
+
+class TipMovedError(ConflictError):
+    """The branch tip is no longer the base the call was staged on."""
+
+    kind = "tip-moved"
+    default_retryable = True
+
+    def __init__(self, ref: str, expected: str | None, actual: str | None) -> None:
+        super().__init__(
+            f"{ref} moved from {str(expected)[:12]} to {str(actual)[:12]} during the call",
+            ref=ref,
+            expected=expected,
+            actual=actual,
+        )
+        self.actual = actual
+
+
+class Publisher(Protocol):
+    """The branch a call publishes to (see the module docstring)."""
+
+    def tip(self, ref: str) -> str | None:
+        """The commit the branch points at (None: the branch does not exist yet)."""
+        ...
+
+    def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
+        """Move ``ref`` from ``expected`` to ``new``, or not at all.
+
+        Raises:
+            TipMovedError: the ref is not at ``expected``; nothing changed.
+            LockedError: another writer holds the ref too long; nothing changed.
+        """
+        ...
+
+    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        """The commits on ``ref`` (after ``since``; None: the whole branch) whose ``Call-Id``
+        trailer is ``call_id``, newest first."""
+        ...
+
+    def is_on(self, ref: str, commit: str) -> bool:
+        """Whether ``commit`` is on ``ref`` now (the tip or one of its ancestors)."""
+        ...
+
+
+class LocalRefPublisher:
+    """A :class:`Publisher` over a branch of the repository itself."""
+
+    def __init__(self, store: GitStore, index: CallIdIndex) -> None:
+        self.store = store
+        self.index = index
+
+    def tip(self, ref: str) -> str | None:
+        return self.store.tip(ref)
+
+    def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
+        """Move ``ref`` from ``expected`` to ``new`` by compare-and-swap.
+
+        Raises:
+            TipMovedError: the ref is not at ``expected`` (another writer got there first).
+        """
+        for attempt in range(_LOCK_RETRIES):
+            current_tip = self.store.tip(ref)
+            if current_tip != expected:
+                raise TipMovedError(ref, expected, current_tip)
+            try:
+                if expected is None:
+                    if self.store.repo.references.get(ref) is not None:
+                        raise TipMovedError(ref, None, self.store.tip(ref))
+                    self.store.repo.create_reference_direct(
+                        ref, pygit2.Oid(hex=new), False, message=reason
+                    )
+                    return
+                current = self.store.repo.references.get(ref)
+                if current is None or str(current.target) != expected:
+                    raise TipMovedError(
+                        ref, expected, None if current is None else str(current.target)
+                    )
+                # set_target passes the value read above to libgit2 as the expected old value,
+                # checked under the ref's lock: a writer between the read and here makes it fail.
+                current.set_target(pygit2.Oid(hex=new), reason)
+                return
+            except (pygit2.GitError, OSError, KeyError) as exc:
+                text = str(exc)
+                now_at = self.store.tip(ref)
+                if now_at != expected:  # moved or deleted under us: the CAS did its job
+                    raise TipMovedError(ref, expected, now_at) from None
+                if "lock" not in text:
+                    raise
+                if attempt + 1 < _LOCK_RETRIES:
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                raise LockedError(
+                    f"{ref} stays locked by another writer ({text.strip()})"
+                ) from None
+
+    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        if since is None:
+            return self.index.commits_on(ref, call_id)
+        return [
+            commit
+            for commit, block in self.store.walk_trailers(self.store.tip(ref), hide=since)
+            if block.get("Call-Id") == call_id
+        ]
+
+    def is_on(self, ref: str, commit: str) -> bool:
+        tip = self.store.tip(ref)
+        return (
+            tip is not None
+            and self.store.has_object(commit)
+            and self.store.is_ancestor(commit, tip)
+        )

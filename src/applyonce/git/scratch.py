@@ -1,0 +1,51 @@
+"""A scratch checkout: a private repository that borrows the main repository's objects.
+
+``--check`` commands run in one (:mod:`applyonce.flow.checks` keeps the pool of slots and their
+locks). It reads the objects through ``objects/info/alternates``, and its HEAD is the last tree it
+held, so libgit2 checks out only what changed: after the first call, the cost follows the patch,
+not the repository.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+
+
+class ScratchRepo:
+    """The repository of one scratch slot at ``root`` (created on first use)."""
+
+    def __init__(self, root: Path, objects_dir: Path) -> None:
+        self.root = root
+        gitdir = root / ".git"
+        if not (gitdir / "HEAD").exists():
+            pygit2.init_repository(str(root))
+        alternates = gitdir / "objects" / "info" / "alternates"
+        if not alternates.exists() or alternates.read_text().strip() != str(objects_dir):
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            alternates.write_text(f"{objects_dir}\n")
+        self.repo = pygit2.Repository(str(root))
+
+    def checkout(self, tree_id: str) -> None:
+        """Make the work tree hold exactly ``tree_id`` (ignored files, like caches, are kept)."""
+        tree = self.repo[tree_id]
+        assert isinstance(tree, pygit2.Tree)
+        # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED: files a
+        # previous check created are removed.
+        strategy = (
+            pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
+        )
+        self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
+        sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
+        commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
+        self.repo.set_head(commit)
+
+
+def is_repository(path: Path) -> bool:
+    """Whether ``path`` opens as a Git repository (a broken scratch slot does not)."""
+    try:
+        pygit2.Repository(str(path))
+    except (pygit2.GitError, KeyError):
+        return False
+    return True

@@ -1,0 +1,323 @@
+"""The repository as applyonce sees it: objects, trees, commits and history, through pygit2.
+
+* blobs are read from the base commit, never from the user's checkout;
+* the new tree is the base tree plus the changed paths only: cost O(patch · depth), not O(repo);
+* the commit object is created without moving any ref (the ref moves in
+  :mod:`applyonce.git.publisher`, the one commit point);
+* libgit2's fsync of objects and refs is switched on when this package is imported.
+
+Nothing outside :mod:`applyonce.git` sees a pygit2 object: commits are IDs (hex strings), a
+commit's trailers a dict, a diff a list of :class:`Change`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from applyonce.core.paths import UnsafePathError
+from applyonce.core.plan import MODE_GITLINK, MODE_LINK, MODE_TREE, EntryKind, TreePlan
+from applyonce.errors import ApplyOnceError, ConflictError, UsageError
+
+pygit2.settings.enable_fsync_gitdir(True)
+
+FALLBACK_NAME = "applyonce"
+FALLBACK_EMAIL = "applyonce@localhost"
+
+
+class NotARepositoryError(ApplyOnceError):
+    kind = "not-a-repository"
+    exit_code = 2
+    default_hint = "pass --repo with the path of a Git repository"
+
+
+class LockedError(ConflictError):
+    """A ref or index lock file is held longer than a writer should need."""
+
+    kind = "locked"
+    default_retryable = True
+    default_hint = "if no git or applyonce process is running, run 'applyonce recover'"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file change of a commit: ``status`` is git's letter (A, M, D, R, C, T)."""
+
+    status: str
+    path: str  # the new path (the old one for a deletion)
+    old_path: str
+    mode: int  # the new side's git file mode
+
+
+def _kind_of_mode(mode: int) -> EntryKind:
+    if mode == MODE_TREE:
+        return "dir"
+    if mode == MODE_LINK:
+        return "symlink"
+    if mode == MODE_GITLINK:
+        return "submodule"
+    return "file"
+
+
+class GitTree:
+    """A :class:`applyonce.plan.TreeReader` over a commit's tree (None: an unborn branch)."""
+
+    def __init__(self, repo: pygit2.Repository, tree: pygit2.Tree | None) -> None:
+        self.repo = repo
+        self.tree = tree
+
+    def entry(self, path: str) -> pygit2.Object | None:
+        if self.tree is None:
+            return None
+        try:
+            return self.tree[path]
+        except KeyError:
+            return None
+
+    def kind(self, path: str) -> EntryKind | None:
+        entry = self.entry(path)
+        return None if entry is None else _kind_of_mode(entry.filemode)
+
+    def read(self, path: str) -> tuple[bytes, int]:
+        entry = self.entry(path)
+        assert entry is not None, path
+        blob = self.repo[entry.id]
+        assert isinstance(blob, pygit2.Blob)
+        return blob.data, entry.filemode
+
+    def blob_id(self, path: str) -> str | None:
+        entry = self.entry(path)
+        if entry is None or entry.filemode in (MODE_TREE, MODE_GITLINK):
+            return None
+        return str(entry.id)
+
+    def version(self, path: str) -> Version:
+        """The path's blob ID and mode ((None, None): no file there)."""
+        blob = self.blob_id(path)
+        entry = self.entry(path)
+        return (blob, entry.filemode if blob is not None and entry is not None else None)
+
+
+# A version of a path as the checkout can hold it: (blob ID, git file mode); (None, None) is absent.
+Version = tuple[str | None, int | None]
+
+
+class GitStore:
+    """One repository, as applyonce sees it."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        found = pygit2.discover_repository(str(path))
+        if found is None:
+            raise NotARepositoryError(f"{path} is not inside a Git repository")
+        self.repo = pygit2.Repository(found)
+
+    # --- where things are -------------------------------------------------------------------
+
+    @property
+    def workdir(self) -> Path | None:
+        return None if self.repo.is_bare else Path(self.repo.workdir)
+
+    @property
+    def common_dir(self) -> Path:
+        gitdir = Path(self.repo.path)
+        pointer = gitdir / "commondir"
+        if pointer.is_file():
+            return (gitdir / pointer.read_text().strip()).resolve()
+        return gitdir.resolve()
+
+    def resolve_branch(self, branch: str | None) -> str:
+        """``main`` -> ``refs/heads/main``; None -> the branch HEAD points at."""
+        if branch is None:
+            head = self.repo.references.get("HEAD")
+            if head is None or head.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                raise UsageError("HEAD is detached", hint="pass --branch NAME")
+            branch = str(head.target)
+        ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+        if not ref.startswith("refs/heads/") or not pygit2.reference_is_valid_name(ref):
+            raise UsageError(f"{branch!r} is not a valid branch name", hint="pass --branch NAME")
+        # A symbolic branch (an alias of another) means the branch it points at.
+        for _ in range(5):
+            reference = self.repo.references.get(ref)
+            if reference is None or reference.type != pygit2.enums.ReferenceType.SYMBOLIC:
+                return ref
+            ref = str(reference.target)
+        raise UsageError(f"{branch!r} is a loop of symbolic refs")
+
+    def head_is(self, ref: str) -> bool:
+        """Whether HEAD points at ``ref`` (a branch that may not exist yet)."""
+        head = self.repo.references.get("HEAD")
+        return head is not None and str(head.target) == ref
+
+    def tip(self, ref: str) -> str | None:
+        reference = self.repo.references.get(ref)
+        return None if reference is None else str(reference.resolve().target)
+
+    def resolve_commit(self, rev: str) -> str:
+        """A revision (``HEAD~3``, a tag, an ID) as a commit ID."""
+        try:
+            obj = self.repo.revparse_single(rev).peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+            raise UsageError(f"{rev!r} is not a commit in this repository") from None
+        return str(obj.id)
+
+    def tree_at(self, commit_id: str | None) -> GitTree:
+        if commit_id is None:
+            return GitTree(self.repo, None)
+        commit = self.repo[commit_id]
+        assert isinstance(commit, pygit2.Commit)
+        return GitTree(self.repo, commit.tree)
+
+    # --- writing objects ----------------------------------------------------------------------
+
+    def write_tree(self, base: GitTree, plan: TreePlan) -> tuple[str, dict[str, str]]:
+        """Write the blobs and trees of ``plan`` on top of ``base``.
+
+        Returns:
+            The new root tree ID and the blob ID of every written path.
+        """
+        edits: dict[str, tuple[pygit2.Oid, int] | None] = {path: None for path in plan.removed}
+        blobs: dict[str, str] = {}
+        for change in plan.changes:
+            if change.content is None:
+                edits[change.path] = None
+                continue
+            oid = self.repo.create_blob(change.content)
+            edits[change.path] = (oid, change.mode)
+            blobs[change.path] = str(oid)
+        root = self._build(base.tree, edits)
+        if root is None:
+            root = self.repo.TreeBuilder().write()
+        return str(root), blobs
+
+    def _build(
+        self, tree: pygit2.Tree | None, edits: dict[str, tuple[pygit2.Oid, int] | None]
+    ) -> pygit2.Oid | None:
+        builder = self.repo.TreeBuilder(tree) if tree is not None else self.repo.TreeBuilder()
+        below: dict[str, dict[str, tuple[pygit2.Oid, int] | None]] = {}
+        for path, value in edits.items():
+            head, _, rest = path.partition("/")
+            if rest:
+                below.setdefault(head, {})[rest] = value
+            elif value is None:
+                if builder.get(head) is not None:
+                    builder.remove(head)
+            else:
+                try:
+                    builder.insert(head, value[0], value[1])
+                except (pygit2.GitError, ValueError) as exc:
+                    # libgit2 refuses names git itself would refuse (NTFS and HFS tricks, ...).
+                    raise UnsafePathError(
+                        f"{head!r} is not a valid file name in a Git tree ({exc})", path=head
+                    ) from None
+        for head, sub in below.items():
+            existing = builder.get(head)
+            subtree = None
+            if existing is not None and existing.filemode == MODE_TREE:
+                obj = self.repo[existing.id]
+                assert isinstance(obj, pygit2.Tree)
+                subtree = obj
+            new = self._build(subtree, sub)
+            if new is None:
+                if existing is not None:
+                    builder.remove(head)
+            else:
+                builder.insert(head, new, MODE_TREE)
+        if len(builder) == 0:
+            return None
+        return builder.write()
+
+    def signature(self) -> pygit2.Signature:
+        try:
+            return self.repo.default_signature
+        except (KeyError, pygit2.GitError):
+            return pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+
+    def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
+        """Create the commit object. No ref moves."""
+        sig = self.signature()
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree_id), parents)
+        return str(oid)
+
+    # --- reading history ----------------------------------------------------------------------
+
+    def commits(self, tip: str | None, *, hide: str | None = None) -> Iterator[pygit2.Commit]:
+        """Commits reachable from ``tip`` and not from ``hide``, newest first (for this package)."""
+        if tip is None:
+            return
+        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+        if hide is not None:
+            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                walker.hide(pygit2.Oid(hex=hide))
+        yield from walker
+
+    def walk(self, tip: str | None, *, hide: str | None = None) -> Iterator[str]:
+        """IDs of the commits reachable from ``tip`` and not from ``hide``, newest first."""
+        for commit in self.commits(tip, hide=hide):
+            yield str(commit.id)
+
+    def walk_trailers(
+        self, tip: str | None, *, hide: str | None = None
+    ) -> Iterator[tuple[str, dict[str, str]]]:
+        """``(commit ID, trailers)`` of the commits :meth:`walk` gives, newest first."""
+        for commit in self.commits(tip, hide=hide):
+            yield str(commit.id), trailers(commit)
+
+    def trailers_of(self, commit_id: str) -> dict[str, str]:
+        """The trailer block of ``commit_id`` (empty for a commit without one)."""
+        commit = self.repo[commit_id]
+        return trailers(commit) if isinstance(commit, pygit2.Commit) else {}
+
+    def parent_of(self, commit_id: str) -> str | None:
+        """The first parent of ``commit_id`` (None for a root commit)."""
+        commit = self.repo[commit_id]
+        assert isinstance(commit, pygit2.Commit)
+        return str(commit.parent_ids[0]) if commit.parent_ids else None
+
+    def changes_in(self, parent: str | None, commit_id: str) -> list[Change]:
+        """The file changes from ``parent`` (None: the empty tree) to ``commit_id``, renames
+        detected."""
+        new = self.repo[commit_id].peel(pygit2.Tree)
+        if parent is None:
+            diff = new.diff_to_tree(swap=True)
+        else:
+            diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
+        diff.find_similar()
+        changes = []
+        for delta in diff.deltas:
+            status = delta.status_char()
+            path = delta.old_file.path if status == "D" else delta.new_file.path
+            changes.append(Change(status, path, delta.old_file.path, int(delta.new_file.mode)))
+        return changes
+
+    def has_object(self, oid: str) -> bool:
+        return oid in self.repo
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
+
+    @property
+    def objects_dir(self) -> Path:
+        """Where this repository's objects are (a linked work tree shares the main one's)."""
+        objects = Path(self.repo.path).resolve() / "objects"
+        return objects if objects.is_dir() else self.common_dir / "objects"
+
+
+def blob_id_of(data: bytes) -> str:
+    """The Git blob ID ``data`` would have (nothing is written)."""
+    return str(pygit2.hash(data))
+
+
+def trailers(commit: pygit2.Commit) -> dict[str, str]:
+    """The commit's trailer block, as git parses it."""
+    try:
+        return dict(commit.message_trailers)
+    except (pygit2.GitError, ValueError):
+        return {}

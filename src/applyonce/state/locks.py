@@ -1,0 +1,108 @@
+"""Every lock applyonce takes or judges, in one place.
+
+* :func:`file_lock` — an exclusive ``flock`` on a lock file, held for a block (the ledger's first
+  open, the checkout sync); :func:`try_file_lock` takes it only if it is free (a scratch slot);
+  :func:`lock_is_held` asks without taking it.
+* Stale-lock probing for ``applyonce recover``: a Git lock file (``index.lock``, a ref's
+  ``.lock``) that no live process holds open, and that is old enough not to belong to a writer in
+  another PID namespace that has only just made it, is debris of a killed writer
+  (:func:`stale_locks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+# A lock file younger than this may belong to a writer we cannot see; it is given time to age.
+LOCK_MIN_AGE_S = 2.0
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """Take the ``flock`` on ``path`` if nobody holds it; yields whether it was taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether some process holds the ``flock`` on ``path`` (False if there is no such file)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _age_left(path: Path) -> float:
+    """Seconds until ``path`` is old enough to be judged stale (0 if it already is, or is gone)."""
+    try:
+        return max(0.0, LOCK_MIN_AGE_S - (time.time() - path.stat().st_mtime))
+    except FileNotFoundError:
+        return 0.0
+
+
+def open_by_any_process(paths: set[Path]) -> set[Path]:
+    """Which of ``paths`` some live process has open (Linux ``/proc``; elsewhere: all of them)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return set(paths)
+    wanted = {str(p) for p in paths}
+    held: set[Path] = set()
+    for fd_dir in proc.glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            for fd in fd_dir.iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target in wanted:
+                        held.add(Path(target))
+    return held
+
+
+def stale_locks(candidates: set[Path]) -> list[Path]:
+    """The lock files among ``candidates`` that no live process holds open, sorted.
+
+    A lock nobody holds open is stale, but one only just made might belong to a writer we cannot
+    see (another PID namespace): the young ones are let age, then looked at again.
+    """
+    unheld = candidates - open_by_any_process(candidates)
+    if not unheld:
+        return []
+    youngest = max(_age_left(p) for p in unheld)
+    if youngest > 0:
+        time.sleep(youngest)
+        unheld -= open_by_any_process(unheld)
+    return sorted(unheld)

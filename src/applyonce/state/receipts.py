@@ -1,0 +1,58 @@
+"""The receipts directory: ``<state>/receipts/<call_id>.json``, one file per call.
+
+Written atomically (:func:`applyonce.state.files.atomic_write`); every read is verified
+(:func:`applyonce.core.receipt.parse_receipt`). Only applyonce writes here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from applyonce.core.identity import is_sha256_hex
+from applyonce.core.receipt import Receipt, ReceiptError, parse_receipt
+from applyonce.state.files import atomic_write, ensure_dir, stale_temp_files
+
+
+class ReceiptStore:
+    """The receipts directory. Only applyonce writes here."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "receipts"
+
+    def path(self, call_id: str) -> Path:
+        if not is_sha256_hex(call_id):
+            raise ReceiptError(f"{call_id[:80]!r} is not a call ID (64 lowercase hex digits)")
+        return self.dir / f"{call_id}.json"
+
+    def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
+        """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
+        ensure_dir(self.dir)
+        for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
+            tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
+        data = receipt.to_json()
+        atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
+        return hashlib.sha256(data).hexdigest()
+
+    def read_bytes(self, call_id: str) -> bytes | None:
+        try:
+            return self.path(call_id).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def load(self, call_id: str, *, expected_sha256: str | None = None) -> Receipt | None:
+        """Read and verify the receipt of ``call_id`` (None if there is none).
+
+        Raises:
+            ReceiptError: unreadable, or disagrees with itself or with ``expected_sha256``.
+        """
+        data = self.read_bytes(call_id)
+        if data is None:
+            return None
+        return parse_receipt(data, call_id=call_id, expected_sha256=expected_sha256)
+
+    def call_ids(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.dir.glob("*.json") if is_sha256_hex(p.stem))

@@ -1,0 +1,319 @@
+"""The SQLite ledger: a :class:`applyonce.state.ledger.Ledger` in ``<state>/ledger.sqlite3``.
+
+WAL and ``synchronous=FULL``: a transaction that returned is on disk. ``events`` is append-only;
+``calls`` is the current state of each call; every event and the row change it carries are written
+in one transaction. Claiming is one ``BEGIN IMMEDIATE`` transaction on ``calls``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel
+
+from applyonce.core.identity import CallIdentity
+from applyonce.core.receipt import now
+from applyonce.state.ledger import (
+    IN_FLIGHT,
+    NO_CHANGE,
+    UNSET,
+    CallBusyError,
+    CallRow,
+    Claim,
+    Event,
+    EventKind,
+    KeyReusedError,
+    LoggedEvent,
+    Owner,
+    RowChange,
+    identity_data,
+)
+from applyonce.state.sqlite.connection import Database
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_events_and_calls",
+        """
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            call_id TEXT NOT NULL,
+            execution_id TEXT,
+            kind TEXT NOT NULL,
+            at TEXT NOT NULL,
+            data TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX events_by_call ON events (call_id, seq);
+        CREATE TABLE calls (
+            call_id TEXT PRIMARY KEY,
+            state TEXT NOT NULL,
+            execution_id TEXT,
+            args_sha256 TEXT NOT NULL,
+            idempotency_key TEXT,
+            ref TEXT NOT NULL,
+            base_commit TEXT,
+            commit_id TEXT,
+            exit_code INTEGER,
+            retryable INTEGER NOT NULL DEFAULT 0,
+            receipt_sha256 TEXT,
+            synced INTEGER NOT NULL DEFAULT 0,
+            owner_pid INTEGER,
+            owner_host TEXT,
+            owner_start TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX calls_by_state ON calls (state);
+        """,
+    ),
+    (
+        "0002_trailer_index",
+        """
+        CREATE TABLE trailer_index (
+            ref TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            commit_id TEXT NOT NULL,
+            PRIMARY KEY (ref, call_id, commit_id)
+        );
+        CREATE TABLE scanned (ref TEXT PRIMARY KEY, tip TEXT NOT NULL);
+        """,
+    ),
+    (
+        # The Call-Id history index moved to its own cache file (call-index.sqlite3): it is a
+        # cache of Git, not the record of a call.
+        "0003_history_index_moved_out",
+        """
+        DROP TABLE IF EXISTS trailer_index;
+        DROP TABLE IF EXISTS scanned;
+        """,
+    ),
+]
+
+
+class SqliteLedger:
+    """The local ledger. See :class:`applyonce.state.ledger.Ledger` for the contract."""
+
+    def __init__(self, path: Path, *, in_memory: bool = False) -> None:
+        self.path = path
+        self.database = (
+            Database.in_memory(path, MIGRATIONS) if in_memory else Database(path, MIGRATIONS)
+        )
+        self.db = self.database.db
+
+    @classmethod
+    def empty(cls, path: Path) -> SqliteLedger:
+        """An in-memory ledger with no calls, for reading a repository that has no state yet
+        without creating any."""
+        return cls(path, in_memory=True)
+
+    def close(self) -> None:
+        self.database.close()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(self, call_id: str) -> CallRow | None:
+        row = self.db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+        return None if row is None else self._row(row)
+
+    def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
+        sql = "SELECT * FROM calls"
+        params: tuple[str, ...] = ()
+        if states:
+            sql += f" WHERE state IN ({','.join('?' * len(states))})"
+            params = states
+        return [
+            self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, call_id", params)
+        ]
+
+    def events(self, call_id: str | None = None) -> list[LoggedEvent]:
+        sql = "SELECT seq, call_id, execution_id, kind, at, data FROM events"
+        rows = (
+            self.db.execute(sql + " WHERE call_id = ? ORDER BY seq", (call_id,))
+            if call_id
+            else self.db.execute(sql + " ORDER BY seq")
+        )
+        return [LoggedEvent(s, c, e, k, a, orjson.loads(d)) for s, c, e, k, a, d in rows]
+
+    def _call_columns(self) -> list[str]:
+        """The columns of ``calls`` (asked once per connection, not once per row)."""
+        if not hasattr(self, "_columns"):
+            cursor = self.db.execute("SELECT * FROM calls LIMIT 0")
+            self._columns = [d[0] for d in cursor.description]
+        return self._columns
+
+    def _row(self, row: tuple[Any, ...]) -> CallRow:
+        r = dict(zip(self._call_columns(), row, strict=True))
+        owner = (
+            Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
+            if r["owner_pid"] is not None
+            else None
+        )
+        return CallRow(
+            call_id=r["call_id"],
+            state=r["state"],
+            execution_id=r["execution_id"],
+            args_sha256=r["args_sha256"],
+            idempotency_key=r["idempotency_key"],
+            ref=r["ref"],
+            base_commit=r["base_commit"],
+            commit_id=r["commit_id"],
+            exit_code=r["exit_code"],
+            retryable=bool(r["retryable"]),
+            receipt_sha256=r["receipt_sha256"],
+            synced=bool(r["synced"]),
+            owner=owner,
+            updated_at=r["updated_at"],
+        )
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def _append(self, db: sqlite3.Connection, event: Event) -> None:
+        at = now()
+        changes = event.change.columns()
+        data = {"set": changes, **event.data}
+        db.execute(
+            "INSERT INTO events (call_id, execution_id, kind, at, data) VALUES (?, ?, ?, ?, ?)",
+            (event.call_id, event.execution_id, str(event.kind), at, orjson.dumps(data).decode()),
+        )
+        if changes:
+            assignments = ", ".join(f"{col} = ?" for col in changes)
+            db.execute(
+                f"UPDATE calls SET {assignments}, updated_at = ? WHERE call_id = ?",
+                (*changes.values(), at, event.call_id),
+            )
+
+    def record(self, *events: Event) -> None:
+        with self.database.transaction() as db:
+            for event in events:
+                self._append(db, event)
+
+    def claim(
+        self,
+        ident: CallIdentity,
+        *,
+        ref: str,
+        owner: Owner,
+        args: BaseModel | None = None,
+        source: dict[str, str] | None = None,
+    ) -> Claim:
+        execution_id = uuid.uuid4().hex
+        with self.database.transaction() as db:
+            found = db.execute("SELECT * FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone()
+            if found is None:
+                self._insert_call(db, ident, ref)
+                self._append(
+                    db,
+                    Event(
+                        ident.call_id,
+                        execution_id,
+                        EventKind.CLAIMED,
+                        RowChange(state="claimed", execution_id=execution_id, owner=owner),
+                        {
+                            **identity_data(ident, ref),
+                            "args": args.model_dump(mode="json") if args is not None else None,
+                            # The patch as sent: re-parsing it recovers what the args dump leaves
+                            # out (unified line hints), so a reconciled receipt is the original.
+                            "source": source,
+                        },
+                    ),
+                )
+                return Claim("run", execution_id, None)
+            row = self._row(found)
+            if row.args_sha256 != ident.args_sha256 or row.ref != ref:
+                raise KeyReusedError(
+                    f"idempotency key {ident.idempotency_key!r} was already used for call "
+                    f"{row.call_id[:12]} with other arguments",
+                    call_id=row.call_id,
+                )
+            if row.state == "committed" or (row.state == "rejected" and not row.retryable):
+                return Claim("replay", row.execution_id or "", row)
+            if row.state == "unknown":
+                return Claim("unknown", row.execution_id or "", row)
+            # Held by this very process: the caller runs each call at most once at a time per
+            # process (flow.apply), so this is an earlier apply here that failed halfway (an
+            # exception, not a crash). That claim is as dead as a killed process's.
+            stale_here = row.owner == owner
+            if (
+                row.state in IN_FLIGHT
+                and row.owner is not None
+                and row.owner.alive()
+                and not stale_here
+            ):
+                raise CallBusyError(
+                    f"call {row.call_id[:12]} is running in process {row.owner.pid}",
+                    call_id=row.call_id,
+                    pid=row.owner.pid,
+                )
+            # Only a retryable rejection simply runs again; anything else (in flight, or a state
+            # this version does not know) is settled through Git first.
+            outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
+            self._append(
+                db,
+                Event(
+                    ident.call_id,
+                    execution_id,
+                    EventKind.CLAIMED,
+                    RowChange(
+                        state="claimed", execution_id=execution_id, retryable=False, owner=owner
+                    ),
+                    {"previous_state": row.state, "previous_execution_id": row.execution_id},
+                ),
+            )
+            return Claim(outcome, execution_id, row)
+
+    def take_over(self, call_id: str, owner: Owner) -> str | None:
+        execution_id = uuid.uuid4().hex
+        with self.database.transaction() as db:
+            found = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+            if found is None:
+                return None
+            row = self._row(found)
+            if row.state not in IN_FLIGHT:
+                return None
+            if row.owner is not None and row.owner.alive() and row.owner.pid != owner.pid:
+                return None
+            self._append(
+                db,
+                Event(
+                    call_id,
+                    execution_id,
+                    EventKind.RECOVERING,
+                    RowChange(execution_id=execution_id, owner=owner),
+                    {"previous_execution_id": row.execution_id},
+                ),
+            )
+            return execution_id
+
+    def ensure_row(
+        self, ident: CallIdentity, ref: str, *, reason: str, change: RowChange = NO_CHANGE
+    ) -> bool:
+        with self.database.transaction() as db:
+            if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone():
+                return False
+            self._insert_call(db, ident, ref)
+            execution_id = change.execution_id if isinstance(change.execution_id, str) else None
+            if change.state is UNSET:
+                change = dataclasses.replace(change, state="new")
+            self._append(
+                db,
+                Event(
+                    ident.call_id,
+                    execution_id,
+                    EventKind.ADOPTED,
+                    change,
+                    {**identity_data(ident, ref), "reason": reason},
+                ),
+            )
+            return True
+
+    def _insert_call(self, db: sqlite3.Connection, ident: CallIdentity, ref: str) -> None:
+        at = now()
+        db.execute(
+            "INSERT INTO calls (call_id, state, args_sha256, idempotency_key, ref,"
+            " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
+            (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
+        )
