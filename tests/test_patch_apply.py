@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from applyonce.patch import BinaryFileError, Hunk, HunkApplyError, HunkLine, MatchLevel, apply_hunks
-from applyonce.patch.apply import AmbiguousContextError
+from applyonce.patch.match import AmbiguousContextError
 
 
 def hunk(

@@ -6,34 +6,31 @@ exit codes of DESIGN §8 through :func:`error_boundary`.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import os
 import signal
 import sys
-import tempfile
-import traceback
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, cast
+from typing import Annotated, Any, cast
 
 import orjson
 import typer
 import typer.core
 
 import applyonce
-from applyonce.core.identity import EMPTY_CONTRACT_SHA256
-from applyonce.core.receipt import Receipt
+from applyonce.console import (
+    contract_sha256,
+    error_boundary,
+    print_receipt,
+    read_patch,
+    terminal_approver,
+)
 from applyonce.errors import (
-    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_PROBLEMS,
     EXIT_UNKNOWN,
     EXIT_USAGE,
-    ApplyOnceError,
     UsageError,
 )
-from applyonce.executor import CallOptions, Executor, PlanView, contract_digest
+from applyonce.executor import CallOptions, Executor
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -82,98 +79,6 @@ SkipCheckOpt = Annotated[
 ]
 
 
-def _die(error: ApplyOnceError) -> NoReturn:
-    typer.echo(f"error: {error.one_line()}", err=True)
-    raise typer.Exit(error.exit_code)
-
-
-@contextlib.contextmanager
-def error_boundary() -> Iterator[None]:
-    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file."""
-    try:
-        yield
-    except ApplyOnceError as error:
-        _die(error)
-    except (typer.Exit, typer.Abort, SystemExit):
-        raise
-    except KeyboardInterrupt:
-        typer.echo("interrupted; run 'applyonce recover' to finish any call in flight", err=True)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except Exception as exc:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        fd, log = tempfile.mkstemp(prefix=f"applyonce-crash-{stamp}-", suffix=".log")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"applyonce {applyonce.__version__}\nargv: {sys.argv!r}\n\n")
-            handle.write(traceback.format_exc())
-        typer.echo(
-            f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}; "
-            "run 'applyonce recover', then report the log",
-            err=True,
-        )
-        raise typer.Exit(EXIT_INTERNAL) from None
-
-
-def _contract_sha256(contract: Path | None, contract_sha: str | None) -> str:
-    """--contract FILE or --contract-sha HEX (not both); the empty contract by default."""
-    if contract is not None and contract_sha is not None:
-        raise UsageError("--contract and --contract-sha exclude each other")
-    if contract is not None:
-        return contract_digest(contract)
-    return contract_sha or EMPTY_CONTRACT_SHA256
-
-
-def _read_patch(patch: str) -> str:
-    if patch == "-":
-        if sys.stdin.isatty():
-            raise UsageError(
-                "no patch given", hint="pass a patch file, or pipe one to 'applyonce apply -'"
-            )
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            data = Path(patch).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read patch {patch}: {exc.strerror}") from None
-    # A unified diff may carry file contents that are not UTF-8, applied byte for byte as git
-    # applies them: such bytes travel as surrogate escapes; the other formats refuse them.
-    return data.decode("utf-8", "surrogateescape")
-
-
-def _terminal_approver() -> Callable[[PlanView], bool]:
-    """An approver that shows the plan and asks on the terminal (not stdin: it may carry the patch).
-
-    Opened before the call starts, so a missing terminal is a usage error and not a rejection.
-    """
-    try:
-        reader = open("/dev/tty", encoding="utf-8")  # noqa: SIM115 - kept for the callback
-        writer = open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115
-    except OSError:
-        raise UsageError(
-            "--confirm needs a terminal to ask on", hint="run it interactively, or drop --confirm"
-        ) from None
-
-    def ask(view: PlanView) -> bool:
-        writer.write(f"applyonce: call {view.call_id[:12]} on {view.ref}\n")
-        for line in view.lines():
-            writer.write(f"  {line}\n")
-        writer.write("Apply this patch? [y/N] ")
-        writer.flush()
-        return reader.readline().strip().lower() in ("y", "yes")
-
-    return ask
-
-
-def _print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
-    if as_json:
-        data = executor.receipt_bytes(receipt.call_id) or receipt.to_json()
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return
-    stream = sys.stdout if receipt.status == "committed" else sys.stderr
-    stream.write(receipt.output)
-    stream.flush()
-
-
 @app.command()
 def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
@@ -207,7 +112,7 @@ def apply(
         )
     options = CallOptions(
         branch=branch,
-        contract_sha256=_contract_sha256(contract, contract_sha),
+        contract_sha256=contract_sha256(contract, contract_sha),
         attempt=attempt,
         idempotency_key=idempotency_key,
         tool_call_id=tool_call_id,
@@ -216,10 +121,10 @@ def apply(
         check_timeout=check_timeout,
         skip_checks=skip_check or [],
         protect=protect or [],
-        approve=_terminal_approver() if confirm else None,
+        approve=terminal_approver() if confirm else None,
         require_approval=confirm,
     )
-    text = _read_patch(patch)
+    text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir)
     if dry_run:
         view = executor.dry_run(text, options)
@@ -233,7 +138,7 @@ def apply(
             typer.echo("nothing was written")
         return
     outcome = executor.call(text, options)
-    _print_receipt(executor, outcome.receipt, json)
+    print_receipt(executor, outcome.receipt, json)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
     executor.close()
@@ -252,7 +157,7 @@ def show(
     executor = Executor(repo, state_dir=state_dir, read_only=True)
     receipt = executor.show(executor.find_call(call_id))
     if json:
-        _print_receipt(executor, receipt, True)
+        print_receipt(executor, receipt, True)
         return
     typer.echo(f"call      {receipt.call_id}")
     typer.echo(
@@ -404,7 +309,7 @@ def resolve(
     full = executor.find_call(call_id)
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
     if json:
-        _print_receipt(executor, receipt, True)
+        print_receipt(executor, receipt, True)
     else:
         typer.echo(f"call {full[:12]} resolved as {receipt.status}")
 
@@ -434,7 +339,7 @@ def mcp_command(
 
     options = CallOptions(
         branch=branch,
-        contract_sha256=_contract_sha256(contract, contract_sha),
+        contract_sha256=contract_sha256(contract, contract_sha),
         attempt=attempt,
         checks=check or [],
         check_timeout=check_timeout,

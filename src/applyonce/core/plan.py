@@ -15,8 +15,9 @@ from typing import Literal, Protocol
 
 from applyonce.core.paths import UnsafePathError, parents
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.apply import BOM, BinaryFileError, apply_hunks
+from applyonce.patch.apply import apply_hunks
 from applyonce.patch.edit import apply_edit_commands
+from applyonce.patch.match import BOM, BinaryFileError
 from applyonce.patch.model import (
     AddFile,
     CopyFile,

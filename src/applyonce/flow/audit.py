@@ -167,16 +167,20 @@ def audit(
                     "run 'applyonce show' on it, then 'applyonce resolve'",
                 )
             )
-        elif receipt.status == "committed" and call_id not in seen and not since:
-            if receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit):
-                report.problems.append(
-                    Problem(
-                        "unreachable",
-                        call_id,
-                        f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
-                        "the branch was reset or rewritten; re-apply the call as a new attempt if"
-                        " its change is still wanted",
-                        receipt.commit,
-                    )
+        elif (
+            receipt.status == "committed"
+            and call_id not in seen
+            and not since
+            and (receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit))
+        ):
+            report.problems.append(
+                Problem(
+                    "unreachable",
+                    call_id,
+                    f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
+                    "the branch was reset or rewritten; re-apply the call as a new attempt if"
+                    " its change is still wanted",
+                    receipt.commit,
                 )
+            )
     return report

@@ -12,8 +12,8 @@ import contextlib
 import os
 import stat
 import time
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2

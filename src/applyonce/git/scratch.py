@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pygit2
 
+from applyonce.state.files import atomic_write, ensure_dir
+
 
 class ScratchRepo:
     """The repository of one scratch slot at ``root`` (created on first use)."""
@@ -23,8 +25,8 @@ class ScratchRepo:
             pygit2.init_repository(str(root))
         alternates = gitdir / "objects" / "info" / "alternates"
         if not alternates.exists() or alternates.read_text().strip() != str(objects_dir):
-            alternates.parent.mkdir(parents=True, exist_ok=True)
-            alternates.write_text(f"{objects_dir}\n")
+            ensure_dir(alternates.parent)
+            atomic_write(alternates, f"{objects_dir}\n".encode())
         self.repo = pygit2.Repository(str(root))
 
     def checkout(self, tree_id: str) -> None:

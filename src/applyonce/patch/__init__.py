@@ -20,10 +20,11 @@ from collections.abc import Callable
 from typing import Literal
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.apply import BinaryFileError, HunkApplyError, apply_hunks
+from applyonce.patch.apply import apply_hunks
 from applyonce.patch.codex import PatchSyntaxError, looks_like_codex, parse_codex, render_codex
 from applyonce.patch.edit import EditCommandError, apply_edit_commands
 from applyonce.patch.editjson import looks_like_edit_json, parse_edit_json
+from applyonce.patch.match import BinaryFileError, HunkApplyError
 from applyonce.patch.model import (
     AddFile,
     CopyFile,

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from applyonce.errors import ApplyOnceError
-from applyonce.patch.apply import BOM, decode_text
+from applyonce.patch.match import BOM, decode_text
 from applyonce.patch.model import (
     CreateCommand,
     DeleteCommand,

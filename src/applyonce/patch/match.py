@@ -1,0 +1,246 @@
+"""Finding a hunk's lines in a file: the text model and the matching ladder of
+:mod:`applyonce.patch.apply` (pure).
+
+A file is read into :class:`_Text` (its lines, their endings, a byte order mark kept aside) and
+searched level by level (``EXACT``, ``RSTRIP``, ``STRIP``, ``UNICODE``); ``@@`` anchors move the
+search start. What is found is applied by :mod:`applyonce.patch.apply`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from applyonce.errors import ApplyOnceError
+from applyonce.patch.model import HunkLine, MatchLevel
+
+BOM = "\ufeff"
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
+
+# Typographic characters that models and editors substitute for ASCII ones.
+_UNICODE_FOLD = str.maketrans(
+    {
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+        **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
+        **dict.fromkeys(
+            "\u00a0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+            "\u202f\u205f\u3000",
+            " ",
+        ),
+        "\u2026": "...",
+    }
+)
+
+_NORMALISERS: dict[MatchLevel, Callable[[str], str]] = {
+    MatchLevel.EXACT: lambda s: s,
+    MatchLevel.RSTRIP: str.rstrip,
+    MatchLevel.STRIP: str.strip,
+    MatchLevel.UNICODE: lambda s: s.translate(_UNICODE_FOLD).strip(),
+}
+
+
+class HunkApplyError(ApplyOnceError):
+    """A hunk cannot be applied to the file's current content."""
+
+    kind = "hunk-mismatch"
+    default_hint = "re-read the file and send a patch whose context lines match it"
+
+
+class BinaryFileError(ApplyOnceError):
+    """The file to update is not UTF-8 text."""
+
+    kind = "binary-file"
+    default_hint = "applyonce only edits UTF-8 text; replace the file with Delete File + Add File"
+
+
+class AmbiguousContextError(HunkApplyError):
+    """A hunk's expected lines match at more than one place: applying it would be a guess."""
+
+    kind = "ambiguous-context"
+    default_hint = (
+        "add an '@@ <line>' anchor naming a line just before the change (a def or class line), "
+        "or more context lines, so the hunk matches at one place only"
+    )
+
+
+# An added line's text -> its body and line ending.
+_AddedLine = Callable[[str], tuple[str, str]]
+
+
+@dataclass
+class _Text:
+    """A file split into lines; ``ends[i]`` is line i's ending (``""`` only for a last line).
+
+    ``errors`` is how the bytes were decoded (``strict``: UTF-8 only; ``surrogateescape``: any
+    bytes, kept exactly), and so how the result is encoded back.
+    """
+
+    bom: bool
+    bodies: list[str]
+    ends: list[str]
+    errors: str = "strict"
+    _keys: dict[MatchLevel, list[str]] = field(default_factory=dict)
+
+    def keys(self, level: MatchLevel) -> list[str]:
+        if level not in self._keys:
+            normalise = _NORMALISERS[level]
+            self._keys[level] = (
+                self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
+            )
+        return self._keys[level]
+
+    def dominant_end(self) -> str:
+        counts = Counter(end for end in self.ends if end)
+        if not counts:
+            return "\n"
+        best = max(counts.values())
+        # Ties go to the ending seen first.
+        return next(end for end in self.ends if end and counts[end] == best)
+
+    def crlf_dominant(self) -> bool:
+        """Split on ``\\n`` only: do most ended lines carry a ``\\r`` (a CRLF file)?"""
+        ended = [body for body, end in zip(self.bodies, self.ends, strict=True) if end]
+        return sum(body.endswith("\r") for body in ended) * 2 > len(ended)
+
+    def encode(self, bodies: Sequence[str], ends: Sequence[str]) -> bytes:
+        out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
+        return ((BOM if self.bom else "") + out).encode("utf-8", self.errors)
+
+
+_LF_LINE = re.compile(r"([^\n]*)(\n|$)")
+
+
+def decode_text(
+    data: bytes,
+    *,
+    path: str,
+    split_cr: bool = True,
+    lossless: bool = False,
+    bom_is_text: bool = False,
+) -> _Text:
+    """Split ``data`` into lines, refusing binary content.
+
+    Args:
+        split_cr: ``\\r\\n``, ``\\n`` and a lone ``\\r`` each end a line (the ending is kept
+            apart from the line's text); when False only ``\\n`` does and a ``\\r`` before it
+            is part of the line's text, as ``git apply`` reads a file.
+        lossless: bytes that are not UTF-8 are kept (as surrogate escapes) instead of refused.
+        bom_is_text: a byte order mark is part of the first line's text, not set apart.
+
+    Raises:
+        BinaryFileError: a NUL byte, or (unless ``lossless``) bytes that are not UTF-8.
+    """
+    if b"\x00" in data:
+        raise BinaryFileError(f"{path} is a binary file (it contains NUL bytes)", path=path)
+    errors = "surrogateescape" if lossless else "strict"
+    try:
+        text = data.decode("utf-8", errors)
+    except UnicodeDecodeError as exc:
+        raise BinaryFileError(
+            f"{path} is not UTF-8 text (invalid byte at offset {exc.start})", path=path
+        ) from None
+    bom = text.startswith(BOM) and not bom_is_text
+    if bom:
+        text = text[1:]
+    bodies: list[str] = []
+    ends: list[str] = []
+    if text:
+        for match in (_LINE if split_cr else _LF_LINE).finditer(text):
+            body, end = match.group(1), match.group(2)
+            if not end and not body:
+                break  # the empty match at the very end
+            bodies.append(body)
+            ends.append(end)
+    return _Text(bom=bom, bodies=bodies, ends=ends, errors=errors)
+
+
+def _matches(
+    text: _Text, pattern: Sequence[str], start: int, level: MatchLevel, *, at_end: bool
+) -> list[int]:
+    """Every index >= ``start`` where ``pattern`` matches at ``level`` (at the end only, if
+    ``at_end``)."""
+    n, m = len(text.bodies), len(pattern)
+    if m == 0 or m > n:
+        return []
+    keys = text.keys(level)
+    normalise = _NORMALISERS[level]
+    want = [normalise(p) for p in pattern]
+    if at_end:
+        pos = n - m
+        # ``pos >= start``: the end of the file may not reach back into an earlier hunk's lines.
+        return [pos] if pos >= start and keys[pos:] == want else []
+    found: list[int] = []
+    first, i = want[0], start
+    while i <= n - m:
+        try:
+            i = keys.index(first, i, n - m + 1)
+        except ValueError:
+            break
+        if keys[i : i + m] == want:
+            found.append(i)
+        i += 1
+    return found
+
+
+def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:
+    """The first line >= ``start`` matching ``anchor``, at the first ladder level that has one."""
+    for level in MatchLevel:
+        found = _matches(text, [anchor], start, level, at_end=False)
+        if found:
+            return found[0]
+    return None
+
+
+def _locate(
+    text: _Text, lines: Sequence[HunkLine], start: int, *, at_end: bool, where: str
+) -> tuple[int, MatchLevel] | None:
+    """Where a Codex hunk's old lines are, searching from ``start`` down the ladder.
+
+    Raises:
+        AmbiguousContextError: at the first level that matches at all, they match more than once
+            (and the hunk changes lines: a context-only hunk changes nothing wherever it is).
+    """
+    old = [line.text for line in lines if line.kind != "+"]
+    context_only = all(line.kind == " " for line in lines)
+    for level in MatchLevel:
+        found = _matches(text, old, start, level, at_end=at_end)
+        if not found:
+            continue
+        if len(found) > 1 and not context_only:
+            shown = ", ".join(str(i + 1) for i in found[:10])
+            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
+            raise AmbiguousContextError(
+                f"{where}: the expected lines match at {len(found)} places "
+                f"(lines {shown}{more}; first expected line: {old[0][:60]!r})",
+                candidates=[i + 1 for i in found],
+                match_level=level.label,
+            )
+        return found[0], level
+    return None
+
+
+def _without_last_empty_old_line(lines: Sequence[HunkLine]) -> list[HunkLine] | None:
+    """The hunk without its last old line, when that line is empty, and without its last new line
+    when that one is empty too: how Codex retries a hunk whose expected lines end in a blank line
+    the file does not have there. None when the last old line is not empty."""
+    old_at = [k for k, line in enumerate(lines) if line.kind != "+"]
+    if not old_at or lines[old_at[-1]].text != "":
+        return None
+    new_at = [k for k, line in enumerate(lines) if line.kind != "-"]
+    last_old = old_at[-1]
+    last_new = new_at[-1] if new_at and lines[new_at[-1]].text == "" else None
+    out = list(lines)
+    for k in sorted({last_old} | ({last_new} if last_new is not None else set()), reverse=True):
+        line = out[k]
+        on_old = line.kind != "+" and k != last_old
+        on_new = line.kind != "-" and k != last_new
+        if on_old or on_new:
+            kind: Literal[" ", "-", "+"] = " " if on_old and on_new else "-" if on_old else "+"
+            out[k] = HunkLine(kind=kind, text=line.text)
+        else:
+            del out[k]
+    return out
