@@ -106,7 +106,7 @@ class PatchRunner:
         )
         probe = self.executor()
         try:
-            probe.context.store.resolve_branch(self.options.branch)
+            probe.branch(self.options.branch)
         finally:
             probe.close()
 
@@ -150,7 +150,7 @@ class PatchRunner:
             return error_output(exc)
         # A repeat of a call that failed halfway here needs nothing special: Executor.apply takes
         # over this process's stale claim and asks Git first.
-        tip_before = executor.context.publisher.tip(args.ref)
+        tip_before = executor.tip(args.ref)
         try:
             outcome = executor.call(patch, options)
         except (CallBusyError, UnknownOutcomeError) as exc:
@@ -184,7 +184,7 @@ class PatchRunner:
         if not isinstance(exc, ApplyOnceError):
             log.error("call %s failed: %s", call_id[:12], reason, exc_info=exc)
         try:
-            landed = executor.context.publisher.landed(args.ref, call_id, since=tip_before)
+            landed = executor.landed(args.ref, call_id, since=tip_before)
         except Exception:  # cannot tell: say so
             log.exception("cannot tell whether call %s landed", call_id[:12])
             return ToolOutput(
@@ -232,12 +232,7 @@ class PatchRunner:
 def landed_text(executor: Executor, args: ApplyPatchArgs, commit: str, reason: str) -> str:
     """The result of a call that landed but whose receipt or ledger entry could not be written.
     The file lines come from the commit itself: it is what happened."""
-    store = executor.context.store
-    letters = {"A": "A", "D": "D", "C": "A"}
-    lines = [
-        f"{letters.get(change.status, 'M')} {change.path}"
-        for change in store.changes_in(store.parent_of(commit), commit)
-    ]
+    lines = executor.commit_summary(commit)
     branch = args.ref.removeprefix("refs/heads/")
     return landed_words(lines, commit=commit, branch=branch, reason=reason)
 

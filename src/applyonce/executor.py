@@ -130,6 +130,27 @@ class Executor:
         """The latest call recorded under the model's tool-call ID, if any."""
         return calls_flow.latest_with_tool_call_id(self.context, tool_call_id)
 
+    def branch(self, branch: str | None = None) -> str:
+        """The ref a call on ``branch`` (None: HEAD's branch) commits to."""
+        return self.context.store.resolve_branch(branch)
+
+    def tip(self, ref: str) -> str | None:
+        """The commit ``ref`` points at now (None: the branch does not exist yet)."""
+        return self.context.publisher.tip(ref)
+
+    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        """The commits on ``ref`` (after ``since``) carrying ``call_id``: whether it landed."""
+        return self.context.publisher.landed(ref, call_id, since=since)
+
+    def commit_summary(self, commit: str) -> list[str]:
+        """The Codex-style file lines of ``commit`` (``A path``, ``M path``, ``D path``)."""
+        store = self.context.store
+        letters = {"A": "A", "D": "D", "C": "A"}
+        return [
+            f"{letters.get(change.status, 'M')} {change.path}"
+            for change in store.changes_in(store.parent_of(commit), commit)
+        ]
+
     def stored_receipt(self, call_id: str) -> Receipt:
         """The verified terminal receipt of ``call_id``."""
         return stored_receipt(self.context, call_id)

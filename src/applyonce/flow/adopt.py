@@ -14,7 +14,7 @@ from applyonce.core.identity import ApplyPatchArgs, CallIdentity, source_text
 from applyonce.core.plan import plan
 from applyonce.core.receipt import FileRecord, Receipt, records_of_plan
 from applyonce.core.texts import success_text
-from applyonce.errors import ApplyOnceError
+from applyonce.errors import EXIT_COMMITTED, ApplyOnceError
 from applyonce.flow.context import Context
 from applyonce.flow.settle import record_settled
 from applyonce.git.store import blob_id_of
@@ -52,7 +52,7 @@ def adopt_commit(
         match_levels=levels,
         reconciled=True,
         note=note,
-        exit_code=0,
+        exit_code=EXIT_COMMITTED,
     ).with_output(success_text(files))
     sha = ctx.receipts.write(receipt)
     record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha)

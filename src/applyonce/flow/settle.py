@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import CheckRecord, FileRecord, Receipt
 from applyonce.core.texts import error_text, success_text, unknown_text
-from applyonce.errors import EXIT_UNKNOWN, ApplyOnceError
+from applyonce.errors import EXIT_COMMITTED, EXIT_UNKNOWN, ApplyOnceError
 from applyonce.faults import fault
 from applyonce.flow.context import Context
 from applyonce.state.ledger import CallRow, Event, EventKind, RowChange
@@ -88,7 +88,7 @@ def commit(
         files=files,
         match_levels=match_levels,
         checks=tuple(checks),
-        exit_code=0,
+        exit_code=EXIT_COMMITTED,
     )
     sha = ctx.receipts.write(committed, before_replace=lambda: fault("after-receipt-tmp"))
     fault("after-receipt")
