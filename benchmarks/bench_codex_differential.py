@@ -2,8 +2,9 @@
 
     python3 benchmarks/bench_codex_differential.py [--seeds 0:3000] [--show K] [--bin PATH]
 
-Each seed (see ``tests/codex_differential.py``) makes a random tree and a model-style Codex patch,
-applies it with the real binary and with applyonce, and checks both results against the oracle.
+Each seed (see ``tests/peers/codex_differential.py``) makes a random tree and a model-style Codex
+patch, applies it with the real binary and with applyonce, and checks both results against the
+oracle.
 Prints the counts: agree, differ-explained (per documented switch), findings (undocumented
 differences the oracle models, per switch), unexplained (the first K in full), and the wall time.
 Never asserted in tests.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.codex_differential import PENDING, SWITCHES, find_codex_binary, run_case
+from tests.peers.codex_differential import PENDING, SWITCHES, find_codex_binary, run_case
 
 
 def main() -> int:

@@ -2,10 +2,10 @@
 
     python3 benchmarks/bench_differential.py [--cases N] [--start SEED] [--drift] [--show K]
 
-Each case (see ``tests/differential.py``) diffs random edits of random files with the real ``git
-diff`` and applies the patch with ``git apply`` and with applyonce's ``parse`` + ``plan``, on the
-exact base (default) or on a drifted one (``--drift``: lines inserted and deleted first, so hunks
-sit away from their line numbers). Prints ``N cases, M agree``, the differences by design, the
+Each case (see ``tests/peers/differential.py``) diffs random edits of random files with the real
+``git diff`` and applies the patch with ``git apply`` and with applyonce's ``parse`` + ``plan``, on
+the exact base (default) or on a drifted one (``--drift``: lines inserted and deleted first, so
+hunks sit away from their line numbers). Prints ``N cases, M agree``, the differences by design, the
 disagreements (the first K in full), and the wall time. Never asserted in tests.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.differential import run_case
+from tests.peers.differential import run_case
 
 
 def main() -> int:

@@ -4,9 +4,9 @@
                                           [--start I] [--stop J] [--cli] [--skip-checks LIST]
 
 Every non-merge commit C is applied at its parent with ``git diff -M P C`` and with the Codex patch
-``tests/realworld.py`` converts it to (see there for what is checked). Prints, per format: commits,
-exact, skipped per reason, failures (commit id and error), and the wall time. Never asserts a time;
-exits 1 if any commit failed, so a run can gate a change by hand.
+``tests/peers/realworld.py`` converts it to (see there for what is checked). Prints, per format:
+commits, exact, skipped per reason, failures (commit id and error), and the wall time. Never asserts
+a time; exits 1 if any commit failed, so a run can gate a change by hand.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.realworld import BUNDLE, Format, Result, non_merge_commits, replay, run_applyonce
+from tests.peers.realworld import BUNDLE, Format, Result, non_merge_commits, replay, run_applyonce
 
 
 def _run(job: tuple[str, list[str], Format, bool, tuple[str, ...]]) -> list[Result]:

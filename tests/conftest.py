@@ -140,6 +140,27 @@ def cli() -> Iterator[object]:
     yield run_cli
 
 
+def apply(repo: Repo, patch: str, *args: str, env: dict[str, str] | None = None) -> Run:
+    """``applyonce apply - --repo REPO ARGS…`` with ``patch`` on stdin, in its own process."""
+    return run_cli("apply", "-", "--repo", str(repo.path), *args, input=patch, env=env)
+
+
+# The patches the feature tests share (tests/flow, git, state, adapters), all against the ``repo``
+# fixture; each file imports the one it calls ``PATCH`` (and ``ADD``).
+UTIL_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+APP_PATCH = """*** Begin Patch
+*** Update File: src/app.py
+@@ def greet(name):
+-    return 'hello ' + name
++    return f'hello {name}!'
+*** Add File: tests/test_app.py
++from src.app import greet
++assert greet('x') == 'hello x!'
+*** End Patch
+"""
+NEW_FILE_PATCH = "*** Begin Patch\n*** Add File: new.txt\n+new\n*** End Patch\n"
+
+
 def without_line_numbers(dump: dict[str, Any]) -> dict[str, Any]:
     """A patch dump without its unified hunks' line numbers: what a Codex patch of the same
     change dumps."""

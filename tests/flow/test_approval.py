@@ -1,4 +1,5 @@
-"""The Python API: ``Executor(repo).apply(patch) -> Receipt``, approval callbacks, receipts."""
+"""Approval of protected paths: the ``approve`` callback sees the plan and decides, ``--confirm``
+asks on the terminal and refuses without one."""
 
 from __future__ import annotations
 
@@ -10,24 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from applyonce import Executor, PlanView, Receipt
-from applyonce.errors import ApplyOnceError
+from applyonce import Executor, PlanView
+from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo
-
-PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
-
-
-def test_apply_returns_a_receipt(repo: Repo) -> None:
-    receipt = Executor(repo.path).apply(PATCH, tool_call_id="call_9")
-    assert isinstance(receipt, Receipt)
-    assert receipt.status == "committed"
-    assert receipt.commit == repo.head()
-    assert [(f.path, f.action) for f in receipt.files] == [("src/util.py", "update")]
-    assert receipt.output == "Success. Updated the following files:\nM src/util.py\n"
-    assert receipt.tool_call_id == "call_9"
-    assert receipt.match_levels == {"src/util.py": ["exact"]}
-    again = Executor(repo.path).apply(PATCH, tool_call_id="call_9")
-    assert again == receipt
 
 
 def test_approve_callback_sees_the_plan_and_can_deny(repo: Repo) -> None:
@@ -56,18 +42,6 @@ def test_approve_callback_approves(repo: Repo) -> None:
     assert "approved" in [e.kind for e in executor.ledger.events(receipt.call_id)]
 
 
-def test_bad_input_raises_without_writing(repo: Repo) -> None:
-    with pytest.raises(ApplyOnceError, match=r"contains '\.\.'"):
-        Executor(repo.path).apply(PATCH.replace("src/util.py", "../x.py"))
-    assert not repo.state_dir().exists()
-
-
-def test_no_temp_files_left_behind(repo: Repo) -> None:
-    Executor(repo.path).apply(PATCH)
-    leftovers = [p for p in repo.state_dir().rglob(".applyonce-tmp-*")]
-    assert leftovers == []
-
-
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux script for a pty")
 def test_confirm_asks_on_the_terminal(repo: Repo, tmp_path: Path) -> None:
     patch_file = tmp_path / "p.patch"
@@ -94,27 +68,3 @@ def test_confirm_without_a_terminal_is_a_clear_error(repo: Repo, tmp_path: Path)
     assert proc.returncode == 2
     assert proc.stderr.decode().startswith("error: --confirm needs a terminal")
     assert repo.commit_count() == 1
-
-
-def test_a_call_that_failed_halfway_in_this_process_can_be_repeated_here(
-    repo: Repo, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An exception (not a crash) after the publish leaves the call claimed by this live process;
-    repeating it here must settle it through Git, not report it as running, nor apply it twice."""
-    import applyonce.flow.apply as apply_module
-
-    executor = Executor(repo.path)
-    original = apply_module.fault
-
-    def explode(point: str) -> None:
-        if point == "after-publish":
-            raise OSError("disk full while writing the receipt")
-        original(point)
-
-    monkeypatch.setattr(apply_module, "fault", explode)
-    with pytest.raises(OSError):
-        executor.apply(PATCH)
-    monkeypatch.setattr(apply_module, "fault", original)
-    receipt = executor.apply(PATCH)
-    assert receipt.status == "committed" and receipt.reconciled
-    assert repo.commit_count() == 2

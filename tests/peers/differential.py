@@ -32,7 +32,7 @@ On the exact base the tree the diff was made from is known, and it is the ground
 which ``git apply`` does not reproduce it (it can misread an added line such as ``++ x``, written
 ``+++ x``, as a file header) is ``git-misread`` when applyonce does reproduce it, else ``disagree``.
 
-Used by ``tests/test_differential_gitapply.py`` (a bounded number of seeds) and
+Used by ``tests/peers/test_differential_gitapply.py`` (a bounded number of seeds) and
 ``benchmarks/bench_differential.py`` (as many as asked).
 """
 

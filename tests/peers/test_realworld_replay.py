@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.realworld import (
+from tests.peers.realworld import (
     BUNDLE,
     HARD_STEPS,
     NO_CODEX,

@@ -25,7 +25,7 @@ from applyonce.patch import (
     parse,
     parse_edit_json,
 )
-from tests.test_scenarios import DirReader
+from tests.core.test_scenarios import DirReader
 
 
 def commands(*items: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ ATOMIC_DIFFERENCE = {"015_failure_after_partial_success_leaves_changes"}
 def _scenarios_dir() -> Path | None:
     configured = os.environ.get("APPLYONCE_CODEX_SCENARIOS")
     candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[2] / "shared/conformance/codex/scenarios")
+    candidates.append(Path(__file__).resolve().parents[3] / "shared/conformance/codex/scenarios")
     return next((c for c in candidates if c.is_dir()), None)
 
 

@@ -1,6 +1,6 @@
 """applyonce's Codex ``apply_patch`` against the real Codex binary, on seeded model-style patches.
 
-Each case (``tests/codex_differential.py``) is a random small tree and a Codex patch over it,
+Each case (``tests/peers/codex_differential.py``) is a random small tree and a Codex patch over it,
 applied by the real ``codex`` binary (pinned, ``@openai/codex@0.169.0``) and by applyonce's pure
 engine. Every case must be derived exactly by the harness's oracle: with its switches off it must
 reproduce Codex byte for byte, with them on applyonce; so where the two tools differ, the difference
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.codex_differential import find_codex_binary, run_case
+from tests.peers.codex_differential import find_codex_binary, run_case
 
 # Found at import: the autouse fixture points HOME at a temp dir before each test runs.
 BINARY = find_codex_binary()

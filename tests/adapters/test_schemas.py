@@ -27,7 +27,7 @@ from applyonce.patch.codex import parse_codex, render_codex
 from applyonce.schemas import CODEX_LARK_GRAMMAR, EXAMPLE_PATCH
 from tests.conftest import make_repo
 
-SCENARIOS = Path(__file__).parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def schema(*args: str) -> Any:

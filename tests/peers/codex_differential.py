@@ -17,7 +17,7 @@ switch off it must reproduce the real Codex, with every switch on it must reprod
 every case. A case where the two tools differ is attributed to the switches whose flip changes the
 oracle's result; a case where either equality fails is *unexplained*.
 
-Used by ``tests/test_differential_codex.py`` (a bounded number of seeds) and
+Used by ``tests/peers/test_differential_codex.py`` (a bounded number of seeds) and
 ``benchmarks/bench_codex_differential.py`` (as many as asked).
 """
 

@@ -14,9 +14,9 @@ marker, and any file whose new bytes the engine's documented line-ending rules w
 or ``no final newline``. That prediction is checked against the diff's own new content, never
 assumed.
 
-Used by ``tests/test_realworld_replay.py`` (a window, in CI) and ``benchmarks/bench_realworld.py``
-(the whole history). Independent of applyonce's own parsers on purpose: it is what they are tested
-against.
+Used by ``tests/peers/test_realworld_replay.py`` (a window, in CI) and
+``benchmarks/bench_realworld.py`` (the whole history). Independent of applyonce's own parsers on
+purpose: it is what they are tested against.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     import pygit2
 
-BUNDLE = Path(__file__).resolve().parents[2] / "shared" / "realworld" / "packaging.bundle"
+BUNDLE = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "packaging.bundle"
 Format = Literal["unified", "codex"]
 Via = Literal["api", "cli"]
 

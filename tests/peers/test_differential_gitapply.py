@@ -1,6 +1,6 @@
 """applyonce's pure engine against the real ``git apply``, on seeded random diffs.
 
-Each case (``tests/differential.py``) makes random text files and random edits, lets the real
+Each case (``tests/peers/differential.py``) makes random text files and random edits, lets the real
 ``git diff`` write the patch (random context size, diff algorithm, rename/copy detection,
 prefixes, quoted names), and applies it with ``git apply`` and with ``parse`` + ``plan``:
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.differential import run_case
+from tests.peers.differential import run_case
 
 EXACT_SEEDS = range(0, 120)
 DRIFT_SEEDS = range(1000, 1120)

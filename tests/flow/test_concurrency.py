@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
 
-from tests.conftest import Repo, make_repo
+from tests.conftest import NEW_FILE_PATCH as ADD
+from tests.conftest import Repo, apply, make_repo
 
 
 def _spawn(repo: Path, patch: str, *args: str) -> subprocess.Popen[bytes]:
@@ -80,3 +82,18 @@ def test_restage_on_moved_tip_that_no_longer_applies_is_a_conflict(repo: Repo) -
     result = run_cli("apply", "-", "--repo", str(repo.path), input=two)
     assert result.returncode == 1
     assert "src/util.py: hunk 1: expected lines not found" in result.stderr
+
+
+def test_overlapping_executions_with_separate_state_land_once(repo: Repo, tmp_path: Path) -> None:
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
+         "--state-dir", str(tmp_path / "a"), "--check", "sleep 2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    slow.stdin.write(ADD.encode())  # type: ignore[union-attr]
+    slow.stdin.close()  # type: ignore[union-attr]
+    time.sleep(0.8)
+    fast = apply(repo, ADD, "--state-dir", str(tmp_path / "b"))
+    assert fast.returncode == 0
+    assert slow.wait(timeout=60) == 0
+    assert len(repo.call_ids()) == 1

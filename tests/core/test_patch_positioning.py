@@ -24,7 +24,7 @@ from applyonce.patch import (
     apply_hunks,
     parse_unified,
 )
-from tests.test_scenarios import DirReader
+from tests.core.test_scenarios import DirReader
 
 
 def hunk(old_start: int, new_start: int, *spec: str, old_eof: bool = False,

@@ -37,7 +37,7 @@ from applyonce.core.plan import MODE_EXEC, MODE_FILE, EntryKind, PlanError, Tree
 from applyonce.errors import ApplyOnceError
 from applyonce.patch import PatchFormat, detect_format, parse
 
-SCENARIOS = Path(__file__).parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SCENARIO_DIRS = sorted(p for p in SCENARIOS.iterdir() if p.is_dir()) if SCENARIOS.is_dir() else []
 PATCH_FILES: dict[str, PatchFormat] = {
     "patch.txt": "codex",

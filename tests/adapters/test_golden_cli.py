@@ -2,8 +2,9 @@
 receipts must stay byte-identical (after masking what differs by nature: commit IDs, times,
 execution IDs, temp paths). The redesign of the house (Step 7) must not change a byte of it.
 
-``APPLYONCE_UPDATE_GOLDEN=1 pytest tests/test_golden_cli.py`` rewrites ``golden/cli_session.json``
-after a deliberate change; the diff of that file is then the change a user sees.
+``APPLYONCE_UPDATE_GOLDEN=1 pytest tests/adapters/test_golden_cli.py`` rewrites
+``tests/golden/cli_session.json`` after a deliberate change; the diff of that file is then the
+change a user sees.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 
 from tests.conftest import Repo, Run, make_repo, run_cli
 
-GOLDEN = Path(__file__).parent / "golden" / "cli_session.json"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cli_session.json"
 
 FILES = {
     "src/app.py": "def greet(name):\n    return 'hello ' + name\n",
