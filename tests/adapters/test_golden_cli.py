@@ -36,6 +36,12 @@ MISMATCH = "*** Begin Patch\n*** Update File: notes.txt\n@@\n-three\n+3\n*** End
 SYNTAX = "*** Begin Patch\n*** Frobnicate File: x\n*** End Patch\n"
 BROKEN_PY = "*** Begin Patch\n*** Add File: bad.py\n+def f(:\n*** End Patch\n"
 UNIFIED = "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+UPDATE_UTIL = (
+    "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 1\n-VALUE = 1\n+VALUE = 2\n"
+    "*** End Patch\n"
+)
+ADD = "*** Begin Patch\n*** Add File: docs/added.md\n+# added\n*** End Patch\n"
+ADD_TWO = "*** Begin Patch\n*** Add File: docs/second.md\n+# second\n*** End Patch\n"
 EDIT_JSON = '[{"command": "str_replace", "path": "notes.txt", "old_str": "one", "new_str": "ONE"}]'
 
 _HEX40 = re.compile(r"\b[0-9a-f]{40}\b")
@@ -97,6 +103,28 @@ def _session(repo: Repo, tmp: Path) -> list[dict[str, object]]:
             run_cli("apply", "-", "--repo", str(repo.path), input=EDIT_JSON),
         )
     )
+    first = orjson.loads(runs[1][1].stdout)["call_id"]
+    more: list[tuple[str, list[str], str | None, dict[str, str] | None]] = [
+        ("apply --dry-run --json", ["apply", "-", "--dry-run", "--json"], UPDATE_UTIL, None),
+        ("show", ["show", first[:10]], None, None),
+        ("show --json", ["show", first, "--json"], None, None),
+        ("log --json", ["log", "--json"], None, None),
+        ("audit --json", ["audit", "--json"], None, None),
+        ("replay --json", ["replay", "--json"], None, None),
+        ("resolve a committed call", ["resolve", first, "--as", "rejected", "--note", "x"], None,
+         None),
+        ("show an unknown call", ["show", "abcdef0123"], None, None),
+        ("apply killed after the publish", ["apply", "-"], ADD, {"APPLYONCE_FAULT": "after-publish"}),
+        ("recover after the crash", ["recover"], None, None),
+        ("recover --json (nothing left)", ["recover", "--json"], None, None),
+        ("apply the crashed call again", ["apply", "-"], ADD, None),
+        ("apply killed before the publish", ["apply", "-"], ADD_TWO,
+         {"APPLYONCE_FAULT": "after-commit-object"}),
+        ("recover --json after that crash", ["recover", "--json"], None, None),
+        ("audit after the crashes", ["audit"], None, None),
+    ]
+    for name, args, stdin, env in more:
+        runs.append((name, run_cli(*args, "--repo", str(repo.path), input=stdin, env=env)))
     # Every commit gets its name by its place in history, whichever output shows it first.
     mask = _Masker(tmp)
     for commit in repo.git("rev-list", "--reverse", "HEAD").split():
