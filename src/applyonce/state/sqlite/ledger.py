@@ -116,7 +116,10 @@ class SqliteLedger:
     # --- reading ------------------------------------------------------------------------------
 
     def get(self, call_id: str) -> CallRow | None:
-        row = self.db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
+        return self._find(self.db, call_id)
+
+    def _find(self, db: sqlite3.Connection, call_id: str) -> CallRow | None:
+        row = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
         return None if row is None else self._row(row)
 
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
@@ -202,8 +205,8 @@ class SqliteLedger:
     ) -> Claim:
         execution_id = uuid.uuid4().hex
         with self.database.transaction() as db:
-            found = db.execute("SELECT * FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone()
-            if found is None:
+            row = self._find(db, ident.call_id)
+            if row is None:
                 self._insert_call(db, ident, ref)
                 self._append(
                     db,
@@ -222,7 +225,6 @@ class SqliteLedger:
                     ),
                 )
                 return Claim("run", execution_id, None)
-            row = self._row(found)
             if row.args_sha256 != ident.args_sha256 or row.ref != ref:
                 raise KeyReusedError(
                     f"idempotency key {ident.idempotency_key!r} was already used for call "
@@ -268,11 +270,8 @@ class SqliteLedger:
     def take_over(self, call_id: str, owner: Owner) -> str | None:
         execution_id = uuid.uuid4().hex
         with self.database.transaction() as db:
-            found = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
-            if found is None:
-                return None
-            row = self._row(found)
-            if row.state not in IN_FLIGHT:
+            row = self._find(db, call_id)
+            if row is None or row.state not in IN_FLIGHT:
                 return None
             if row.owner is not None and row.owner.alive() and row.owner.pid != owner.pid:
                 return None
