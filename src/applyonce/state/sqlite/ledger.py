@@ -129,7 +129,7 @@ class SqliteLedger:
             sql += f" WHERE state IN ({','.join('?' * len(states))})"
             params = states
         return [
-            self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, call_id", params)
+            self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, rowid", params)
         ]
 
     def events(self, call_id: str | None = None) -> list[LoggedEvent]:
@@ -273,7 +273,7 @@ class SqliteLedger:
             row = self._find(db, call_id)
             if row is None or row.state not in IN_FLIGHT:
                 return None
-            if row.owner is not None and row.owner.alive() and row.owner.pid != owner.pid:
+            if row.owner is not None and row.owner.alive() and row.owner != owner:
                 return None
             self._append(
                 db,

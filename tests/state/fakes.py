@@ -1,0 +1,295 @@
+"""An in-memory fake of the ledger seam, for tests of code above :mod:`applyonce.state`.
+
+:class:`MemoryLedger` is a :class:`applyonce.state.ledger.Ledger` over a dict of rows and a list of
+events. tests/state/test_ledger_contract.py holds it to the same contract as
+:class:`applyonce.state.sqlite.ledger.SqliteLedger` on a real file: the same claim outcomes and
+errors, each ``record`` all or nothing, and events that carry the columns they set
+(``data["set"]``, booleans as 0/1, the owner as three columns) so :func:`fold_events` rebuilds the
+rows. One lock serialises every operation, so threads may share one instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel
+
+from applyonce.core.identity import CallIdentity
+from applyonce.core.receipt import now
+from applyonce.state.ledger import (
+    IN_FLIGHT,
+    NO_CHANGE,
+    UNSET,
+    CallBusyError,
+    CallRow,
+    Claim,
+    Event,
+    EventKind,
+    KeyReusedError,
+    LedgerError,
+    LoggedEvent,
+    Owner,
+    RowChange,
+    identity_data,
+)
+
+
+@dataclasses.dataclass
+class _Store:
+    """What the ledger holds: rows as column dicts (as the SQLite ``calls`` table has them) and
+    the events, in the order they were recorded."""
+
+    rows: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    events: list[LoggedEvent] = dataclasses.field(default_factory=list)
+    next_seq: int = 1
+
+    def copy(self) -> _Store:
+        return _Store({k: dict(v) for k, v in self.rows.items()}, list(self.events), self.next_seq)
+
+
+class MemoryLedger:
+    """A :class:`applyonce.state.ledger.Ledger` in memory. See that Protocol for the contract."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._store = _Store()
+        self._closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def get(self, call_id: str) -> CallRow | None:
+        with self._lock:
+            self._check_open()
+            found = self._store.rows.get(call_id)
+            return None if found is None else _row(found)
+
+    def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
+        with self._lock:
+            self._check_open()
+            rows = [r for r in self._store.rows.values() if not states or r["state"] in states]
+            # Oldest first; a tie in the (millisecond) stamp keeps the order of creation (the dict
+            # keeps insertion order and the sort is stable), as SqliteLedger's rowid does.
+            rows.sort(key=lambda r: r["created_at"])
+            return [_row(r) for r in rows]
+
+    def events(self, call_id: str | None = None) -> list[LoggedEvent]:
+        with self._lock:
+            self._check_open()
+            return [
+                dataclasses.replace(e, data=_json_copy(e.data))
+                for e in self._store.events
+                if not call_id or e.call_id == call_id
+            ]
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def record(self, *events: Event) -> None:
+        with self._transaction() as store:
+            for event in events:
+                _append(store, event)
+
+    def claim(
+        self,
+        ident: CallIdentity,
+        *,
+        ref: str,
+        owner: Owner,
+        args: BaseModel | None = None,
+        source: dict[str, str] | None = None,
+    ) -> Claim:
+        execution_id = uuid.uuid4().hex
+        with self._transaction() as store:
+            found = store.rows.get(ident.call_id)
+            if found is None:
+                _insert_call(store, ident, ref)
+                _append(
+                    store,
+                    Event(
+                        ident.call_id,
+                        execution_id,
+                        EventKind.CLAIMED,
+                        RowChange(state="claimed", execution_id=execution_id, owner=owner),
+                        {
+                            **identity_data(ident, ref),
+                            "args": args.model_dump(mode="json") if args is not None else None,
+                            "source": source,
+                        },
+                    ),
+                )
+                return Claim("run", execution_id, None)
+            row = _row(found)
+            if row.args_sha256 != ident.args_sha256 or row.ref != ref:
+                raise KeyReusedError(
+                    f"idempotency key {ident.idempotency_key!r} was already used for call "
+                    f"{row.call_id[:12]} with other arguments",
+                    call_id=row.call_id,
+                )
+            if row.state == "committed" or (row.state == "rejected" and not row.retryable):
+                return Claim("replay", row.execution_id or "", row)
+            if row.state == "unknown":
+                return Claim("unknown", row.execution_id or "", row)
+            stale_here = row.owner == owner
+            if (
+                row.state in IN_FLIGHT
+                and row.owner is not None
+                and row.owner.alive()
+                and not stale_here
+            ):
+                raise CallBusyError(
+                    f"call {row.call_id[:12]} is running in process {row.owner.pid}",
+                    call_id=row.call_id,
+                    pid=row.owner.pid,
+                )
+            outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
+            _append(
+                store,
+                Event(
+                    ident.call_id,
+                    execution_id,
+                    EventKind.CLAIMED,
+                    RowChange(
+                        state="claimed", execution_id=execution_id, retryable=False, owner=owner
+                    ),
+                    {"previous_state": row.state, "previous_execution_id": row.execution_id},
+                ),
+            )
+            return Claim(outcome, execution_id, row)
+
+    def take_over(self, call_id: str, owner: Owner) -> str | None:
+        execution_id = uuid.uuid4().hex
+        with self._transaction() as store:
+            found = store.rows.get(call_id)
+            if found is None:
+                return None
+            row = _row(found)
+            if row.state not in IN_FLIGHT:
+                return None
+            # As SqliteLedger decides it: a live owner with this pid is this process.
+            if row.owner is not None and row.owner.alive() and row.owner != owner:
+                return None
+            _append(
+                store,
+                Event(
+                    call_id,
+                    execution_id,
+                    EventKind.RECOVERING,
+                    RowChange(execution_id=execution_id, owner=owner),
+                    {"previous_execution_id": row.execution_id},
+                ),
+            )
+            return execution_id
+
+    def ensure_row(
+        self, ident: CallIdentity, ref: str, *, reason: str, change: RowChange = NO_CHANGE
+    ) -> bool:
+        with self._transaction() as store:
+            if ident.call_id in store.rows:
+                return False
+            _insert_call(store, ident, ref)
+            execution_id = change.execution_id if isinstance(change.execution_id, str) else None
+            if change.state is UNSET:
+                change = dataclasses.replace(change, state="new")
+            _append(
+                store,
+                Event(
+                    ident.call_id,
+                    execution_id,
+                    EventKind.ADOPTED,
+                    change,
+                    {**identity_data(ident, ref), "reason": reason},
+                ),
+            )
+            return True
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerError("the in-memory ledger is closed")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_Store]:
+        """All or nothing: the body works on a copy, which replaces the store only if the body
+        finishes without raising."""
+        with self._lock:
+            self._check_open()
+            working = self._store.copy()
+            yield working
+            self._store = working
+
+
+def _json_copy(data: Any) -> Any:
+    """``data`` as JSON gives it back (what SqliteLedger's ``orjson`` round trip does); raises
+    TypeError (``orjson.JSONEncodeError``) for what JSON cannot hold."""
+    return orjson.loads(orjson.dumps(data))
+
+
+def _append(store: _Store, event: Event) -> None:
+    at = now()
+    changes = event.change.columns()
+    data = _json_copy({"set": changes, **event.data})
+    store.events.append(
+        LoggedEvent(store.next_seq, event.call_id, event.execution_id, str(event.kind), at, data)
+    )
+    store.next_seq += 1
+    row = store.rows.get(event.call_id)
+    if changes and row is not None:  # an UPDATE of a call with no row changes nothing
+        row.update(changes)
+        row["updated_at"] = at
+
+
+def _insert_call(store: _Store, ident: CallIdentity, ref: str) -> None:
+    at = now()
+    store.rows[ident.call_id] = {
+        "call_id": ident.call_id,
+        "state": "new",
+        "execution_id": None,
+        "args_sha256": ident.args_sha256,
+        "idempotency_key": ident.idempotency_key,
+        "ref": ref,
+        "base_commit": None,
+        "commit_id": None,
+        "exit_code": None,
+        "retryable": 0,
+        "receipt_sha256": None,
+        "synced": 0,
+        "owner_pid": None,
+        "owner_host": None,
+        "owner_start": None,
+        "created_at": at,
+        "updated_at": at,
+    }
+
+
+def _row(r: dict[str, Any]) -> CallRow:
+    owner = (
+        Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
+        if r["owner_pid"] is not None
+        else None
+    )
+    return CallRow(
+        call_id=r["call_id"],
+        state=r["state"],
+        execution_id=r["execution_id"],
+        args_sha256=r["args_sha256"],
+        idempotency_key=r["idempotency_key"],
+        ref=r["ref"],
+        base_commit=r["base_commit"],
+        commit_id=r["commit_id"],
+        exit_code=r["exit_code"],
+        retryable=bool(r["retryable"]),
+        receipt_sha256=r["receipt_sha256"],
+        synced=bool(r["synced"]),
+        owner=owner,
+        updated_at=r["updated_at"],
+    )

@@ -1,0 +1,661 @@
+"""The contract of :class:`applyonce.state.ledger.Ledger`, run against every implementation.
+
+The same tests against :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a file in tmp_path
+and against the fake :class:`tests.state.fakes.MemoryLedger`: who gets to run a call, what replays,
+what is taken over, ``record`` all or nothing, row changes (UNSET untouched, None null), events that
+rebuild the rows, ``ensure_row``, ``calls`` and ``events``. Owners are real processes: a live other
+one is the test runner's parent (or a helper process this test starts), a dead one a pid above
+Linux's largest on this host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from applyonce.core.identity import CallIdentity
+from applyonce.state.ledger import (
+    IN_FLIGHT,
+    CallBusyError,
+    CallRow,
+    Event,
+    EventKind,
+    KeyReusedError,
+    Ledger,
+    Owner,
+    RowChange,
+    _process_start,
+    claimed_data,
+    fold_events,
+    recorded_identity,
+    unsynced_committed,
+)
+from applyonce.state.sqlite.ledger import SqliteLedger
+from tests.state.fakes import MemoryLedger
+
+REF = "refs/heads/main"
+IDENT = CallIdentity.compute("a" * 64)
+ME = Owner.me()
+DEAD = Owner(pid=2**22 + 7, host=socket.gethostname(), start="1")  # above pid_max: never running
+# A live process that is not this one: the test runner's parent.
+PARENT = Owner(os.getppid(), socket.gethostname(), _process_start(os.getppid()) or "")
+
+
+@dataclasses.dataclass
+class Backend:
+    """One ledger implementation: ``session()`` opens a handle on the test's one ledger (a new
+    connection for SQLite, which a thread cannot share; the same instance for the fake)."""
+
+    name: str
+    session: Callable[[], contextlib.AbstractContextManager[Ledger]]
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "sqlite":
+
+        @contextlib.contextmanager
+        def sqlite_session() -> Iterator[Ledger]:
+            ledger = SqliteLedger(tmp_path / "state" / "ledger.sqlite3")
+            try:
+                yield ledger
+            finally:
+                ledger.close()
+
+        return Backend("sqlite", sqlite_session)
+    shared = MemoryLedger()
+
+    @contextlib.contextmanager
+    def memory_session() -> Iterator[Ledger]:
+        yield shared
+
+    return Backend("memory", memory_session)
+
+
+@pytest.fixture
+def ledger(backend: Backend) -> Iterator[Ledger]:
+    with backend.session() as opened:
+        yield opened
+
+
+def ident(n: int, *, key: str | None = None) -> CallIdentity:
+    return CallIdentity.compute(f"{n:064x}", idempotency_key=key)
+
+
+def row_of(ledger: Ledger, call_id: str) -> CallRow:
+    row = ledger.get(call_id)
+    assert row is not None, f"no row for {call_id[:12]}"
+    return row
+
+
+def kinds(ledger: Ledger, call_id: str | None = None) -> list[str]:
+    return [e.kind for e in ledger.events(call_id)]
+
+
+# --- claim --------------------------------------------------------------------------------------
+
+
+def test_new_call_is_claimed_once(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=PARENT)
+    assert claim.outcome == "run" and claim.row is None and claim.execution_id
+    with pytest.raises(CallBusyError, match="is running in process") as busy:
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert busy.value.retryable and busy.value.details["pid"] == PARENT.pid
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.state, row.execution_id, row.owner) == ("claimed", claim.execution_id, PARENT)
+    assert (row.args_sha256, row.idempotency_key, row.ref) == (IDENT.args_sha256, None, REF)
+    assert kinds(ledger, IDENT.call_id) == ["claimed"]  # the refused claim recorded nothing
+
+
+def test_a_prepared_call_of_a_live_owner_is_busy_too(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=PARENT)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared"))
+    )
+    with pytest.raises(CallBusyError):
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert row_of(ledger, IDENT.call_id).execution_id == claim.execution_id
+
+
+def test_own_claim_left_by_a_failed_apply_is_taken_over(ledger: Ledger) -> None:
+    first = ledger.claim(IDENT, ref=REF, owner=ME)
+    again = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert again.outcome == "takeover" and again.execution_id != first.execution_id
+    assert again.row is not None and again.row.execution_id == first.execution_id
+    assert row_of(ledger, IDENT.call_id).execution_id == again.execution_id
+
+
+def test_claim_of_a_dead_owner_is_taken_over(ledger: Ledger) -> None:
+    first = ledger.claim(IDENT, ref=REF, owner=DEAD)
+    again = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert again.outcome == "takeover"
+    assert again.row is not None and again.row.owner == DEAD
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.state, row.execution_id, row.owner) == ("claimed", again.execution_id, ME)
+    last = ledger.events(IDENT.call_id)[-1]
+    assert (last.kind, last.execution_id) == ("claimed", again.execution_id)
+    assert last.data["previous_state"] == "claimed"
+    assert last.data["previous_execution_id"] == first.execution_id
+
+
+def test_terminal_calls_replay_and_retryable_ones_run_again(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    ledger.record(
+        Event(
+            IDENT.call_id,
+            claim.execution_id,
+            EventKind.REJECTED,
+            RowChange(state="rejected", retryable=True),
+        )
+    )
+    rerun = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert rerun.outcome == "run" and rerun.execution_id != claim.execution_id
+    assert rerun.row is not None and rerun.row.state == "rejected"
+    assert row_of(ledger, IDENT.call_id).retryable is False  # the new run starts afresh
+    ledger.record(
+        Event(
+            IDENT.call_id,
+            rerun.execution_id,
+            EventKind.COMMITTED,
+            RowChange(state="committed", commit_id="c" * 40),
+        )
+    )
+    before = kinds(ledger)
+    replay = ledger.claim(IDENT, ref=REF, owner=PARENT)
+    assert replay.outcome == "replay" and replay.execution_id == rerun.execution_id
+    assert replay.row is not None and replay.row.commit_id == "c" * 40
+    assert kinds(ledger) == before  # a replay records nothing
+
+
+def test_a_final_rejection_replays(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    ledger.record(
+        Event(
+            IDENT.call_id,
+            claim.execution_id,
+            EventKind.REJECTED,
+            RowChange(state="rejected", exit_code=1, retryable=False),
+        )
+    )
+    replay = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert replay.outcome == "replay" and replay.execution_id == claim.execution_id
+    assert replay.row is not None and replay.row.exit_code == 1
+
+
+def test_an_unknown_call_is_left_to_a_person(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=DEAD)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.UNKNOWN, RowChange(state="unknown"))
+    )
+    again = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert again.outcome == "unknown" and again.execution_id == claim.execution_id
+    assert kinds(ledger, IDENT.call_id) == ["claimed", "unknown"]
+
+
+def test_key_reuse_with_other_args_is_refused(ledger: Ledger) -> None:
+    one, two = ident(1, key="k"), ident(2, key="k")
+    assert one.call_id == two.call_id  # the key, not the args, names the call
+    ledger.claim(one, ref=REF, owner=DEAD)
+    with pytest.raises(KeyReusedError, match="'k' was already used") as reused:
+        ledger.claim(two, ref=REF, owner=ME)
+    assert reused.value.details["call_id"] == one.call_id
+    row = row_of(ledger, one.call_id)
+    assert (row.args_sha256, row.owner) == (one.args_sha256, DEAD)
+    assert kinds(ledger) == ["claimed"]
+
+
+def test_the_same_call_on_another_ref_is_refused_even_when_terminal(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.COMMITTED, RowChange(state="committed"))
+    )
+    with pytest.raises(KeyReusedError):
+        ledger.claim(IDENT, ref="refs/heads/other", owner=ME)
+
+
+def test_the_claim_records_identity_args_and_source(ledger: Ledger) -> None:
+    class Args(BaseModel):
+        patch: str
+        ref: str
+
+    args = Args(patch="*** Begin Patch", ref=REF)
+    source = {"format": "codex", "text": "*** Begin Patch\n"}
+    claim = ledger.claim(IDENT, ref=REF, owner=ME, args=args, source=source)
+    assert recorded_identity(ledger, IDENT.call_id) == IDENT
+    assert claimed_data(ledger, IDENT.call_id, "args") == args.model_dump(mode="json")
+    assert claimed_data(ledger, IDENT.call_id, "source") == source
+    event = ledger.events(IDENT.call_id)[0]
+    assert (event.kind, event.execution_id) == ("claimed", claim.execution_id)
+    assert event.data["set"] == {
+        "state": "claimed",
+        "execution_id": claim.execution_id,
+        "owner_pid": ME.pid,
+        "owner_host": ME.host,
+        "owner_start": ME.start,
+    }
+
+
+# --- record -------------------------------------------------------------------------------------
+
+
+def test_event_and_state_change_are_one_transaction(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=ME)
+    before = row_of(ledger, IDENT.call_id)
+    good = Event(IDENT.call_id, None, EventKind.PREPARED, RowChange(state="prepared"))
+    unserialisable = Event(IDENT.call_id, None, EventKind.STAGED, data={"tree": object()})
+    with pytest.raises(TypeError):
+        ledger.record(good, unserialisable)
+    assert row_of(ledger, IDENT.call_id) == before  # the first event's change was rolled back
+    assert kinds(ledger) == ["claimed"]
+
+
+def test_a_batch_is_recorded_whole_and_in_order(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    other = ident(2)
+    ledger.claim(other, ref=REF, owner=ME)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared")),
+        Event(other.call_id, None, EventKind.DENIED, RowChange(state="rejected"), {"by": "x"}),
+        Event(IDENT.call_id, claim.execution_id, EventKind.STAGED, data={"tree": "t" * 40}),
+    )
+    logged = ledger.events()
+    assert [e.kind for e in logged] == ["claimed", "claimed", "prepared", "denied", "staged"]
+    assert [e.seq for e in logged] == sorted(e.seq for e in logged)
+    assert len({e.seq for e in logged}) == 5
+    assert logged[3].data == {"set": {"state": "rejected"}, "by": "x"}
+    assert logged[4].data == {"set": {}, "tree": "t" * 40}
+    assert row_of(ledger, IDENT.call_id).state == "prepared"
+    assert row_of(ledger, other.call_id).state == "rejected"
+
+
+def test_unset_columns_are_untouched_and_none_sets_null(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    cid, eid = IDENT.call_id, claim.execution_id
+    ledger.record(
+        Event(cid, eid, EventKind.PREPARED, RowChange(state="prepared", base_commit="b" * 40))
+    )
+    ledger.record(Event(cid, eid, EventKind.COMMIT_OBJECT, RowChange(commit_id="c" * 40)))
+    ledger.record(Event(cid, eid, EventKind.CHECKED, RowChange(exit_code=0, synced=True)))
+    row = row_of(ledger, cid)
+    assert (row.state, row.base_commit, row.commit_id, row.exit_code, row.synced) == (
+        "prepared",
+        "b" * 40,
+        "c" * 40,
+        0,
+        True,
+    )
+    assert (row.execution_id, row.owner) == (eid, ME)
+    ledger.record(Event(cid, eid, EventKind.REPAIRED, RowChange(base_commit=None, exit_code=None)))
+    row = row_of(ledger, cid)
+    assert (row.base_commit, row.exit_code) == (None, None)
+    assert (row.state, row.commit_id, row.synced, row.execution_id) == (
+        "prepared",
+        "c" * 40,
+        True,
+        eid,
+    )
+    unchanged = row
+    ledger.record(Event(cid, eid, EventKind.APPROVED, data={"protected": ["src/"]}))
+    after = row_of(ledger, cid)
+    assert dataclasses.replace(after, updated_at="") == dataclasses.replace(
+        unchanged, updated_at=""
+    )
+    sets = [e.data["set"] for e in ledger.events(cid)][1:]
+    assert sets == [
+        {"state": "prepared", "base_commit": "b" * 40},
+        {"commit_id": "c" * 40},
+        {"exit_code": 0, "synced": 1},  # booleans as 0/1, as the columns hold them
+        {"base_commit": None, "exit_code": None},
+        {},
+    ]
+
+
+def test_calls_rebuild_from_events(ledger: Ledger) -> None:
+    committed = ledger.claim(IDENT, ref=REF, owner=DEAD)
+    taken = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert taken.outcome == "takeover"
+    cid, eid = IDENT.call_id, taken.execution_id
+    ledger.record(
+        Event(cid, eid, EventKind.PREPARED, RowChange(state="prepared", base_commit="b" * 40))
+    )
+    ledger.record(
+        Event(cid, eid, EventKind.CHECKED, data={"checks": []}),
+        Event(
+            cid,
+            eid,
+            EventKind.COMMITTED,
+            RowChange(state="committed", commit_id="c" * 40, exit_code=0, receipt_sha256="r" * 64),
+        ),
+    )
+    ledger.record(Event(cid, eid, EventKind.SYNCED, RowChange(synced=True)))
+    assert committed.execution_id != eid
+
+    retried = ident(2, key="retry")
+    first = ledger.claim(retried, ref="refs/heads/dev", owner=ME)
+    ledger.record(
+        Event(
+            retried.call_id,
+            first.execution_id,
+            EventKind.REJECTED,
+            RowChange(state="rejected", retryable=True, exit_code=4),
+        )
+    )
+    ledger.claim(retried, ref="refs/heads/dev", owner=ME)  # run again: retryable reset
+
+    adopted = ident(3)
+    ledger.ensure_row(
+        adopted,
+        REF,
+        reason="found in Git",
+        change=RowChange(state="committed", execution_id="e" * 32, commit_id="d" * 40),
+    )
+    recovering = ident(4)
+    ledger.claim(recovering, ref=REF, owner=DEAD)
+    assert ledger.take_over(recovering.call_id, ME) is not None
+    ledger.claim(ident(5), ref=REF, owner=PARENT)
+
+    folded = fold_events(ledger.events())
+    rows = ledger.calls()
+    assert sorted(folded) == sorted(r.call_id for r in rows) and len(rows) == 5
+    for row in rows:
+        assert _columns_of(folded[row.call_id]) == _columns_of_row(row), row.call_id[:12]
+    assert kinds(ledger, cid) == [
+        "claimed",
+        "claimed",
+        "prepared",
+        "checked",
+        "committed",
+        "synced",
+    ]
+
+
+_DEFAULTS: dict[str, Any] = {
+    "execution_id": None,
+    "base_commit": None,
+    "commit_id": None,
+    "exit_code": None,
+    "retryable": 0,
+    "receipt_sha256": None,
+    "synced": 0,
+    "owner_pid": None,
+    "owner_host": None,
+    "owner_start": None,
+}
+
+
+def _columns_of(folded: dict[str, Any]) -> dict[str, Any]:
+    keys = ("state", "args_sha256", "idempotency_key", "ref", *_DEFAULTS)
+    return {k: folded.get(k, _DEFAULTS.get(k)) for k in keys}
+
+
+def _columns_of_row(row: CallRow) -> dict[str, Any]:
+    return {
+        "state": row.state,
+        "args_sha256": row.args_sha256,
+        "idempotency_key": row.idempotency_key,
+        "ref": row.ref,
+        "execution_id": row.execution_id,
+        "base_commit": row.base_commit,
+        "commit_id": row.commit_id,
+        "exit_code": row.exit_code,
+        "retryable": int(row.retryable),
+        "receipt_sha256": row.receipt_sha256,
+        "synced": int(row.synced),
+        "owner_pid": row.owner.pid if row.owner else None,
+        "owner_host": row.owner.host if row.owner else None,
+        "owner_start": row.owner.start if row.owner else None,
+    }
+
+
+# --- take_over ----------------------------------------------------------------------------------
+
+
+def test_take_over_a_dead_owners_call(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=DEAD)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared"))
+    )
+    new = ledger.take_over(IDENT.call_id, ME)
+    assert new is not None and new != claim.execution_id
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.state, row.execution_id, row.owner) == ("prepared", new, ME)  # state kept
+    last = ledger.events(IDENT.call_id)[-1]
+    assert (last.kind, last.execution_id) == ("recovering", new)
+    assert last.data["previous_execution_id"] == claim.execution_id
+
+
+def test_take_over_own_stale_claim(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    new = ledger.take_over(IDENT.call_id, ME)
+    assert new is not None and new != claim.execution_id
+    assert row_of(ledger, IDENT.call_id).execution_id == new
+
+
+def test_take_over_refuses_terminal_live_held_and_unknown_calls(ledger: Ledger) -> None:
+    held = ledger.claim(ident(1), ref=REF, owner=PARENT)
+    committed = ledger.claim(ident(2), ref=REF, owner=DEAD)
+    rejected = ledger.claim(ident(3), ref=REF, owner=DEAD)
+    unknown = ledger.claim(ident(4), ref=REF, owner=DEAD)
+    ledger.record(
+        Event(
+            ident(2).call_id,
+            committed.execution_id,
+            EventKind.COMMITTED,
+            RowChange(state="committed"),
+        ),
+        Event(
+            ident(3).call_id,
+            rejected.execution_id,
+            EventKind.REJECTED,
+            RowChange(state="rejected", retryable=True),
+        ),
+        Event(
+            ident(4).call_id, unknown.execution_id, EventKind.UNKNOWN, RowChange(state="unknown")
+        ),
+    )
+    ledger.ensure_row(ident(5), REF, reason="found in Git")  # state "new": not in flight
+    before = ledger.events()
+    for n in (1, 2, 3, 4, 5):
+        assert ledger.take_over(ident(n).call_id, ME) is None, n
+    assert ledger.take_over("f" * 64, ME) is None  # no such call
+    assert ledger.events() == before
+    assert row_of(ledger, ident(1).call_id).execution_id == held.execution_id
+
+
+def test_take_over_refuses_a_claim_of_another_host_with_the_same_pid(ledger: Ledger) -> None:
+    elsewhere = Owner(ME.pid, "build-host-2.example.invalid", "12345")
+    assert elsewhere.alive()  # another host's process cannot be checked: assumed running
+    ledger.claim(IDENT, ref=REF, owner=elsewhere)
+    with pytest.raises(CallBusyError):  # claim() refuses it, as it should
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert ledger.take_over(IDENT.call_id, ME) is None
+
+
+# --- ensure_row ---------------------------------------------------------------------------------
+
+
+def test_ensure_row_creates_once(ledger: Ledger) -> None:
+    keyed = ident(7, key="adopt-me")
+    assert ledger.ensure_row(keyed, REF, reason="receipt without a row") is True
+    row = row_of(ledger, keyed.call_id)
+    assert (row.state, row.ref, row.args_sha256, row.idempotency_key) == (
+        "new",
+        REF,
+        keyed.args_sha256,
+        "adopt-me",
+    )
+    assert (row.execution_id, row.owner, row.retryable, row.synced) == (None, None, False, False)
+    [event] = ledger.events(keyed.call_id)
+    assert (event.kind, event.execution_id) == ("adopted", None)
+    assert event.data["reason"] == "receipt without a row"
+    assert event.data["set"] == {"state": "new"}
+    assert recorded_identity(ledger, keyed.call_id) == keyed
+    assert ledger.ensure_row(keyed, REF, reason="again") is False
+    assert ledger.ensure_row(keyed, REF, reason="again", change=RowChange(state="x")) is False
+    assert kinds(ledger) == ["adopted"] and row_of(ledger, keyed.call_id) == row
+
+
+def test_ensure_row_applies_its_change(ledger: Ledger) -> None:
+    change = RowChange(state="committed", execution_id="e" * 32, commit_id="c" * 40)
+    assert ledger.ensure_row(IDENT, REF, reason="found in Git", change=change)
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.state, row.execution_id, row.commit_id) == ("committed", "e" * 32, "c" * 40)
+    assert ledger.events(IDENT.call_id)[0].execution_id == "e" * 32
+    assert ledger.claim(IDENT, ref=REF, owner=ME).outcome == "replay"
+
+
+def test_ensure_row_leaves_a_claimed_call_alone(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=PARENT)
+    row = row_of(ledger, IDENT.call_id)
+    assert ledger.ensure_row(IDENT, REF, reason="x", change=RowChange(state="committed")) is False
+    assert row_of(ledger, IDENT.call_id) == row and kinds(ledger) == ["claimed"]
+
+
+# --- calls and events ---------------------------------------------------------------------------
+
+
+def test_calls_filter_by_state_oldest_first(ledger: Ledger) -> None:
+    # Created newest call_id first, so call_id order is not age order.
+    idents = sorted((ident(n) for n in range(1, 5)), key=lambda i: i.call_id, reverse=True)
+    states = ["committed", "claimed", "rejected", "prepared"]
+    for one, state in zip(idents, states, strict=True):
+        claim = ledger.claim(one, ref=REF, owner=ME)
+        if state != "claimed":
+            kind = EventKind(state)  # committed, rejected, prepared: each its own event kind
+            ledger.record(Event(one.call_id, claim.execution_id, kind, RowChange(state=state)))
+        time.sleep(0.003)  # distinct creation times: the columns keep milliseconds
+    # Touch the oldest last: age is creation, not the latest change.
+    ledger.record(Event(idents[0].call_id, None, EventKind.SYNCED, RowChange(synced=True)))
+    assert [r.call_id for r in ledger.calls()] == [i.call_id for i in idents]
+    assert [r.call_id for r in ledger.calls(states=("committed", "rejected"))] == [
+        idents[0].call_id,
+        idents[2].call_id,
+    ]
+    assert [r.state for r in ledger.calls(states=IN_FLIGHT)] == ["claimed", "prepared"]
+    assert ledger.calls(states=("unknown",)) == []
+
+
+def test_calls_created_in_the_same_millisecond_are_still_oldest_first(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import applyonce.state.sqlite.ledger
+    import tests.state.fakes
+
+    for module in (applyonce.state.sqlite.ledger, tests.state.fakes):
+        monkeypatch.setattr(module, "now", lambda: "2025-01-01T00:00:00.000Z")
+    idents = sorted((ident(n) for n in range(1, 4)), key=lambda i: i.call_id, reverse=True)
+    for one in idents:
+        ledger.claim(one, ref=REF, owner=ME)
+    assert [r.call_id for r in ledger.calls()] == [i.call_id for i in idents]
+
+
+def test_events_in_record_order_with_kinds_as_strings(ledger: Ledger) -> None:
+    one, two = ident(1), ident(2)
+    first = ledger.claim(one, ref=REF, owner=ME)
+    ledger.claim(two, ref=REF, owner=ME)
+    ledger.record(Event(one.call_id, first.execution_id, EventKind.COMMIT_OBJECT, data={"n": 1}))
+    ledger.record(Event(two.call_id, None, EventKind.RESOLVED, data={"n": 2}))
+    ledger.record(Event(one.call_id, first.execution_id, EventKind.COMMITTED, data={"n": 3}))
+    everything = ledger.events()
+    assert [(e.call_id, e.kind) for e in everything] == [
+        (one.call_id, "claimed"),
+        (two.call_id, "claimed"),
+        (one.call_id, "commit-object"),
+        (two.call_id, "resolved"),
+        (one.call_id, "committed"),
+    ]
+    assert all(type(e.kind) is str and isinstance(e.at, str) and e.at for e in everything)
+    seqs = [e.seq for e in everything]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    mine = ledger.events(one.call_id)
+    assert [e.kind for e in mine] == ["claimed", "commit-object", "committed"]
+    assert [e.data.get("n") for e in mine] == [None, 1, 3]
+    assert [e.execution_id for e in mine] == [first.execution_id] * 3
+    assert ledger.events("f" * 64) == []
+
+
+def test_unsynced_committed_from_the_rows(ledger: Ledger) -> None:
+    main, dev, synced = ident(1), ident(2), ident(3)
+    for one, ref in ((main, REF), (dev, "refs/heads/dev"), (synced, REF)):
+        claim = ledger.claim(one, ref=ref, owner=ME)
+        ledger.record(
+            Event(
+                one.call_id, claim.execution_id, EventKind.COMMITTED, RowChange(state="committed")
+            )
+        )
+    ledger.record(Event(synced.call_id, None, EventKind.SYNCED, RowChange(synced=True)))
+    assert {r.call_id for r in unsynced_committed(ledger)} == {main.call_id, dev.call_id}
+    assert [r.call_id for r in unsynced_committed(ledger, REF)] == [main.call_id]
+
+
+# --- concurrency --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_owners() -> Iterator[list[Owner]]:
+    """Eight live processes other than this one, each an owner of its own."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(8)
+    ]
+    try:
+        owners = [Owner(p.pid, socket.gethostname(), _process_start(p.pid) or "") for p in procs]
+        assert all(o.alive() for o in owners)
+        yield owners
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_threads_racing_on_one_call_give_one_run(
+    backend: Backend, live_owners: list[Owner]
+) -> None:
+    barrier = threading.Barrier(len(live_owners))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def race(owner: Owner) -> None:
+        with backend.session() as mine:
+            barrier.wait()
+            try:
+                outcome: str = mine.claim(IDENT, ref=REF, owner=owner).outcome
+            except CallBusyError:
+                outcome = "busy"
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=race, args=(o,)) for o in live_owners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(outcomes) == ["busy"] * (len(live_owners) - 1) + ["run"]
+    with backend.session() as ledger:
+        assert kinds(ledger) == ["claimed"]
+        assert row_of(ledger, IDENT.call_id).owner in live_owners
+
+
+# --- Owner (what claim and take_over ask of a claim's owner; the same for every ledger) ----------
+
+
+def test_owner_liveness() -> None:
+    assert ME.alive() and PARENT.alive()
+    assert _process_start(os.getpid()) == ME.start and ME.start.isdigit()
+    assert not DEAD.alive() and _process_start(DEAD.pid) is None
+    # A reused pid is not the same owner: this pid, but a start time other than this process's.
+    assert not Owner(os.getpid(), socket.gethostname(), "1").alive()
+    assert Owner(os.getpid(), socket.gethostname(), "").alive()  # no start recorded: the pid
+    # Another host's process cannot be checked from here: it is assumed to run.
+    assert Owner(DEAD.pid, "build-host-2.example.invalid", "1").alive()
