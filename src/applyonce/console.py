@@ -35,7 +35,8 @@ def error_boundary() -> Iterator[None]:
         yield
     except ApplyOnceError as error:
         die(error)
-    except (typer.Exit, typer.Abort, SystemExit):
+    except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
+        # typer's own: exits, and the usage errors of parsing (exit 2, its own message).
         raise
     except KeyboardInterrupt:
         typer.echo("interrupted; run 'applyonce recover' to finish any call in flight", err=True)

@@ -82,6 +82,17 @@ class MemoryLedger:
             rows.sort(key=lambda r: r["created_at"])
             return [_row(r) for r in rows]
 
+    def unsynced(self, ref: str | None = None) -> list[CallRow]:
+        with self._lock:
+            self._check_open()
+            rows = [
+                r
+                for r in self._store.rows.values()
+                if r["state"] == "committed" and not r["synced"] and ref in (None, r["ref"])
+            ]
+            rows.sort(key=lambda r: r["updated_at"])
+            return [_row(r) for r in rows]
+
     def events(self, call_id: str | None = None) -> list[LoggedEvent]:
         with self._lock:
             self._check_open()

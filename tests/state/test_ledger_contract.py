@@ -40,7 +40,6 @@ from applyonce.state.ledger import (
     claimed_data,
     fold_events,
     recorded_identity,
-    unsynced_committed,
 )
 from applyonce.state.sqlite.ledger import SqliteLedger
 from tests.state.fakes import MemoryLedger
@@ -586,7 +585,7 @@ def test_events_in_record_order_with_kinds_as_strings(ledger: Ledger) -> None:
     assert ledger.events("f" * 64) == []
 
 
-def test_unsynced_committed_from_the_rows(ledger: Ledger) -> None:
+def test_unsynced_lists_committed_calls_not_yet_synced(ledger: Ledger) -> None:
     main, dev, synced = ident(1), ident(2), ident(3)
     for one, ref in ((main, REF), (dev, "refs/heads/dev"), (synced, REF)):
         claim = ledger.claim(one, ref=ref, owner=ME)
@@ -596,8 +595,8 @@ def test_unsynced_committed_from_the_rows(ledger: Ledger) -> None:
             )
         )
     ledger.record(Event(synced.call_id, None, EventKind.SYNCED, RowChange(synced=True)))
-    assert {r.call_id for r in unsynced_committed(ledger)} == {main.call_id, dev.call_id}
-    assert [r.call_id for r in unsynced_committed(ledger, REF)] == [main.call_id]
+    assert {r.call_id for r in ledger.unsynced()} == {main.call_id, dev.call_id}
+    assert [r.call_id for r in ledger.unsynced(REF)] == [main.call_id]
 
 
 # --- concurrency --------------------------------------------------------------------------------

@@ -68,7 +68,6 @@ def test_wal_full_sync_and_named_migrations(tmp_path: Path) -> None:
     assert names == [
         "0001_events_and_calls",
         "0002_trailer_index",
-        "0003_history_index_moved_out",
     ]
     ledger.close()
     again = SqliteLedger(tmp_path / "ledger.sqlite3")  # re-opening does not re-apply
@@ -80,7 +79,7 @@ def test_an_older_ledger_is_migrated_forward_keeping_its_calls(tmp_path: Path) -
     path = tmp_path / "ledger.sqlite3"
     old = sqlite3.connect(path)
     old.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for name, sql in MIGRATIONS[:2]:
+    for name, sql in MIGRATIONS[:1]:
         old.executescript(sql)
         old.execute("INSERT INTO migrations VALUES (?, '2025-01-01T00:00:00.000Z')", (name,))
     old.execute(
@@ -92,7 +91,8 @@ def test_an_older_ledger_is_migrated_forward_keeping_its_calls(tmp_path: Path) -
     old.close()
     ledger = SqliteLedger(path)
     tables = {r[0] for r in ledger.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert "trailer_index" not in tables and "scanned" not in tables  # 0003 ran
+    # 0002 ran; and its tables stay, unused, so the versions before this one can still open it.
+    assert {"trailer_index", "scanned"} <= tables
     row = ledger.get(IDENT.call_id)
     assert row is not None and row.state == "committed"
     assert ledger.claim(IDENT, ref=REF, owner=Owner.me()).outcome == "replay"

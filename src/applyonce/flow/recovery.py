@@ -39,7 +39,6 @@ from applyonce.state.ledger import (
     EventKind,
     Owner,
     recorded_identity,
-    unsynced_committed,
 )
 
 
@@ -68,7 +67,7 @@ def recover(ctx: Context) -> RecoveryReport:
 def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     settled = {o.call_id: i for i, o in enumerate(report.outcomes)}
     receipts = []
-    for row in unsynced_committed(ctx.ledger):
+    for row in ctx.ledger.unsynced():
         try:
             receipts.append(stored_receipt(ctx, row.call_id))
         except ReceiptError as exc:

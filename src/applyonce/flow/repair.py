@@ -86,7 +86,7 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
             continue
         calls = ctx.index.calls(ref)
         reachable = set(ctx.store.walk(tip))
-        for call_id, commits in calls.items():
+        for call_id, commits in sorted(calls.items()):
             row = rows.get(call_id)
             on_branch = [c for c in commits if c in reachable]
             problem = _record_problem(ctx, call_id, row, on_branch)

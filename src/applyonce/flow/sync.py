@@ -13,7 +13,7 @@ from applyonce.errors import ApplyOnceError
 from applyonce.flow.context import Context
 from applyonce.git.checkouts import SyncReport
 from applyonce.state.files import ensure_dir
-from applyonce.state.ledger import Event, EventKind, RowChange, unsynced_committed
+from applyonce.state.ledger import Event, EventKind, RowChange
 from applyonce.state.locks import file_lock
 
 
@@ -33,7 +33,7 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                     paths[record.path] = None
                     if record.from_:
                         paths[record.from_] = None
-            pending = {row.base_commit for row in unsynced_committed(ctx.ledger, ref)}
+            pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
             bases = [r.base_commit for r in group] + sorted(b for b in pending if b is not None)
             since = _oldest_base(ctx, ref, bases)
             ref_reports = ctx.checkouts.sync_checkouts(ref, since, list(paths))

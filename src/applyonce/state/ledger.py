@@ -260,6 +260,11 @@ class Ledger(Protocol):
         """Every call (in ``states``, if given), oldest first."""
         ...
 
+    def unsynced(self, ref: str | None = None) -> list[CallRow]:
+        """Committed calls (on ``ref``, if given) whose checkout sync has not happened yet, oldest
+        update first. Its cost follows those calls, not the whole ledger."""
+        ...
+
     def events(self, call_id: str | None = None) -> list[LoggedEvent]:
         """The events of ``call_id`` (of every call, if None), in the order they were recorded."""
         ...
@@ -296,16 +301,6 @@ def claimed_data(ledger: Ledger, call_id: str, key: str) -> Any:
         if event.kind in (EventKind.CLAIMED, EventKind.ADOPTED) and event.data.get(key):
             return event.data[key]
     return None
-
-
-def unsynced_committed(ledger: Ledger, ref: str | None = None) -> list[CallRow]:
-    """Committed calls (on ``ref``, if given) whose checkout sync has not happened yet."""
-    rows = [
-        row
-        for row in ledger.calls(states=("committed",))
-        if not row.synced and (ref is None or row.ref == ref)
-    ]
-    return sorted(rows, key=lambda row: row.updated_at)
 
 
 def recorded_identity(ledger: Ledger, call_id: str) -> CallIdentity:

@@ -6,9 +6,15 @@ nothing (the next call scans the branch once), so it is written with ``synchrono
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+from applyonce.state.ledger import LedgerError
 from applyonce.state.sqlite.connection import Database
+
+T = TypeVar("T")
 
 MIGRATIONS = [
     (
@@ -29,18 +35,42 @@ MIGRATIONS = [
 
 
 class SqliteHistoryCache:
+    """A cache that heals itself: a file found broken while in use is removed and started afresh
+    (the next refresh scans the branch once), never an error of the call that asked."""
+
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.database = Database(path, MIGRATIONS, synchronous="NORMAL")
         self.db = self.database.db
 
     def close(self) -> None:
         self.database.close()
 
+    def _heal(self) -> None:
+        self.database.close()
+        for stale in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            stale.unlink(missing_ok=True)
+        self.database = Database(self.path, MIGRATIONS, synchronous="NORMAL")
+        self.db = self.database.db
+
+    def _healing(self, read: Callable[[], T]) -> T:
+        try:
+            return read()
+        except (sqlite3.DatabaseError, LedgerError):
+            self._heal()
+            return read()
+
     def scanned_tip(self, ref: str) -> str | None:
-        row = self.db.execute("SELECT tip FROM scanned WHERE ref = ?", (ref,)).fetchone()
-        return None if row is None else str(row[0])
+        def read() -> str | None:
+            row = self.db.execute("SELECT tip FROM scanned WHERE ref = ?", (ref,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return self._healing(read)
 
     def add(self, ref: str, found: list[tuple[str, str]], tip: str) -> None:
+        self._healing(lambda: self._add(ref, found, tip))
+
+    def _add(self, ref: str, found: list[tuple[str, str]], tip: str) -> None:
         with self.database.transaction() as db:
             # Oldest first, so a higher seq is a newer commit.
             db.executemany(
@@ -50,17 +80,23 @@ class SqliteHistoryCache:
             db.execute("INSERT OR REPLACE INTO scanned (ref, tip) VALUES (?, ?)", (ref, tip))
 
     def commits(self, ref: str, call_id: str) -> list[str]:
-        rows = self.db.execute(
-            "SELECT commit_id FROM found WHERE ref = ? AND call_id = ? ORDER BY seq DESC",
-            (ref, call_id),
-        )
-        return [str(r[0]) for r in rows]
+        def read() -> list[str]:
+            rows = self.db.execute(
+                "SELECT commit_id FROM found WHERE ref = ? AND call_id = ? ORDER BY seq DESC",
+                (ref, call_id),
+            )
+            return [str(r[0]) for r in rows]
+
+        return self._healing(read)
 
     def calls(self, ref: str) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        rows = self.db.execute(
-            "SELECT call_id, commit_id FROM found WHERE ref = ? ORDER BY seq DESC", (ref,)
-        )
-        for call_id, commit_id in rows:
-            found.setdefault(str(call_id), []).append(str(commit_id))
-        return found
+        def read() -> dict[str, list[str]]:
+            found: dict[str, list[str]] = {}
+            rows = self.db.execute(
+                "SELECT call_id, commit_id FROM found WHERE ref = ? ORDER BY seq DESC", (ref,)
+            )
+            for call_id, commit_id in rows:
+                found.setdefault(str(call_id), []).append(str(commit_id))
+            return found
+
+        return self._healing(read)

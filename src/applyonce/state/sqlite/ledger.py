@@ -71,6 +71,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # No longer written or read (the history index is a cache file of its own now), but kept:
+        # a ledger this version opened stays usable by the versions before it.
         "0002_trailer_index",
         """
         CREATE TABLE trailer_index (
@@ -80,15 +82,6 @@ MIGRATIONS: list[tuple[str, str]] = [
             PRIMARY KEY (ref, call_id, commit_id)
         );
         CREATE TABLE scanned (ref TEXT PRIMARY KEY, tip TEXT NOT NULL);
-        """,
-    ),
-    (
-        # The Call-Id history index moved to its own cache file (call-index.sqlite3): it is a
-        # cache of Git, not the record of a call.
-        "0003_history_index_moved_out",
-        """
-        DROP TABLE IF EXISTS trailer_index;
-        DROP TABLE IF EXISTS scanned;
         """,
     ),
 ]
@@ -128,9 +121,15 @@ class SqliteLedger:
         if states:
             sql += f" WHERE state IN ({','.join('?' * len(states))})"
             params = states
-        return [
-            self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, rowid", params)
-        ]
+        return [self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, rowid", params)]
+
+    def unsynced(self, ref: str | None = None) -> list[CallRow]:
+        sql = "SELECT * FROM calls WHERE state = 'committed' AND synced = 0"
+        params: tuple[str, ...] = ()
+        if ref is not None:
+            sql += " AND ref = ?"
+            params = (ref,)
+        return [self._row(r) for r in self.db.execute(sql + " ORDER BY updated_at, rowid", params)]
 
     def events(self, call_id: str | None = None) -> list[LoggedEvent]:
         sql = "SELECT seq, call_id, execution_id, kind, at, data FROM events"

@@ -1,0 +1,28 @@
+"""Usage errors found while typer parses the command line are usage errors (exit 2, typer's own
+message), never an "internal error" with a crash log, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Repo, run_cli
+
+PATCH = "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["apply", "-", "--attempt", "abc"],
+        ["apply", "-", "--attempt", "0"],
+        ["apply", "-", "--bogus"],
+        ["nosuchcommand"],
+        ["resolve", "abcdef"],
+    ],
+)
+def test_a_parse_error_exits_2_without_a_crash_log(repo: Repo, args: list[str]) -> None:
+    before = repo.commit_count()
+    result = run_cli(*args, "--repo", str(repo.path), input=PATCH)
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr and "crash" not in result.stderr
+    assert repo.commit_count() == before and repo.call_ids() == []
