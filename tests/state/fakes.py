@@ -15,7 +15,7 @@ import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import BaseModel
@@ -23,20 +23,20 @@ from pydantic import BaseModel
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import now
 from applyonce.state.ledger import (
-    IN_FLIGHT,
     NO_CHANGE,
     UNSET,
-    CallBusyError,
     CallRow,
     Claim,
     Event,
     EventKind,
-    KeyReusedError,
     LedgerError,
     LoggedEvent,
     Owner,
     RowChange,
+    first_claim,
     identity_data,
+    judge_claim,
+    judge_take_over,
 )
 
 
@@ -125,79 +125,31 @@ class MemoryLedger:
                 _insert_call(store, ident, ref)
                 _append(
                     store,
-                    Event(
-                        ident.call_id,
-                        execution_id,
-                        EventKind.CLAIMED,
-                        RowChange(state="claimed", execution_id=execution_id, owner=owner),
-                        {
-                            **identity_data(ident, ref),
-                            "args": args.model_dump(mode="json") if args is not None else None,
-                            "source": source,
-                        },
+                    first_claim(
+                        ident,
+                        ref=ref,
+                        owner=owner,
+                        execution_id=execution_id,
+                        args=args,
+                        source=source,
                     ),
                 )
                 return Claim("run", execution_id, None)
-            row = _row(found)
-            if row.args_sha256 != ident.args_sha256 or row.ref != ref:
-                raise KeyReusedError(
-                    f"idempotency key {ident.idempotency_key!r} was already used for call "
-                    f"{row.call_id[:12]} with other arguments",
-                    call_id=row.call_id,
-                )
-            if row.state == "committed" or (row.state == "rejected" and not row.retryable):
-                return Claim("replay", row.execution_id or "", row)
-            if row.state == "unknown":
-                return Claim("unknown", row.execution_id or "", row)
-            stale_here = row.owner == owner
-            if (
-                row.state in IN_FLIGHT
-                and row.owner is not None
-                and row.owner.alive()
-                and not stale_here
-            ):
-                raise CallBusyError(
-                    f"call {row.call_id[:12]} is running in process {row.owner.pid}",
-                    call_id=row.call_id,
-                    pid=row.owner.pid,
-                )
-            outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
-            _append(
-                store,
-                Event(
-                    ident.call_id,
-                    execution_id,
-                    EventKind.CLAIMED,
-                    RowChange(
-                        state="claimed", execution_id=execution_id, retryable=False, owner=owner
-                    ),
-                    {"previous_state": row.state, "previous_execution_id": row.execution_id},
-                ),
+            claim, event = judge_claim(
+                _row(found), ident, ref=ref, owner=owner, execution_id=execution_id
             )
-            return Claim(outcome, execution_id, row)
+            if event is not None:
+                _append(store, event)
+            return claim
 
     def take_over(self, call_id: str, owner: Owner) -> str | None:
         execution_id = uuid.uuid4().hex
         with self._transaction() as store:
             found = store.rows.get(call_id)
-            if found is None:
+            event = judge_take_over(None if found is None else _row(found), owner, execution_id)
+            if event is None:
                 return None
-            row = _row(found)
-            if row.state not in IN_FLIGHT:
-                return None
-            # As SqliteLedger decides it: a live owner with this pid is this process.
-            if row.owner is not None and row.owner.alive() and row.owner != owner:
-                return None
-            _append(
-                store,
-                Event(
-                    call_id,
-                    execution_id,
-                    EventKind.RECOVERING,
-                    RowChange(execution_id=execution_id, owner=owner),
-                    {"previous_execution_id": row.execution_id},
-                ),
-            )
+            _append(store, event)
             return execution_id
 
     def ensure_row(

@@ -315,3 +315,92 @@ def recorded_identity(ledger: Ledger, call_id: str) -> CallIdentity:
     raise ReceiptError(
         f"call {call_id[:12]} has neither a receipt nor a recorded identity", call_id=call_id
     )
+
+
+# --- decisions every Ledger makes the same way (its storage makes them atomic) ----------------
+
+
+def first_claim(
+    ident: CallIdentity,
+    *,
+    ref: str,
+    owner: Owner,
+    execution_id: str,
+    args: BaseModel | None,
+    source: dict[str, str] | None,
+) -> Event:
+    """The event that claims a call the ledger has never seen."""
+    return Event(
+        ident.call_id,
+        execution_id,
+        EventKind.CLAIMED,
+        RowChange(state="claimed", execution_id=execution_id, owner=owner),
+        {
+            **identity_data(ident, ref),
+            "args": args.model_dump(mode="json") if args is not None else None,
+            # The patch as sent: re-parsing it recovers what the args dump leaves out (unified
+            # line hints), so a reconciled receipt is the original one.
+            "source": source,
+        },
+    )
+
+
+def judge_claim(
+    row: CallRow, ident: CallIdentity, *, ref: str, owner: Owner, execution_id: str
+) -> tuple[Claim, Event | None]:
+    """What a claim of a call the ledger knows (``row``) gets, and the event to record for it.
+
+    Raises:
+        KeyReusedError: the key was used with other arguments.
+        CallBusyError: a live process holds the call.
+    """
+    if row.args_sha256 != ident.args_sha256 or row.ref != ref:
+        raise KeyReusedError(
+            f"idempotency key {ident.idempotency_key!r} was already used for call "
+            f"{row.call_id[:12]} with other arguments",
+            call_id=row.call_id,
+        )
+    if row.state == "committed" or (row.state == "rejected" and not row.retryable):
+        return Claim("replay", row.execution_id or "", row), None
+    if row.state == "unknown":
+        return Claim("unknown", row.execution_id or "", row), None
+    # Held by this very process: the caller runs each call at most once at a time per process
+    # (flow.apply), so this is an earlier apply here that failed halfway (an exception, not a
+    # crash). That claim is as dead as a killed process's.
+    if (
+        row.state in IN_FLIGHT
+        and row.owner is not None
+        and row.owner.alive()
+        and row.owner != owner
+    ):
+        raise CallBusyError(
+            f"call {row.call_id[:12]} is running in process {row.owner.pid}",
+            call_id=row.call_id,
+            pid=row.owner.pid,
+        )
+    # Only a retryable rejection simply runs again; anything else (in flight, or a state this
+    # version does not know) is settled through Git first.
+    outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
+    event = Event(
+        ident.call_id,
+        execution_id,
+        EventKind.CLAIMED,
+        RowChange(state="claimed", execution_id=execution_id, retryable=False, owner=owner),
+        {"previous_state": row.state, "previous_execution_id": row.execution_id},
+    )
+    return Claim(outcome, execution_id, row), event
+
+
+def judge_take_over(row: CallRow | None, owner: Owner, execution_id: str) -> Event | None:
+    """The event that takes over an in-flight call whose owner is gone (None: it may not be)."""
+    if row is None or row.state not in IN_FLIGHT:
+        return None
+    if row.owner is not None and row.owner.alive() and row.owner != owner:
+        return None
+    return Event(
+        row.call_id,
+        execution_id,
+        EventKind.RECOVERING,
+        RowChange(execution_id=execution_id, owner=owner),
+        {"previous_execution_id": row.execution_id},
+    )

@@ -11,7 +11,7 @@ import dataclasses
 import sqlite3
 import uuid
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import BaseModel
@@ -19,19 +19,19 @@ from pydantic import BaseModel
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import now
 from applyonce.state.ledger import (
-    IN_FLIGHT,
     NO_CHANGE,
     UNSET,
-    CallBusyError,
     CallRow,
     Claim,
     Event,
     EventKind,
-    KeyReusedError,
     LoggedEvent,
     Owner,
     RowChange,
+    first_claim,
     identity_data,
+    judge_claim,
+    judge_take_over,
 )
 from applyonce.state.sqlite.connection import Database
 
@@ -209,81 +209,28 @@ class SqliteLedger:
                 self._insert_call(db, ident, ref)
                 self._append(
                     db,
-                    Event(
-                        ident.call_id,
-                        execution_id,
-                        EventKind.CLAIMED,
-                        RowChange(state="claimed", execution_id=execution_id, owner=owner),
-                        {
-                            **identity_data(ident, ref),
-                            "args": args.model_dump(mode="json") if args is not None else None,
-                            # The patch as sent: re-parsing it recovers what the args dump leaves
-                            # out (unified line hints), so a reconciled receipt is the original.
-                            "source": source,
-                        },
+                    first_claim(
+                        ident,
+                        ref=ref,
+                        owner=owner,
+                        execution_id=execution_id,
+                        args=args,
+                        source=source,
                     ),
                 )
                 return Claim("run", execution_id, None)
-            if row.args_sha256 != ident.args_sha256 or row.ref != ref:
-                raise KeyReusedError(
-                    f"idempotency key {ident.idempotency_key!r} was already used for call "
-                    f"{row.call_id[:12]} with other arguments",
-                    call_id=row.call_id,
-                )
-            if row.state == "committed" or (row.state == "rejected" and not row.retryable):
-                return Claim("replay", row.execution_id or "", row)
-            if row.state == "unknown":
-                return Claim("unknown", row.execution_id or "", row)
-            # Held by this very process: the caller runs each call at most once at a time per
-            # process (flow.apply), so this is an earlier apply here that failed halfway (an
-            # exception, not a crash). That claim is as dead as a killed process's.
-            stale_here = row.owner == owner
-            if (
-                row.state in IN_FLIGHT
-                and row.owner is not None
-                and row.owner.alive()
-                and not stale_here
-            ):
-                raise CallBusyError(
-                    f"call {row.call_id[:12]} is running in process {row.owner.pid}",
-                    call_id=row.call_id,
-                    pid=row.owner.pid,
-                )
-            # Only a retryable rejection simply runs again; anything else (in flight, or a state
-            # this version does not know) is settled through Git first.
-            outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
-            self._append(
-                db,
-                Event(
-                    ident.call_id,
-                    execution_id,
-                    EventKind.CLAIMED,
-                    RowChange(
-                        state="claimed", execution_id=execution_id, retryable=False, owner=owner
-                    ),
-                    {"previous_state": row.state, "previous_execution_id": row.execution_id},
-                ),
-            )
-            return Claim(outcome, execution_id, row)
+            claim, event = judge_claim(row, ident, ref=ref, owner=owner, execution_id=execution_id)
+            if event is not None:
+                self._append(db, event)
+            return claim
 
     def take_over(self, call_id: str, owner: Owner) -> str | None:
         execution_id = uuid.uuid4().hex
         with self.database.transaction() as db:
-            row = self._find(db, call_id)
-            if row is None or row.state not in IN_FLIGHT:
+            event = judge_take_over(self._find(db, call_id), owner, execution_id)
+            if event is None:
                 return None
-            if row.owner is not None and row.owner.alive() and row.owner != owner:
-                return None
-            self._append(
-                db,
-                Event(
-                    call_id,
-                    execution_id,
-                    EventKind.RECOVERING,
-                    RowChange(execution_id=execution_id, owner=owner),
-                    {"previous_execution_id": row.execution_id},
-                ),
-            )
+            self._append(db, event)
             return execution_id
 
     def ensure_row(
