@@ -54,9 +54,9 @@ def recover(ctx: Context) -> RecoveryReport:
     report.removed.extend(remove_debris(ctx))
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
-    _note_unbounded_searches(ctx, in_flight.values(), report)
+    history = _history(ctx, in_flight.values(), report)
     for row in in_flight.values():
-        outcome = reconcile(ctx, row)
+        outcome = reconcile(ctx, row, history=history)
         if outcome is not None:
             report.outcomes.append(outcome)
     repair_records(ctx, report)
@@ -103,23 +103,46 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     report.notes.extend(f"checkout not updated: {r.failed}" for r in sync_reports if r.failed)
 
 
-def _note_unbounded_searches(ctx: Context, rows: Iterable[CallRow], report: RecoveryReport) -> None:
-    """Say so when a call's commit has to be searched for in the whole history of its branch
-    (no known base on it)."""
+def _history(
+    ctx: Context, rows: Iterable[CallRow], report: RecoveryReport
+) -> dict[str, dict[str, list[str]]]:
+    """One walk per ref, from the tip back to the oldest base of the calls being recovered:
+    Call-Id → commits (not one walk per call). Without a known base on the branch the whole
+    branch is walked, and that is said."""
     by_ref: dict[str, list[str | None]] = {}
     for row in rows:
         by_ref.setdefault(row.ref, []).append(row.base_commit)
+    index: dict[str, dict[str, list[str]]] = {}
     for ref, bases in by_ref.items():
-        if ctx.publisher.tip(ref) is None:
-            continue
-        if None in bases or not all(ctx.publisher.is_on(ref, b) for b in bases if b):
+        tip = ctx.publisher.tip(ref)
+        remaining = {b for b in bases if b is not None}
+        complete = None not in bases and all(ctx.publisher.is_on(ref, b) for b in remaining)
+        if not complete and tip is not None:
             report.notes.append(
                 f"{ref}: a call has no known base on the branch; searched its whole history"
             )
+        found: dict[str, list[str]] = {}
+        # Newest first; once every base has been passed, older commits cannot hold the calls.
+        for commit, block in ctx.store.walk_trailers(tip):
+            if call := block.get("Call-Id"):
+                found.setdefault(call, []).append(commit)
+            if complete:
+                remaining.discard(commit)
+                if not remaining:
+                    break
+        index[ref] = found
+    return index
 
 
-def reconcile(ctx: Context, row: CallRow, *, already_claimed: str | None = None) -> Outcome | None:
-    """Settle one in-flight call. Returns None if a live process still runs it."""
+def reconcile(
+    ctx: Context,
+    row: CallRow,
+    *,
+    history: dict[str, dict[str, list[str]]] | None = None,
+    already_claimed: str | None = None,
+) -> Outcome | None:
+    """Settle one in-flight call (``history``: recover's one walk per ref, see :func:`_history`).
+    Returns None if a live process still runs it."""
     execution_id = already_claimed or ctx.ledger.take_over(row.call_id, Owner.me())
     if execution_id is None:
         return None
@@ -128,8 +151,11 @@ def reconcile(ctx: Context, row: CallRow, *, already_claimed: str | None = None)
         receipt = ctx.receipts.load(row.call_id)
     ident = receipt.identity if receipt is not None else recorded_identity(ctx.ledger, row.call_id)
     base = row.base_commit or (receipt.base_commit if receipt else None)
-    on_branch = base is not None and ctx.publisher.is_on(row.ref, base)
-    commits = ctx.publisher.landed(row.ref, row.call_id, since=base if on_branch else None)
+    if history is not None and row.ref in history:
+        commits = history[row.ref].get(row.call_id, [])
+    else:
+        on_branch = base is not None and ctx.publisher.is_on(row.ref, base)
+        commits = ctx.publisher.landed(row.ref, row.call_id, since=base if on_branch else None)
     if len(commits) > 1:
         settle.mark_unknown(ctx, row, ident, receipt, execution_id, commits)
         return Outcome(
