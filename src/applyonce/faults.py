@@ -19,6 +19,7 @@ POINTS = (
     "after-receipt-tmp",
     "after-receipt",
     "after-ledger",
+    "during-sync",  # index.lock held, a checkout file's temp file written, not yet renamed
     "after-sync",
     "after-reject-receipt-tmp",
 )

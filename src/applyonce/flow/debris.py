@@ -1,5 +1,11 @@
-"""What killed writers leave behind, found and removed by ``applyonce recover``: temp files of
-receipts, Git lock files nobody holds, and scratch checkouts that no longer open."""
+"""What killed writers leave behind, found by ``applyonce recover``: temp files of receipts, Git
+lock files, temp files in the work tree, and scratch checkouts that no longer open.
+
+In the user's repository only what applyonce can prove its own is removed: the lock files its
+journal records (:mod:`applyonce.state.lockjournal`) and the temp files of its killed syncs. Any
+other lock file nobody holds open (the user's ``git commit`` waiting for its editor, a lock libgit2
+took while publishing) is reported with what to do, never removed.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +15,32 @@ from pathlib import Path
 
 from applyonce.flow.checks import scratch_dir
 from applyonce.flow.context import Context
+from applyonce.flow.sync import SYNC_LOCK, lock_journal
 from applyonce.git.scratch import is_repository
 from applyonce.state.files import stale_temp_files
-from applyonce.state.locks import lock_is_held, stale_locks
+from applyonce.state.lockjournal import journaled_locks, remove_own_locks
+from applyonce.state.locks import foreign_lock_notes, lock_is_held, stale_locks, try_file_lock
 
 GIT_LOCK_PATTERNS = ("*.lock", "refs/**/*.lock", "worktrees/*/*.lock", "logs/**/*.lock")
 
 
-def remove_debris(ctx: Context) -> list[str]:
-    """Remove the debris of dead writers; returns the paths removed."""
+def remove_debris(ctx: Context) -> tuple[list[str], list[str]]:
+    """Remove the debris of dead writers; returns the paths removed and notes for the user."""
     removed: list[str] = []
+    notes: list[str] = []
     for tmp in stale_temp_files(ctx.receipts.dir):
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
             removed.append(str(tmp))
-    removed.extend(_remove_stale_locks(ctx))
+    journal = lock_journal(ctx)
+    if journal.is_dir():
+        # No sync can run while we hold its lock, so every journaled holder is dead.
+        with try_file_lock(ctx.state_dir / SYNC_LOCK) as free:
+            if free:
+                removed.extend(remove_own_locks(journal))
+    # A running sync's own lock is not the user's business.
+    notes.extend(foreign_lock_notes(_git_locks(ctx) - journaled_locks(journal)))
+    removed.extend(_remove_stale_scratch_locks(ctx))
     scratch = scratch_dir(ctx)
     if scratch.is_dir():
         for slot in scratch.iterdir():
@@ -32,17 +49,23 @@ def remove_debris(ctx: Context) -> list[str]:
             if not lock_is_held(scratch / f"{slot.name}.lock"):
                 shutil.rmtree(slot, ignore_errors=True)
                 removed.append(str(slot))
-    return removed
+    return removed, notes
 
 
-def _remove_stale_locks(ctx: Context) -> list[str]:
+def _git_locks(ctx: Context) -> set[Path]:
     common = ctx.store.common_dir
     candidates: set[Path] = set()
     for pattern in GIT_LOCK_PATTERNS:
         candidates.update(p for p in common.glob(pattern) if p.is_file())
+    return candidates
+
+
+def _remove_stale_scratch_locks(ctx: Context) -> list[str]:
+    """Scratch checkouts are applyonce's own: a lock in one that nobody holds is debris."""
     scratch = scratch_dir(ctx)
-    if scratch.is_dir():
-        candidates.update(p for p in scratch.glob("*/.git/**/*.lock") if p.is_file())
+    if not scratch.is_dir():
+        return []
+    candidates = {p for p in scratch.glob("*/.git/**/*.lock") if p.is_file()}
     removed = []
     for lock in stale_locks(candidates):
         with contextlib.suppress(FileNotFoundError):

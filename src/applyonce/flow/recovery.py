@@ -51,7 +51,9 @@ class InterruptedCallError(ApplyOnceError):
 def recover(ctx: Context) -> RecoveryReport:
     """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
     report = RecoveryReport()
-    report.removed.extend(remove_debris(ctx))
+    removed, notes = remove_debris(ctx)
+    report.removed.extend(removed)
+    report.notes.extend(notes)
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
     history = _history(ctx, in_flight.values(), report)

@@ -7,6 +7,7 @@ edits stays unsynced in the ledger, and ``applyonce recover`` reports it again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.errors import ApplyOnceError
@@ -15,6 +16,14 @@ from applyonce.git.checkouts import SyncReport
 from applyonce.state.files import ensure_dir
 from applyonce.state.ledger import Event, EventKind, RowChange
 from applyonce.state.locks import file_lock
+
+SYNC_LOCK = "sync.lock"  # held by every sync, so around every Git lock applyonce takes
+LOCK_JOURNAL = "locks"
+
+
+def lock_journal(ctx: Context) -> Path:
+    """Where the Git locks applyonce takes in the user's repository are journaled."""
+    return ctx.state_dir / LOCK_JOURNAL
 
 
 def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
@@ -25,7 +34,7 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
     for receipt in receipts:
         by_ref.setdefault(receipt.ref, []).append(receipt)
     ensure_dir(ctx.state_dir)
-    with file_lock(ctx.state_dir / "sync.lock"):
+    with file_lock(ctx.state_dir / SYNC_LOCK):
         for ref, group in by_ref.items():
             paths: dict[str, None] = {}
             for receipt in group:
@@ -36,7 +45,9 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
             pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
             bases = [r.base_commit for r in group] + sorted(b for b in pending if b is not None)
             since = _oldest_base(ctx, ref, bases)
-            ref_reports = ctx.checkouts.sync_checkouts(ref, since, list(paths))
+            ref_reports = ctx.checkouts.sync_checkouts(
+                ref, since, list(paths), journal=lock_journal(ctx)
+            )
             reports.extend(ref_reports)
             detail = {"reports": [r.__dict__ for r in ref_reports]}
             left = {p for report in ref_reports for p in report.left_alone}

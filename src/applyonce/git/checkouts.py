@@ -3,7 +3,8 @@ them to the new tip after a call without losing any.
 
 A path is *the user's* when the checkout holds a version of it (in the work tree or the index) that
 the branch never had since the call's base: it is never overwritten, only reported. The index is
-written as git writes it (through its lock, waiting briefly for the user's own git).
+read and written under its lock, as git does (:mod:`applyonce.git.indexlock`), and paths with a
+clean/smudge filter driver go through the real git (:mod:`applyonce.git.filters`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +19,22 @@ from pathlib import Path
 import pygit2
 
 from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK, MODE_TREE
-from applyonce.errors import ConflictError
-from applyonce.git.store import GitStore, GitTree, LockedError, Version
+from applyonce.errors import ApplyOnceError, ConflictError
+from applyonce.faults import fault
+from applyonce.git.filters import clean_blob, filter_of, smudged
+from applyonce.git.indexlock import locked_index, read_index, stage_file
+from applyonce.git.store import GitStore, GitTree, Version
 from applyonce.state.files import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
 
 _ZERO_OID = pygit2.Oid(hex="0" * 40)
-_INDEX_LOCK_RETRIES = 20
+
+
+class CheckoutSyncError(ApplyOnceError):
+    """Git failed while the checkout was brought to the new tip (after the publish)."""
+
+    kind = "sync"
+    default_retryable = True
+    default_hint = "run 'applyonce recover' to update the checkout"
 
 
 class DirtyPathError(ConflictError):
@@ -87,11 +97,12 @@ class Checkouts:
 
         Raises:
             DirtyPathError: a touched path differs from the base (modified, staged, untracked).
+            UnsupportedIndexError: the checkout has a split index.
+            FilterDriverError: a path's filter driver is missing or fails.
         """
         for checkout in self.checkouts_of(ref):
             root = Path(checkout.workdir)
-            index = checkout.index
-            index.read(False)
+            index = read_index(checkout)
             trusts_mode = _trusts_filemode(checkout)
             for path in paths:
                 if base.kind(path) in ("dir", "submodule"):
@@ -106,78 +117,113 @@ class Checkouts:
                     )
 
     def sync_checkouts(
-        self, ref: str, base_commit: str | None, paths: Iterable[str]
+        self, ref: str, base_commit: str | None, paths: Iterable[str], *, journal: Path
     ) -> list[SyncReport]:
         """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
 
         A path is written only if the checkout still holds a version of it that the branch has had
         since ``base_commit`` (in both the work tree and the index); anything else is the user's
-        and is left alone, and reported.
+        and is left alone, and reported. Each checkout's index is held locked from its read to its
+        write (``journal``: where the lock is recorded first, see ``state.lockjournal``).
+
+        Raises:
+            ApplyOnceError: the index stays locked, is a split index, a filter driver fails, or
+                Git fails (:class:`CheckoutSyncError`): the sync is left for ``recover``.
         """
         tip = self.store.tip(ref)
         reports: list[SyncReport] = []
         paths = list(paths)
         for checkout in self.checkouts_of(ref):
-            root = Path(checkout.workdir)
-            tip_tree = self.store.tree_at(tip)
-            known = self._versions_since(tip, base_commit, paths)
-            written: list[str] = []
-            left: list[str] = []
-            index = checkout.index
-            index.read(False)
-            trusts_mode = _trusts_filemode(checkout)
-            for path in paths:
-                target = tip_tree.version(path)
-                staged = _index_version(index, path)
-                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
-                if current == target and staged == target:
-                    continue
-                if current not in known[path] or staged not in known[path]:
-                    left.append(path)
-                    continue
-                if not is_real_dir_chain(root, path):
-                    left.append(path)
-                    continue
-                full = root / path
-                if full.is_dir() and not full.is_symlink():
-                    left.append(path)
-                    continue
-                if target[0] is None:
-                    remove_file(full)
-                    prune_empty_dirs(full.parent, root)
-                    if staged[0] is not None:
-                        index.remove(path)
-                elif (
-                    current[0] == target[0]
-                    and not trusts_mode
-                    and {current[1], target[1]} <= {MODE_FILE, MODE_EXEC}
-                ):
-                    # Only the mode changed, and git ignores the work tree's bit here
-                    # (core.fileMode=false): the index entry alone carries it.
-                    _stage(index, path, target)
-                else:
-                    entry = tip_tree.entry(path)
-                    assert entry is not None
-                    full.parent.mkdir(parents=True, exist_ok=True)
-                    if full.is_symlink():
-                        full.unlink()  # a known version of the path: replaced, not written through
-                    if entry.filemode == MODE_LINK:
-                        link = self.store.repo[entry.id]
-                        assert isinstance(link, pygit2.Blob)
-                        os.symlink(link.data, full)
-                    else:
-                        blob = self.store.repo[entry.id]
-                        assert isinstance(blob, pygit2.Blob)
-                        # Through the repo's filters (eol, .gitattributes), as git would write it.
-                        with pygit2.BlobIO(blob, as_path=path) as stream:
-                            data = stream.read()
-                        atomic_write(full, data, mode=_file_mode(entry.filemode), durable=False)
-                    _stage(index, path, target)
-                written.append(path)
-            if written:
-                _write_index(index)
-            reports.append(SyncReport(str(root), tuple(written), tuple(left)))
+            try:
+                with locked_index(checkout, journal, paths) as locked:
+                    report = self._sync_one(checkout, locked.index, tip, base_commit, paths)
+                    if report.written:
+                        locked.commit()
+            except pygit2.GitError as exc:
+                raise CheckoutSyncError(
+                    f"git failed updating the checkout at {checkout.workdir}: {exc}"
+                ) from None
+            reports.append(report)
         return reports
+
+    def _sync_one(
+        self,
+        checkout: pygit2.Repository,
+        index: pygit2.Index,
+        tip: str | None,
+        base_commit: str | None,
+        paths: list[str],
+    ) -> SyncReport:
+        root = Path(checkout.workdir)
+        tip_tree = self.store.tree_at(tip)
+        known = self._versions_since(tip, base_commit, paths)
+        written: list[str] = []
+        left: list[str] = []
+        trusts_mode = _trusts_filemode(checkout)
+        for path in paths:
+            target = tip_tree.version(path)
+            staged = _index_version(index, path)
+            current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+            if current == target and staged == target:
+                continue
+            if current not in known[path] or staged not in known[path]:
+                left.append(path)
+                continue
+            if not is_real_dir_chain(root, path):
+                left.append(path)
+                continue
+            full = root / path
+            if full.is_dir() and not full.is_symlink():
+                left.append(path)
+                continue
+            if target[0] is None:
+                remove_file(full)
+                prune_empty_dirs(full.parent, root)
+                if staged[0] is not None:
+                    index.remove(path)
+            elif (
+                current[0] == target[0]
+                and not trusts_mode
+                and {current[1], target[1]} <= {MODE_FILE, MODE_EXEC}
+            ):
+                # Only the mode changed, and git ignores the work tree's bit here
+                # (core.fileMode=false): the index entry alone carries it.
+                _stage(index, full, path, target)
+            else:
+                entry = tip_tree.entry(path)
+                assert entry is not None
+                full.parent.mkdir(parents=True, exist_ok=True)
+                if full.is_symlink():
+                    full.unlink()  # a known version of the path: replaced, not written through
+                if entry.filemode == MODE_LINK:
+                    link = self.store.repo[entry.id]
+                    assert isinstance(link, pygit2.Blob)
+                    os.symlink(link.data, full)
+                else:
+                    data = self._checkout_bytes(checkout, root, path, entry.id)
+                    atomic_write(
+                        full,
+                        data,
+                        mode=_file_mode(entry.filemode),
+                        durable=False,
+                        before_replace=_during_sync,
+                    )
+                _stage(index, full, path, target)
+            written.append(path)
+        return SyncReport(str(root), tuple(written), tuple(left))
+
+    def _checkout_bytes(
+        self, checkout: pygit2.Repository, root: Path, path: str, blob_id: pygit2.Oid
+    ) -> bytes:
+        """The bytes git would write for the blob at ``path``: through a filter driver by git
+        itself, else through libgit2's built-in filters (eol, ident), as git would."""
+        driver = filter_of(checkout, path)
+        if driver is not None:
+            return smudged(checkout, root, path, str(blob_id), driver)
+        blob = self.store.repo[blob_id]
+        assert isinstance(blob, pygit2.Blob)
+        with pygit2.BlobIO(blob, as_path=path) as stream:
+            return stream.read()
 
     def _versions_since(
         self, tip: str | None, base_commit: str | None, paths: list[str]
@@ -210,6 +256,9 @@ def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | N
             return str(pygit2.hash(os.readlink(full).encode()))
         if not full.is_file():
             return None if not full.exists() else "directory"
+        driver = filter_of(checkout, path)
+        if driver is not None:
+            return clean_blob(checkout, root, path, driver)
         return str(checkout.hashfile(str(full), as_path=path))
     except (OSError, pygit2.GitError):
         return "unreadable"
@@ -252,16 +301,17 @@ def _index_version(index: pygit2.Index, path: str) -> Version:
     return (str(entry.id), int(entry.mode))
 
 
-def _stage(index: pygit2.Index, path: str, target: Version) -> None:
-    """Record the work tree's ``path`` in the index with ``target``'s mode.
-
-    Adding by path takes the blob and the stat data from the file, and the mode from the file too,
-    except under ``core.fileMode=false``: there libgit2 keeps the mode of the entry it replaces. So
-    the entry is first written with the commit's mode, then added by path."""
+def _stage(index: pygit2.Index, full: Path, path: str, target: Version) -> None:
+    """Record ``target`` (the commit's blob and mode) for ``path``, with the stat data of the work
+    tree's file, as git checkout does. The mode is the commit's even under
+    ``core.fileMode=false``, where the file's own bit does not count."""
     blob, mode = target
     assert blob is not None and mode is not None
-    index.add(pygit2.IndexEntry(path, pygit2.Oid(hex=blob), pygit2.enums.FileMode(mode)))
-    index.add(path)
+    stage_file(index, path, blob, mode, full)
+
+
+def _during_sync() -> None:
+    fault("during-sync")
 
 
 def _file_mode(git_mode: int) -> int:
@@ -269,19 +319,3 @@ def _file_mode(git_mode: int) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
-
-
-def _write_index(index: pygit2.Index) -> None:
-    # The user's own git holds index.lock only briefly; wait about a second, then give up (the
-    # sync is retried by 'applyonce recover').
-    for attempt in range(_INDEX_LOCK_RETRIES):
-        try:
-            index.write()
-            return
-        except (pygit2.GitError, OSError) as exc:
-            if "lock" not in str(exc):
-                raise
-            if attempt + 1 < _INDEX_LOCK_RETRIES:
-                time.sleep(0.05)
-                continue
-            raise LockedError(f"the index stays locked by another writer ({exc})") from None

@@ -6,7 +6,9 @@
 * Stale-lock probing for ``applyonce recover``: a Git lock file (``index.lock``, a ref's
   ``.lock``) that no live process holds open, and that is old enough not to belong to a writer in
   another PID namespace that has only just made it, is debris of a killed writer
-  (:func:`stale_locks`).
+  (:func:`stale_locks`; used for applyonce's own scratch checkouts only). In the user's repository
+  such a lock is only reported (:func:`foreign_lock_notes`): applyonce removes there only the
+  locks its journal proves it made (:mod:`applyonce.state.lockjournal`).
 """
 
 from __future__ import annotations
@@ -68,11 +70,50 @@ def lock_is_held(path: Path) -> bool:
 
 
 def _age_left(path: Path) -> float:
-    """Seconds until ``path`` is old enough to be judged stale (0 if it already is, or is gone)."""
+    """Seconds until ``path`` is old enough to be judged stale (0 if it already is, or is gone).
+
+    Never more than :data:`LOCK_MIN_AGE_S`: a lock dated in the future (the clock was stepped
+    back) would otherwise make the caller sleep for the whole difference."""
     try:
-        return max(0.0, LOCK_MIN_AGE_S - (time.time() - path.stat().st_mtime))
+        age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return 0.0
+    return min(LOCK_MIN_AGE_S, max(0.0, LOCK_MIN_AGE_S - age))
+
+
+def describe_age(path: Path) -> str | None:
+    """How old ``path`` is, for a person ("3 min old", "dated 2 h in the future"); None if gone."""
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    if age < -1.0:
+        return f"dated {_duration(-age)} in the future (was the clock set back?)"
+    return f"{_duration(max(age, 0.0))} old"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size - 1:  # 3599.9 s is "1 h", not "60 min"
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def foreign_lock_notes(candidates: set[Path]) -> list[str]:
+    """One line for each lock file among ``candidates`` that no live process holds open.
+
+    These are not applyonce's (its own are journaled, see :mod:`applyonce.state.lockjournal`):
+    the user's git waiting for an editor, or a git or libgit2 writer that was killed. They are
+    never removed, only reported with what to do."""
+    notes = []
+    for lock in sorted(candidates - open_by_any_process(candidates)):
+        age = describe_age(lock)
+        if age is not None:
+            notes.append(
+                f"Git lock file {lock} is {age}; if no git command is running, "
+                f"remove it with rm {lock}"
+            )
+    return notes
 
 
 def open_by_any_process(paths: set[Path]) -> set[Path]:

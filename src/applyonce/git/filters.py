@@ -1,0 +1,96 @@
+"""Clean/smudge filter drivers (``filter=<driver>`` in .gitattributes), run by the real git.
+
+libgit2 runs only its built-in filters (end-of-line, ident): it silently skips a configured driver,
+so it would hash a work-tree file as the wrong blob (a false "uncommitted changes") and write the
+committed bytes instead of the smudged ones. For a path whose attributes name a driver, git itself
+cleans (``git hash-object --path``) and smudges (``git cat-file --filters``). A driver that is not
+configured, or whose command fails, is an error (git alone would pass the bytes through unchanged).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+
+from applyonce.errors import UsageError
+
+# Variables that would point git at another repository, index or work tree than ``-C <root>``'s.
+_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+
+
+class FilterDriverError(UsageError):
+    """A path's ``filter`` attribute names a driver that is not configured or that fails."""
+
+    kind = "filter-driver"
+    default_hint = (
+        "configure the driver (git config filter.<name>.clean / .smudge) or fix its command, "
+        "then repeat the call"
+    )
+
+
+def filter_of(repo: pygit2.Repository, path: str) -> str | None:
+    """The filter driver ``path``'s attributes name, if any."""
+    try:
+        value = repo.get_attr(path, "filter")
+    except pygit2.GitError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def clean_blob(repo: pygit2.Repository, root: Path, path: str, driver: str) -> str:
+    """The blob ID git would commit the work-tree file ``path`` as (through ``driver``'s clean)."""
+    with open(root / path, "rb") as stream:
+        data = stream.read()
+    out = _git(
+        repo, root, driver, "clean", ["hash-object", f"--path={path}", "--stdin"], data, path
+    )
+    return out.decode().strip()
+
+
+def smudged(repo: pygit2.Repository, root: Path, path: str, blob: str, driver: str) -> bytes:
+    """The bytes git would write to the work tree for ``blob`` at ``path`` (through the smudge)."""
+    return _git(
+        repo, root, driver, "smudge", ["cat-file", "--filters", f"--path={path}", blob], b"", path
+    )
+
+
+def _git(
+    repo: pygit2.Repository,
+    root: Path,
+    driver: str,
+    step: str,
+    args: list[str],
+    data: bytes,
+    path: str,
+) -> bytes:
+    config = repo.config
+    configured = {key for key in (step, "process") if f"filter.{driver}.{key}" in config}
+    if not configured and not any(f"filter.{driver}.{k}" in config for k in ("clean", "smudge")):
+        raise FilterDriverError(
+            f"{path}: .gitattributes names the filter '{driver}', but no driver is configured "
+            f"(filter.{driver}.clean / .smudge)",
+            path=path,
+        )
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    if configured:
+        # Without 'required', git passes the bytes through unchanged when the command fails.
+        env |= {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": f"filter.{driver}.required",
+            "GIT_CONFIG_VALUE_0": "true",
+        }
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args], input=data, capture_output=True, env=env, check=False
+        )
+    except OSError as exc:
+        raise FilterDriverError(
+            f"{path}: cannot run git for the filter '{driver}' ({exc})"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
+        raise FilterDriverError(f"{path}: the {step} filter '{driver}' failed ({last})", path=path)
+    return done.stdout

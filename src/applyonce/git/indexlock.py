@@ -1,0 +1,140 @@
+"""A checkout's index, read and written as git does: under ``index.lock`` from read to write.
+
+:func:`locked_index` creates ``index.lock`` exclusively (journaled first, see
+:mod:`applyonce.state.lockjournal`), copies the index to a private file and opens that copy; the
+caller changes it; :meth:`LockedIndex.commit` puts the new bytes into the held lock and renames
+it over the index. A ``git add`` that ran before holds its change in the copy; one that runs
+meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
+
+libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension):
+that is an :class:`UnsupportedIndexError`, raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pygit2
+from pygit2.errors import check_error
+from pygit2.ffi import C, ffi
+
+from applyonce.errors import UsageError
+from applyonce.git.store import LockedError
+from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock
+
+INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
+_U32 = 0xFFFFFFFF
+
+
+class UnsupportedIndexError(UsageError):
+    """The checkout's index uses a format libgit2 cannot read (a split index)."""
+
+    kind = "unsupported-index"
+    default_hint = (
+        "turn the split index off: git config core.splitIndex false && "
+        "git update-index --no-split-index; then repeat the call"
+    )
+
+
+def read_index(checkout: pygit2.Repository) -> pygit2.Index:
+    """The checkout's index as it is on disk (for reading only).
+
+    Raises:
+        UnsupportedIndexError: a split index (or another extension libgit2 cannot read).
+    """
+    try:
+        index: pygit2.Index = checkout.index
+        index.read(False)
+    except pygit2.GitError as exc:
+        raise _unsupported(checkout, exc) from None
+    return index
+
+
+class LockedIndex:
+    """A private copy of the index, opened under the held ``index.lock``."""
+
+    def __init__(self, held: HeldLock, index_path: Path, index: pygit2.Index) -> None:
+        self.held = held
+        self.index_path = index_path
+        self.index = index
+
+    def commit(self) -> None:
+        """Write the changed copy, put it into the held lock (fsynced), rename it over the index."""
+        self.index.write()
+        self.held.replace(self.held.scratch.read_bytes(), self.index_path)
+
+
+@contextlib.contextmanager
+def locked_index(
+    checkout: pygit2.Repository, journal: Path, paths: Sequence[str]
+) -> Iterator[LockedIndex]:
+    """Hold ``index.lock`` of ``checkout`` for the block, with the index read under it.
+
+    Raises:
+        LockedError: another writer keeps the lock for longer than :data:`INDEX_LOCK_WAIT_S`.
+        UnsupportedIndexError: the index is a split index.
+    """
+    index_path = Path(checkout.path) / "index"
+    lock = index_path.with_name("index.lock")
+    deadline = time.monotonic() + INDEX_LOCK_WAIT_S
+    with contextlib.ExitStack() as stack:
+        while True:
+            try:
+                held = stack.enter_context(
+                    held_lock(journal, lock, workdir=Path(checkout.workdir), paths=paths)
+                )
+                break
+            except LockTakenError:
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        f"{lock} stays held by another git process", path=str(lock)
+                    ) from None
+                time.sleep(0.02)
+        with contextlib.suppress(FileNotFoundError):
+            shutil.copyfile(index_path, held.scratch)
+        try:
+            index = pygit2.Index(str(held.scratch))
+        except pygit2.GitError as exc:
+            raise _unsupported(checkout, exc) from None
+        yield LockedIndex(held, index_path, index)
+
+
+def stage_file(index: pygit2.Index, path: str, blob: str, mode: int, full: Path) -> None:
+    """Record ``blob`` with ``mode`` for ``path``, with the stat data of the file just written
+    at ``full`` — as ``git checkout`` does, so git sees the file as clean without re-reading it.
+    The blob is the commit's: a work-tree file that went through a smudge filter would not hash
+    to it, so it is not re-hashed here."""
+    st = os.lstat(full)
+    entry = ffi.new("git_index_entry *")
+    entry.ctime.seconds = int(st.st_ctime) & 0x7FFFFFFF
+    entry.ctime.nanoseconds = st.st_ctime_ns % 1_000_000_000
+    entry.mtime.seconds = int(st.st_mtime) & 0x7FFFFFFF
+    entry.mtime.nanoseconds = st.st_mtime_ns % 1_000_000_000
+    entry.dev = st.st_dev & _U32
+    entry.ino = st.st_ino & _U32
+    entry.uid = st.st_uid & _U32
+    entry.gid = st.st_gid & _U32
+    entry.file_size = (
+        st.st_size if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else 0
+    ) & _U32
+    entry.mode = mode
+    ffi.buffer(ffi.addressof(entry, "id"))[:] = pygit2.Oid(hex=blob).raw
+    c_path = ffi.new("char[]", os.fsencode(path))
+    entry.path = c_path
+    check_error(C.git_index_add(index._index, entry))
+
+
+def _unsupported(checkout: pygit2.Repository, exc: pygit2.GitError) -> Exception:
+    text = str(exc)
+    if "extension" in text:
+        return UnsupportedIndexError(
+            f"the index of the checkout at {checkout.workdir} is a split index "
+            f"(core.splitIndex), which libgit2 cannot read ({text})"
+        )
+    return exc

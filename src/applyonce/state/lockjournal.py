@@ -1,0 +1,205 @@
+"""Git lock files that applyonce takes in the user's repository, each provably its own.
+
+A Git lock file (``index.lock``) says nothing about who made it: the user's ``git commit`` waiting
+for its editor leaves one that no process holds open, just like a killed writer does. So applyonce
+removes a lock only when it can prove it made it:
+
+1. before the lock is created, a journal entry (``<state>/locks/<nonce>.json``: the lock's path,
+   a marker unique to this taking, the pid) is written and fsynced;
+2. the lock is created exclusively (``O_CREAT|O_EXCL``, as git does) and holds the marker;
+3. before the new content replaces the marker, its SHA-256 is added to the entry (fsynced); the
+   content is put in place by renaming a complete temp file over the lock, so the lock holds, at
+   every moment, the marker or the whole new content — both recorded;
+4. the lock is renamed over its target, then the entry is removed.
+
+:func:`remove_own_locks` (``applyonce recover``) removes a journaled lock only if its content is
+the marker or the recorded content; anything else is someone else's and stays. It is called only
+while no applyonce sync can be running (the caller holds the sync lock), so the owner is dead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import orjson
+
+from applyonce.state.files import (
+    TMP_PREFIX,
+    atomic_write,
+    ensure_dir,
+    fsync_dir,
+    pid_alive,
+    stale_temp_files,
+)
+
+MARKER_PREFIX = b"applyonce lock "
+
+
+class LockTakenError(Exception):
+    """The lock file already exists: someone else (the user's git, libgit2) holds it."""
+
+
+class HeldLock:
+    """A Git lock file applyonce created and holds; :meth:`replace` ends it by a rename."""
+
+    def __init__(self, lock: Path, entry: Path, record: dict[str, object]) -> None:
+        self.lock = lock
+        self.entry = entry
+        self.record = record
+        self.scratch = entry.with_suffix(".data")  # a private file the holder may use
+        self.done = False
+
+    def replace(self, data: bytes, target: Path) -> None:
+        """Make ``data`` the content of ``target``: into the lock (fsynced), then rename."""
+        tmp = (
+            self.lock.parent / f"{TMP_PREFIX}{self.lock.name}.{os.getpid()}.{secrets.token_hex(4)}"
+        )
+        self.record["sha256"] = hashlib.sha256(data).hexdigest()
+        self.record["tmp"] = str(tmp)
+        atomic_write(self.entry, orjson.dumps(self.record))  # recorded before the lock holds it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.lock)  # the lock exists throughout: nobody can take it
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        os.replace(self.lock, target)
+        fsync_dir(target.parent)
+        self.done = True
+
+
+@contextlib.contextmanager
+def held_lock(
+    journal: Path, lock: Path, *, workdir: Path | None = None, paths: Sequence[str] = ()
+) -> Iterator[HeldLock]:
+    """Create ``lock`` exclusively after journaling it; remove it on leaving unless replaced.
+
+    ``workdir`` and ``paths``: the work-tree files the holder may write while it holds the lock,
+    so that ``recover`` can find their temp files if it is killed.
+
+    Raises:
+        LockTakenError: the lock file exists (another writer holds it); nothing is left behind.
+    """
+    ensure_dir(journal)
+    nonce = secrets.token_hex(8)
+    marker = MARKER_PREFIX + f"{nonce} pid {os.getpid()}\n".encode()
+    record: dict[str, object] = {
+        "lock": str(lock),
+        "marker": marker.decode(),
+        "sha256": None,
+        "pid": os.getpid(),
+        "workdir": str(workdir) if workdir is not None else None,
+        "paths": list(paths),
+    }
+    entry = journal / f"{nonce}.json"
+    atomic_write(entry, orjson.dumps(record))  # durable before the lock exists
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        os.unlink(entry)
+        raise LockTakenError(str(lock)) from None
+    except BaseException:
+        os.unlink(entry)
+        raise
+    held = HeldLock(lock, entry, record)
+    try:
+        try:
+            os.write(fd, marker)
+        finally:
+            os.close(fd)
+        yield held
+    finally:
+        if not held.done:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)  # still ours: nobody else can create it while it exists
+        for private in (held.scratch, held.scratch.with_suffix(".data.lock")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(private)
+        os.unlink(entry)
+
+
+def remove_own_locks(journal: Path) -> list[str]:
+    """Remove what killed holders left: their lock files (only those whose content is what they
+    wrote), temp files and work-tree temp files; returns the paths removed.
+
+    The caller must make sure no holder is alive (it holds the lock every holder takes)."""
+    removed: list[str] = []
+    if not journal.is_dir():
+        return removed
+    for entry in sorted(journal.glob("*.json")):
+        try:
+            record = orjson.loads(entry.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue  # a torn entry: its lock, if any, cannot be proven ours
+        pid = record.get("pid")
+        if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
+            continue
+        lock = Path(str(record.get("lock")))
+        if _is_ours(lock, record):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+                removed.append(str(lock))
+        tmp = record.get("tmp")
+        if isinstance(tmp, str):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+                removed.append(tmp)
+        removed.extend(_remove_worktree_temps(record))
+        for private in (entry.with_suffix(".data"), entry.with_suffix(".data.lock"), entry):
+            with contextlib.suppress(FileNotFoundError):
+                private.unlink()
+    return removed
+
+
+def journaled_locks(journal: Path) -> set[Path]:
+    """The lock files the journal names (held by a live holder, or left by a dead one)."""
+    locks: set[Path] = set()
+    if journal.is_dir():
+        for entry in journal.glob("*.json"):
+            with contextlib.suppress(OSError, orjson.JSONDecodeError):
+                locks.add(Path(str(orjson.loads(entry.read_bytes()).get("lock"))))
+    return locks
+
+
+def _is_ours(lock: Path, record: dict[str, object]) -> bool:
+    try:
+        content = lock.read_bytes()
+    except OSError:
+        return False
+    marker = record.get("marker")
+    if isinstance(marker, str) and content == marker.encode():
+        return True
+    sha = record.get("sha256")
+    return isinstance(sha, str) and hashlib.sha256(content).hexdigest() == sha
+
+
+def _remove_worktree_temps(record: dict[str, object]) -> list[str]:
+    """applyonce's own temp files (``atomic_write``'s names, of a dead pid) next to the files the
+    holder was writing: never any other file."""
+    workdir, paths = record.get("workdir"), record.get("paths")
+    if not isinstance(workdir, str) or not isinstance(paths, list):
+        return []
+    removed = []
+    for path in paths:
+        if not isinstance(path, str):
+            continue
+        full = Path(workdir) / path
+        for tmp in stale_temp_files(full.parent, glob.escape(full.name + ".")):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+                removed.append(str(tmp))
+    return removed
