@@ -151,7 +151,9 @@ def test_recover_does_not_roll_forward_when_the_tip_moved(repo: Repo) -> None:
     assert len(repo.call_ids()) == 1
 
 
-def test_recover_removes_stale_locks_but_not_held_ones(repo: Repo) -> None:
+def test_recover_reports_unheld_git_locks_and_removes_none(repo: Repo) -> None:
+    """Locks in the user's repository that applyonce cannot prove its own are reported when no
+    process holds them open, and never removed (tests/flow/test_git_locks.py has the rest)."""
     stale = repo.path / ".git" / "refs" / "heads" / "main.lock"
     stale.write_text("")
     old = time.time() - 60
@@ -164,9 +166,11 @@ def test_recover_removes_stale_locks_but_not_held_ones(repo: Repo) -> None:
         time.sleep(0.5)
         result = run_cli("recover", "--repo", str(repo.path), "--json")
         report = orjson.loads(result.stdout)
-        assert str(stale) in report["removed"]
-        assert str(held) not in report["removed"]
-        assert held.exists() and not stale.exists()
+        assert report["removed"] == []
+        assert held.exists() and stale.exists()
+        assert [n for n in report["notes"] if "Git lock file" in n] == [
+            f"Git lock file {stale} is 1 min old; if no git command is running, remove it with rm {stale}"
+        ]
     finally:
         holder.kill()
         holder.wait()
@@ -263,13 +267,3 @@ def test_reconciled_unified_diff_call_equals_the_original(tmp_path: Path) -> Non
     assert receipt["reconciled"] is True
     for key in ("call_id", "files", "match_levels", "output"):
         assert receipt[key] == expected[key], key
-
-
-def test_recover_right_after_a_crash_removes_the_fresh_stale_lock(repo: Repo) -> None:
-    """A writer killed while holding a ref lock leaves a lock file seconds old: recover must not
-    leave it behind for the next apply to trip over."""
-    fresh = repo.path / ".git" / "refs" / "heads" / "main.lock"
-    fresh.write_text("")
-    result = run_cli("recover", "--repo", str(repo.path), "--json")
-    assert str(fresh) in orjson.loads(result.stdout)["removed"]
-    assert apply(repo).returncode == 0
