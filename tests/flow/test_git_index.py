@@ -12,7 +12,7 @@ import orjson
 
 from tests.conftest import apply, make_repo
 
-FILES = 400
+FILES = 250
 
 # A user's shell loop: add a new file, sometimes commit it; a git that finds index.lock taken
 # fails loudly (exit 128, "index.lock': File exists"; a commit that lost the race for the branch:

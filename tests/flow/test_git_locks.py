@@ -121,6 +121,7 @@ def test_recover_keeps_a_users_lock_where_its_killed_sync_had_one(
     try:
         report = orjson.loads(run_cli("recover", "--repo", str(repo.path), "--json").stdout)
         assert lock.exists() and str(lock) not in report["removed"]
+        assert any(n.startswith("checkout not updated") for n in report["notes"]), report
     finally:
         go.touch()
         _, err = proc.communicate(timeout=20)

@@ -123,9 +123,9 @@ def held_lock(
             os.close(fd)
         yield held
     finally:
-        if not held.done:
+        if not held.done and _is_ours(lock, record):  # (unless someone rm'ed it and retook it)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)  # still ours: nobody else can create it while it exists
+                os.unlink(lock)
         for private in (held.scratch, held.scratch.with_suffix(".data.lock")):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(private)
@@ -140,6 +140,10 @@ def remove_own_locks(journal: Path) -> list[str]:
     removed: list[str] = []
     if not journal.is_dir():
         return removed
+    for tmp in stale_temp_files(journal):  # an entry's own atomic_write, killed
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed.append(str(tmp))
     for entry in sorted(journal.glob("*.json")):
         try:
             record = orjson.loads(entry.read_bytes())
