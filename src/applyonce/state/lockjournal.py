@@ -7,7 +7,7 @@ removes a lock only when it can prove it made it:
 1. before the lock is created, a journal entry (``<state>/locks/<nonce>.json``: the lock's path,
    a marker unique to this taking, the pid) is written and fsynced;
 2. the lock is created exclusively (``O_CREAT|O_EXCL``, as git does) and holds the marker;
-3. before the new content replaces the marker, its SHA-256 is added to the entry (fsynced); the
+3. before the new content replaces the marker, its SHA-256 is added to the entry; the
    content is put in place by renaming a complete temp file over the lock, so the lock holds, at
    every moment, the marker or the whole new content — both recorded;
 4. the lock is renamed over its target, then the entry is removed.
@@ -62,7 +62,9 @@ class HeldLock:
         )
         self.record["sha256"] = hashlib.sha256(data).hexdigest()
         self.record["tmp"] = str(tmp)
-        atomic_write(self.entry, orjson.dumps(self.record))  # recorded before the lock holds it
+        # Recorded before the lock holds it. Not fsynced: a killed process loses nothing from the
+        # page cache, and after a power cut an unrecorded lock is only reported, never removed.
+        atomic_write(self.entry, orjson.dumps(self.record), durable=False)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             try:
