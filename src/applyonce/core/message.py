@@ -18,6 +18,8 @@ full list is then in the body.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from applyonce.core.identity import CallIdentity
 from applyonce.core.plan import TreePlan
 
@@ -54,7 +56,7 @@ def build_message(plan: TreePlan, ident: CallIdentity, *, tool_call_id: str | No
     return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
 
 
-def identity_from_trailers(trailers: dict[str, str]) -> CallIdentity | None:
+def identity_from_trailers(trailers: Mapping[str, str]) -> CallIdentity | None:
     """The identity a commit's trailers state, or None if they are not an applyonce block."""
     try:
         return CallIdentity(

@@ -14,13 +14,14 @@ Problems found, each named by call ID with what to do:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import ReceiptError
 from applyonce.flow.context import Context
 from applyonce.flow.verify import verify_against_git
+from applyonce.state.ledger import CallRow
 
 Progress = Callable[[int], None]
 REBUILD = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
@@ -73,69 +74,12 @@ def audit(
     for count, (commit_id, block) in enumerate(ctx.store.walk_trailers(tip, hide=hide), start=1):
         if progress is not None and count % 500 == 0:
             progress(count)
-        call_id = block.get("Call-Id")
-        if not call_id:
-            continue
-        report.commits += 1
-        ident = identity_from_trailers(block)
-        if ident is None or ident.recompute() != call_id:
-            report.problems.append(
-                Problem(
-                    "identity",
-                    call_id,
-                    f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
-                    "the commit message was edited or forged; inspect it with git show",
-                    commit_id,
-                )
-            )
-        if call_id in seen:
-            report.problems.append(
-                Problem(
-                    "duplicate",
-                    call_id,
-                    f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
-                    "the change may be there twice: check it, and undo the later commit's change "
-                    "if so (this history stays on record)",
-                    commit_id,
-                )
-            )
-            continue
-        seen[call_id] = commit_id
-        row = ledger_rows.get(call_id)
-        try:
-            receipt = ctx.receipts.load(
-                call_id, expected_sha256=row.receipt_sha256 if row else None
-            )
-        except ReceiptError as exc:
-            report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commit_id))
-            continue
-        if receipt is None:
-            report.problems.append(
-                Problem(
-                    "no-receipt",
-                    call_id,
-                    f"commit {commit_id[:12]} has no receipt",
-                    "run 'applyonce recover' to rebuild it from the commit",
-                    commit_id,
-                )
-            )
-            continue
-        if receipt.status != "committed" or receipt.commit != commit_id:
-            report.problems.append(
-                Problem(
-                    "mismatch",
-                    call_id,
-                    f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
-                    f"the branch has commit {commit_id[:12]}",
-                    "run 'applyonce recover'",
-                    commit_id,
-                )
-            )
-            continue
-        try:
-            verify_against_git(ctx, receipt)
-        except ReceiptError as exc:
-            report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))
+        # Every Call-Id git shows for the commit (git log --format='%(trailers:key=Call-Id)').
+        calls = block.all("Call-Id")
+        if calls:
+            report.commits += 1
+        for call_id in calls:
+            _check_commit(ctx, report, commit_id, call_id, block, seen, ledger_rows)
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
         row = ledger_rows.get(call_id)
@@ -184,3 +128,72 @@ def audit(
                 )
             )
     return report
+
+
+def _check_commit(
+    ctx: Context,
+    report: AuditReport,
+    commit_id: str,
+    call_id: str,
+    block: Mapping[str, str],
+    seen: dict[str, str],
+    ledger_rows: dict[str, CallRow],
+) -> None:
+    """Check one Call-Id a commit carries against the call's receipt."""
+    ident = identity_from_trailers(block)
+    if ident is None or ident.recompute() != call_id:
+        report.problems.append(
+            Problem(
+                "identity",
+                call_id,
+                f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
+                "the commit message was edited or forged; inspect it with git show",
+                commit_id,
+            )
+        )
+    if call_id in seen:
+        report.problems.append(
+            Problem(
+                "duplicate",
+                call_id,
+                f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
+                "the change may be there twice: check it, and undo the later commit's change "
+                "if so (this history stays on record)",
+                commit_id,
+            )
+        )
+        return
+    seen[call_id] = commit_id
+    row = ledger_rows.get(call_id)
+    try:
+        receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+    except ReceiptError as exc:
+        report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commit_id))
+        return
+    if receipt is None:
+        report.problems.append(
+            Problem(
+                "no-receipt",
+                call_id,
+                f"commit {commit_id[:12]} has no receipt",
+                "run 'applyonce recover' to rebuild it from the commit",
+                commit_id,
+            )
+        )
+        return
+    if receipt.status != "committed" or receipt.commit != commit_id:
+        report.problems.append(
+            Problem(
+                "mismatch",
+                call_id,
+                f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
+                f"the branch has commit {commit_id[:12]}",
+                "run 'applyonce recover'",
+                commit_id,
+            )
+        )
+        return
+    try:
+        verify_against_git(ctx, receipt)
+    except ReceiptError as exc:
+        report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))

@@ -126,7 +126,7 @@ def _history(
         found: dict[str, list[str]] = {}
         # Newest first; once every base has been passed, older commits cannot hold the calls.
         for commit, block in ctx.store.walk_trailers(tip):
-            if call := block.get("Call-Id"):
+            for call in block.all("Call-Id"):
                 found.setdefault(call, []).append(commit)
             if complete:
                 remaining.discard(commit)
@@ -208,7 +208,7 @@ def _orphan_commit(ctx: Context, call_id: str, base: str | None) -> str | None:
         commit = event.data.get("commit")
         if event.data.get("base") != base or not commit or not ctx.store.has_object(commit):
             return None
-        if ctx.store.trailers_of(commit).get("Call-Id") != call_id:
+        if call_id not in ctx.store.trailers_of(commit).all("Call-Id"):
             return None
         return str(commit)
     return None

@@ -28,7 +28,7 @@ def verify_against_git(ctx: Context, receipt: Receipt) -> None:
     store = ctx.store
     if receipt.commit is None or not store.has_object(receipt.commit):
         raise ReceiptError(f"receipt {short}: its commit is not in the repository")
-    if store.trailers_of(receipt.commit).get("Call-Id") != receipt.call_id:
+    if receipt.call_id not in store.trailers_of(receipt.commit).all("Call-Id"):
         raise ReceiptError(f"receipt {short}: commit {receipt.commit[:12]} has another Call-Id")
     tree = store.tree_at(receipt.commit)
     for record in receipt.files:

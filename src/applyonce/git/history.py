@@ -94,7 +94,7 @@ class CallIdIndex:
             found = [
                 (call, commit)
                 for commit, block in self.store.walk_trailers(tip, hide=hide)
-                if (call := block.get("Call-Id"))
+                for call in block.all("Call-Id")
             ]
             self.cache.add(ref, found, tip)
         return tip

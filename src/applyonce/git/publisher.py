@@ -123,7 +123,7 @@ class LocalRefPublisher:
         return [
             commit
             for commit, block in self.store.walk_trailers(self.store.tip(ref), hide=since)
-            if block.get("Call-Id") == call_id
+            if call_id in block.all("Call-Id")
         ]
 
     def is_on(self, ref: str, commit: str) -> bool:

@@ -7,7 +7,8 @@
 * libgit2's fsync of objects and refs is switched on when this package is imported.
 
 Nothing outside :mod:`applyonce.git` sees a pygit2 object: commits are IDs (hex strings), a
-commit's trailers a dict, a diff a list of :class:`Change`.
+commit's trailers a :class:`Trailers` mapping (read as ``git log`` reads them, not as libgit2
+does: see :mod:`applyonce.core.trailers`), a diff a list of :class:`Change`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pygit2
 
 from applyonce.core.paths import UnsafePathError
 from applyonce.core.plan import MODE_GITLINK, MODE_LINK, MODE_TREE, EntryKind, TreePlan
+from applyonce.core.trailers import Trailers, parse_trailers
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 
 pygit2.settings.enable_fsync_gitdir(True)
@@ -115,6 +117,7 @@ class GitStore:
         if found is None:
             raise NotARepositoryError(f"{path} is not inside a Git repository")
         self.repo = pygit2.Repository(found)
+        self._comment_char: bytes | None = None
 
     # --- where things are -------------------------------------------------------------------
 
@@ -263,15 +266,24 @@ class GitStore:
 
     def walk_trailers(
         self, tip: str | None, *, hide: str | None = None
-    ) -> Iterator[tuple[str, dict[str, str]]]:
+    ) -> Iterator[tuple[str, Trailers]]:
         """``(commit ID, trailers)`` of the commits :meth:`walk` gives, newest first."""
         for commit in self.commits(tip, hide=hide):
-            yield str(commit.id), trailers(commit)
+            yield str(commit.id), self._trailers(commit)
 
-    def trailers_of(self, commit_id: str) -> dict[str, str]:
-        """The trailer block of ``commit_id`` (empty for a commit without one)."""
+    def trailers_of(self, commit_id: str) -> Trailers:
+        """The trailers of ``commit_id`` as ``git log --format=%(trailers)`` shows them (none
+        for a commit without a trailer block)."""
         commit = self.repo[commit_id]
-        return trailers(commit) if isinstance(commit, pygit2.Commit) else {}
+        return self._trailers(commit) if isinstance(commit, pygit2.Commit) else Trailers([])
+
+    def _trailers(self, commit: pygit2.Commit) -> Trailers:
+        # git log skips the lines that start with core.commentChar, when reading trailers too.
+        if self._comment_char is None:
+            value = self.repo.config.get_multivar("core.commentChar")
+            chars = [v for v in value if v is not None and len(v.encode()) == 1]
+            self._comment_char = chars[-1].encode() if chars else b"#"
+        return parse_trailers(commit.raw_message, comment_char=self._comment_char)
 
     def parent_of(self, commit_id: str) -> str | None:
         """The first parent of ``commit_id`` (None for a root commit)."""
@@ -313,11 +325,3 @@ class GitStore:
 def blob_id_of(data: bytes) -> str:
     """The Git blob ID ``data`` would have (nothing is written)."""
     return str(pygit2.hash(data))
-
-
-def trailers(commit: pygit2.Commit) -> dict[str, str]:
-    """The commit's trailer block, as git parses it."""
-    try:
-        return dict(commit.message_trailers)
-    except (pygit2.GitError, ValueError):
-        return {}

@@ -31,6 +31,9 @@ MIGRATIONS = [
         CREATE TABLE scanned (ref TEXT PRIMARY KEY, tip TEXT NOT NULL);
         """,
     ),
+    # Trailers are read as git log reads them, no longer as libgit2 does (a Call-Id after a
+    # "---" line counts): what was scanned the old way is scanned again.
+    ("0002_trailers_as_git_reads_them", "DELETE FROM found; DELETE FROM scanned"),
 ]
 
 
