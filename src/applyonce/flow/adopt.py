@@ -3,23 +3,43 @@
 Used wherever Git says a call landed but its record does not say so yet (a takeover, recovery,
 repair, resolve, a lost race against another execution of the same call). Nothing is staged or
 published again: the receipt is derived from the commit.
+
+A commit is found by its ``Call-Id`` trailer, which anyone can copy into any commit message. So a
+commit is adopted only when it carries the call's change (:func:`change_of_commit`); one that
+carries the trailer but another change makes the call ``unknown`` (``forged-call-id``), for a
+person to settle, and the patch is never reported as applied.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
+from collections.abc import Iterator
 from typing import cast
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, source_text
 from applyonce.core.plan import plan
-from applyonce.core.receipt import FileRecord, Receipt, records_of_plan
+from applyonce.core.receipt import FileRecord, Receipt, ReceiptError, records_of_plan
 from applyonce.core.texts import success_text
 from applyonce.errors import EXIT_COMMITTED, ApplyOnceError
+from applyonce.flow import settle
 from applyonce.flow.context import Context
-from applyonce.flow.settle import record_settled
+from applyonce.flow.verify import UnknownOutcomeError
 from applyonce.git.store import blob_id_of
 from applyonce.patch import PatchFormat, parse
-from applyonce.state.ledger import EventKind, claimed_data
+from applyonce.state.ledger import EventKind, claimed_data, recorded_identity
+
+FORGED = "a commit carries this Call-Id but not its change"
+
+
+class ForgedCallIdError(UnknownOutcomeError):
+    """A commit carries the call's Call-Id but not its change: the patch never ran here."""
+
+    kind = "forged-call-id"
+    default_hint = (
+        "the patch did not run; inspect the commit with 'git show', then settle the call with "
+        "'applyonce resolve' (and send the change again as a new attempt, --attempt)"
+    )
 
 
 def adopt_commit(
@@ -30,11 +50,29 @@ def adopt_commit(
     commit_id: str,
     prepared: Receipt | None,
     *,
+    args: ApplyPatchArgs | None = None,
     note: str | None = None,
 ) -> Receipt:
-    """Finish the bookkeeping of a call whose commit ``commit_id`` is already on ``ref``."""
+    """Finish the bookkeeping of a call whose commit ``commit_id`` is already on ``ref``.
+
+    The commit is the call's only if it carries the call's change (:func:`change_of_commit`,
+    with ``args`` or the args the ledger recorded). A person's decision (``note``, from
+    ``applyonce resolve``) adopts it as it is.
+
+    Raises:
+        ForgedCallIdError: it does not carry the call's change; the call is recorded unknown.
+    """
     parent = ctx.store.parent_of(commit_id)
-    replanned = _replan(ctx, ident, ref, parent, commit_id)
+    replanned = None
+    if note is None:
+        try:
+            replanned = change_of_commit(ctx, ident, ref, commit_id, args)
+        except ForgedCallIdError:
+            base = prepared.base_commit if prepared is not None else parent
+            settle.mark_unknown(
+                ctx, ident, ref, base, prepared, execution_id, [commit_id], kind="forged-call-id"
+            )
+            raise
     if replanned is not None:
         files, levels = replanned
     else:
@@ -55,42 +93,141 @@ def adopt_commit(
         exit_code=EXIT_COMMITTED,
     ).with_output(success_text(files))
     sha = ctx.receipts.write(receipt)
-    record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha)
+    settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha)
     return receipt
 
 
-def _replan(
-    ctx: Context, ident: CallIdentity, ref: str, parent: str | None, commit_id: str
-) -> tuple[tuple[FileRecord, ...], dict[str, list[str]]] | None:
-    """Re-derive the records the interrupted process would have written: plan the call's
-    recorded args on the commit's parent, and accept the result only if every path's blob
-    equals the commit's. Pure reads: nothing is staged again."""
+def confirm_adopted(ctx: Context, receipt: Receipt, args: ApplyPatchArgs) -> None:
+    """Before a committed receipt that was derived from its commit is returned again, check
+    that commit with the args of the call at hand: it may have been adopted when no args were
+    known (a lost ledger), or by a version that adopted any commit carrying the Call-Id.
+    A person's decision (a receipt with a ``note``) stands.
+
+    Raises:
+        ForgedCallIdError: the commit does not carry the call's change; the call is now unknown.
+    """
+    if receipt.status != "committed" or not receipt.reconciled or receipt.note is not None:
+        return
+    assert receipt.commit is not None
+    try:
+        change_of_commit(ctx, receipt.identity, receipt.ref, receipt.commit, args)
+    except ForgedCallIdError:
+        settle.mark_unknown(
+            ctx,
+            receipt.identity,
+            receipt.ref,
+            receipt.base_commit,
+            receipt,
+            uuid.uuid4().hex,
+            [receipt.commit],
+            kind="forged-call-id",
+        )
+        raise
+
+
+def carries_other_change(
+    ctx: Context, call_id: str, ref: str, commit_id: str, receipt: Receipt | None
+) -> bool:
+    """Whether ``commit_id``, which carries ``call_id``'s trailer, is known not to carry the
+    call's change (for audit; pure reads): the call was recorded unknown for it, or its
+    receipt and ledger tell the call's args and its plan is not the commit's change.
+
+    A commit applyonce published for the call (its receipt's own, not reconciled) is not
+    planned again; one that nothing can be checked against (no record) is not judged here.
+    """
+    if receipt is not None and receipt.status == "unknown" and receipt.error:
+        return receipt.error.get("kind") == "forged-call-id" and commit_id in receipt.error.get(
+            "commits", ()
+        )
+    if receipt is not None and receipt.commit == commit_id and not receipt.reconciled:
+        return False
+    if receipt is not None and receipt.note is not None and receipt.commit == commit_id:
+        return False  # a person decided it is the call's
+    try:
+        ident = receipt.identity if receipt is not None else recorded_identity(ctx.ledger, call_id)
+    except ReceiptError:
+        return False
+    try:
+        change_of_commit(ctx, ident, ref, commit_id, None)
+    except ForgedCallIdError:
+        return True
+    return False
+
+
+Replanned = tuple[tuple[FileRecord, ...], dict[str, list[str]]]
+
+
+def change_of_commit(
+    ctx: Context, ident: CallIdentity, ref: str, commit_id: str, args: ApplyPatchArgs | None
+) -> Replanned | None:
+    """Whether ``commit_id`` carries the call's change, and if so the receipt's records.
+
+    The commit must state the call's ``Args-Sha256``, and the call's plan applied to the
+    commit's parent must give exactly the commit's tree: the same blob and mode at every path
+    the plan writes, nothing at the paths it removes, no other path changed. The plan is made
+    from ``args`` (the call at hand) or the args the ledger recorded (its patch source first,
+    which keeps what the args dump leaves out). Pure reads: nothing is staged again.
+
+    Returns:
+        The records the call's own process would have written; None when no args of the call
+        are known anywhere (a lost ledger): then only the ``Args-Sha256`` trailer was checked.
+
+    Raises:
+        ForgedCallIdError: the commit does not carry the call's change.
+    """
+    forged = ForgedCallIdError(
+        f"call {ident.call_id[:12]}'s outcome is unknown: {FORGED} (commit {commit_id[:12]})",
+        call_id=ident.call_id,
+        commit=commit_id,
+    )
+    if ctx.store.trailers_of(commit_id).get("Args-Sha256") != ident.args_sha256:
+        raise forged
+    known = next((a for a in _candidate_args(ctx, ident, ref, args) if a is not None), None)
+    if known is None:
+        return None
+    parent = ctx.store.parent_of(commit_id)
+    try:
+        tree_plan = plan(known.patch(), ctx.store.tree_at(parent))
+    except ApplyOnceError:
+        raise forged from None
+    tree = ctx.store.tree_at(commit_id)
+    blobs: dict[str, str] = {}
+    for change in tree_plan.changes:
+        if change.content is None:
+            if tree.blob_id(change.path) is not None:
+                raise forged
+            continue
+        expected = blob_id_of(change.content)
+        if tree.version(change.path) != (expected, change.mode):
+            raise forged
+        blobs[change.path] = expected
+    written = {c.path for c in tree_plan.changes if c.content is not None}
+    if any(tree.blob_id(path) is not None for path in set(tree_plan.removed) - written):
+        raise forged
+    planned = {c.path for c in tree_plan.changes} | set(tree_plan.removed)
+    if not ctx.store.paths_changed(parent, commit_id) <= planned:
+        raise forged
+    return records_of_plan(tree_plan, blobs)
+
+
+def _candidate_args(
+    ctx: Context, ident: CallIdentity, ref: str, args: ApplyPatchArgs | None
+) -> Iterator[ApplyPatchArgs | None]:
+    """The call's args, from wherever they are known, each only if it is the call's."""
+    if args is not None and args.sha256() == ident.args_sha256:
+        yield args
     source = claimed_data(ctx.ledger, ident.call_id, "source")
     data = claimed_data(ctx.ledger, ident.call_id, "args")
     try:
         if source is not None:
             patch = parse(source_text(source), cast(PatchFormat, source["format"]))
-            args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
-        elif data is not None:
-            args = ApplyPatchArgs.model_validate(data)
-        else:
-            return None
-        if args.sha256() != ident.args_sha256:
-            return None
-        tree_plan = plan(args.patch(), ctx.store.tree_at(parent))
+            found = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
+            yield found if found.sha256() == ident.args_sha256 else None
+        if data is not None:
+            found = ApplyPatchArgs.model_validate(data)
+            yield found if found.sha256() == ident.args_sha256 else None
     except (ApplyOnceError, ValueError, KeyError):
-        return None
-    tree = ctx.store.tree_at(commit_id)
-    blobs: dict[str, str] = {}
-    for change in tree_plan.changes:
-        expected = None if change.content is None else blob_id_of(change.content)
-        if tree.blob_id(change.path) != expected:
-            return None
-        if expected is not None:
-            blobs[change.path] = expected
-    if any(tree.blob_id(path) is not None for path in tree_plan.removed):
-        return None
-    return records_of_plan(tree_plan, blobs)
+        return
 
 
 def _file_records_from_commit(

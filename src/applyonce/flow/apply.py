@@ -31,7 +31,7 @@ from applyonce.core.receipt import (
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.faults import fault
 from applyonce.flow import settle
-from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopted
 from applyonce.flow.approval import approval_gate
 from applyonce.flow.checks import run_checks
 from applyonce.flow.context import Context
@@ -153,28 +153,24 @@ def _known_outcome(
     if claim.outcome == "replay":
         receipt = stored_receipt(ctx, ident.call_id)
         check_still_on_branch(ctx, receipt)
+        confirm_adopted(ctx, receipt, args)
         unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
         reports = sync_after_publish(ctx, receipt) if unsynced else []
         return CallOutcome(receipt, tuple(reports), replayed=True)
     if claim.outcome == "unknown":
-        raise UnknownOutcomeError(
-            f"call {ident.call_id[:12]}'s outcome is unknown", call_id=ident.call_id
-        )
+        raise _unknown(ctx, ident)
     if claim.outcome == "takeover":
         # Its last process died mid-call: Git says whether it took effect; never run it twice.
         assert claim.row is not None
-        outcome = reconcile(ctx, claim.row, already_claimed=claim.execution_id)
+        outcome = reconcile(ctx, claim.row, already_claimed=claim.execution_id, args=args)
         assert outcome is not None
         if outcome.now == "committed":
             return _landed(ctx, stored_receipt(ctx, ident.call_id), replayed=True)
         if outcome.now == "unknown":
-            raise UnknownOutcomeError(
-                f"call {ident.call_id[:12]}'s outcome is unknown ({outcome.why})",
-                call_id=ident.call_id,
-            )
+            raise _unknown(ctx, ident)
         claim = ctx.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
     # Whatever the record says, Git has the last word before anything runs.
-    found = _find_published(ctx, claim, ident, args.ref)
+    found = _find_published(ctx, claim, args, ident)
     if found is not None:
         return _landed(ctx, found, replayed=True)
     return claim
@@ -184,7 +180,21 @@ def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
     return CallOutcome(receipt, tuple(sync_after_publish(ctx, receipt)), replayed=replayed)
 
 
-def _find_published(ctx: Context, claim: Claim, ident: CallIdentity, ref: str) -> Receipt | None:
+def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
+    """The error of a call recorded as unknown, with the reason its receipt gives."""
+    reason = ""
+    with contextlib.suppress(ReceiptError):
+        receipt = ctx.receipts.load(ident.call_id)
+        if receipt is not None and receipt.error and receipt.error.get("message"):
+            reason = f": {receipt.error['message']}"
+    return UnknownOutcomeError(
+        f"call {ident.call_id[:12]}'s outcome is unknown{reason}", call_id=ident.call_id
+    )
+
+
+def _find_published(
+    ctx: Context, claim: Claim, args: ApplyPatchArgs, ident: CallIdentity
+) -> Receipt | None:
     """Before running, make sure this call has not already taken effect.
 
     A claim taken over from a dead process, a receipt that outlived a lost ledger, or a lost
@@ -199,8 +209,10 @@ def _find_published(ctx: Context, claim: Claim, ident: CallIdentity, ref: str) -
         verify_against_git(ctx, receipt)
         check_same_args(ctx, ident, receipt.commit)
         check_still_on_branch(ctx, receipt)
+        confirm_adopted(ctx, receipt, args)
         settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha256_hex(data))
         return receipt
+    ref = args.ref
     commits = ctx.publisher.landed(ref, ident.call_id)
     if not commits:
         return None
@@ -209,7 +221,7 @@ def _find_published(ctx: Context, claim: Claim, ident: CallIdentity, ref: str) -
             f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
         )
     check_same_args(ctx, ident, commits[0])
-    return adopt_commit(ctx, ident, claim.execution_id, ref, commits[0], receipt)
+    return adopt_commit(ctx, ident, claim.execution_id, ref, commits[0], receipt, args=args)
 
 
 def _run(
@@ -268,12 +280,16 @@ def _run(
                 # wrongly judged dead): then it has landed, and must not land twice.
                 own = ctx.publisher.landed(ref, ident.call_id, since=base)
                 if own:
-                    landed = adopt_commit(ctx, ident, execution_id, ref, own[0], prepared)
+                    landed = adopt_commit(
+                        ctx, ident, execution_id, ref, own[0], prepared, args=args
+                    )
                     return _landed(ctx, landed, replayed=False)
                 base = moved.actual
                 base_tree = ctx.store.tree_at(base)
         else:
             raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
+    except ForgedCallIdError:
+        raise  # the call was recorded unknown: it is not a rejection
     except ApplyOnceError as exc:
         return CallOutcome(settle.reject(ctx, prepared, exc, checks))
     fault("after-publish")

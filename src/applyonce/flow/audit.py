@@ -2,6 +2,7 @@
 
 Problems found, each named by call ID with what to do:
 
+* ``forged``          a commit carries a call's Call-Id but not its change: the patch never ran;
 * ``identity``        a commit's trailers do not recompute to its Call-Id;
 * ``duplicate``       two commits carry one Call-Id (the call landed twice);
 * ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import ReceiptError
+from applyonce.flow.adopt import carries_other_change
 from applyonce.flow.context import Context
 from applyonce.flow.verify import verify_against_git
 from applyonce.state.ledger import CallRow
@@ -71,6 +73,7 @@ def audit(
     hide = ctx.store.resolve_commit(since) if since else None
     ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
     seen: dict[str, str] = {}
+    forged: set[str] = set()
     for count, (commit_id, block) in enumerate(ctx.store.walk_trailers(tip, hide=hide), start=1):
         if progress is not None and count % 500 == 0:
             progress(count)
@@ -79,7 +82,10 @@ def audit(
         if calls:
             report.commits += 1
         for call_id in calls:
-            _check_commit(ctx, report, commit_id, call_id, block, seen, ledger_rows)
+            if _forged(ctx, report, ref, commit_id, call_id, ledger_rows):
+                forged.add(call_id)
+            else:
+                _check_commit(ctx, report, commit_id, call_id, block, seen, ledger_rows)
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
         row = ledger_rows.get(call_id)
@@ -102,7 +108,7 @@ def audit(
                     "run 'applyonce recover'",
                 )
             )
-        elif receipt.status == "unknown":
+        elif receipt.status == "unknown" and call_id not in forged:
             report.problems.append(
                 Problem(
                     "unknown",
@@ -128,6 +134,42 @@ def audit(
                 )
             )
     return report
+
+
+def _forged(
+    ctx: Context,
+    report: AuditReport,
+    ref: str,
+    commit_id: str,
+    call_id: str,
+    ledger_rows: dict[str, CallRow],
+) -> bool:
+    """Report ``commit_id`` if it carries ``call_id`` but not the call's change."""
+    row = ledger_rows.get(call_id)
+    try:
+        receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+    except ReceiptError:
+        return False  # reported as tampered
+    if not carries_other_change(ctx, call_id, ref, commit_id, receipt):
+        return False
+    if receipt is not None and receipt.status == "unknown":
+        hint = (
+            f"do not count the patch as applied: settle the call with 'applyonce resolve "
+            f"{call_id[:12]} --as rejected --note TEXT' and send the change again as a new "
+            "attempt if it is still wanted"
+        )
+    else:
+        hint = "run 'applyonce recover' to record the call as unknown, then 'applyonce resolve'"
+    report.problems.append(
+        Problem(
+            "forged",
+            call_id,
+            f"commit {commit_id[:12]} carries this Call-Id but not its change; the patch never ran",
+            hint,
+            commit_id,
+        )
+    )
+    return True
 
 
 def _check_commit(

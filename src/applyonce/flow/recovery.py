@@ -9,7 +9,8 @@ For a call that is not terminal and whose owner is gone:
   and the tip still equals ``base_commit`` → published now by compare-and-swap (roll forward);
 * otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run
   again;
-* contradictions (two commits with one Call-Id) → ``unknown``, for a person to ``resolve``.
+* contradictions (two commits with one Call-Id, or a commit that carries the Call-Id but not the
+  call's change: :mod:`applyonce.flow.adopt`) → ``unknown``, for a person to ``resolve``.
 
 Committed calls without a ``synced`` event get their checkout sync. Records lost or tampered with
 are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
@@ -22,10 +23,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 
+from applyonce.core.identity import ApplyPatchArgs
 from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import settle
-from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
 from applyonce.flow.recovery_report import Outcome, RecoveryReport
@@ -142,9 +144,11 @@ def reconcile(
     *,
     history: dict[str, dict[str, list[str]]] | None = None,
     already_claimed: str | None = None,
+    args: ApplyPatchArgs | None = None,
 ) -> Outcome | None:
-    """Settle one in-flight call (``history``: recover's one walk per ref, see :func:`_history`).
-    Returns None if a live process still runs it."""
+    """Settle one in-flight call (``history``: recover's one walk per ref, see :func:`_history`;
+    ``args``: the call's, when an apply of it takes it over). Returns None if a live process
+    still runs it."""
     execution_id = already_claimed or ctx.ledger.take_over(row.call_id, Owner.me())
     if execution_id is None:
         return None
@@ -159,7 +163,7 @@ def reconcile(
         on_branch = base is not None and ctx.publisher.is_on(row.ref, base)
         commits = ctx.publisher.landed(row.ref, row.call_id, since=base if on_branch else None)
     if len(commits) > 1:
-        settle.mark_unknown(ctx, row, ident, receipt, execution_id, commits)
+        settle.mark_unknown(ctx, ident, row.ref, row.base_commit, receipt, execution_id, commits)
         return Outcome(
             row.call_id,
             row.state,
@@ -167,7 +171,10 @@ def reconcile(
             f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
         )
     if len(commits) == 1:
-        adopt_commit(ctx, ident, execution_id, row.ref, commits[0], receipt)
+        try:
+            adopt_commit(ctx, ident, execution_id, row.ref, commits[0], receipt, args=args)
+        except ForgedCallIdError:
+            return _forged(row, commits[0])
         return Outcome(
             row.call_id,
             row.state,
@@ -181,7 +188,10 @@ def reconcile(
         except TipMovedError:
             pass
         else:
-            adopt_commit(ctx, ident, execution_id, row.ref, orphan, receipt)
+            try:
+                adopt_commit(ctx, ident, execution_id, row.ref, orphan, receipt, args=args)
+            except ForgedCallIdError:
+                return _forged(row, orphan)
             return Outcome(
                 row.call_id,
                 row.state,
@@ -197,6 +207,15 @@ def reconcile(
         row.state,
         "rejected",
         "interrupted before the publish; nothing took effect (retryable)",
+    )
+
+
+def _forged(row: CallRow, commit: str) -> Outcome:
+    return Outcome(
+        row.call_id,
+        row.state,
+        "unknown",
+        f"{FORGED} (commit {commit[:12]}); the patch did not run: run 'applyonce resolve'",
     )
 
 

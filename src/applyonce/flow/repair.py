@@ -17,7 +17,7 @@ from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import settle
-from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.adopt import ForgedCallIdError, adopt_commit
 from applyonce.flow.context import Context
 from applyonce.flow.recovery_report import Outcome, RecoveryReport
 from applyonce.flow.verify import verify_against_git
@@ -106,7 +106,13 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
                 continue
             ctx.ledger.ensure_row(ident, ref, reason=problem)
             execution_id = uuid.uuid4().hex
-            adopt_commit(ctx, ident, execution_id, ref, on_branch[0], None)
+            try:
+                adopt_commit(ctx, ident, execution_id, ref, on_branch[0], None)
+            except ForgedCallIdError as exc:
+                report.outcomes.append(
+                    Outcome(call_id, row.state if row else "-", "unknown", exc.message)
+                )
+                continue
             ctx.ledger.record(
                 Event(call_id, execution_id, EventKind.REPAIRED, data={"reason": problem})
             )
@@ -130,7 +136,7 @@ def _record_duplicate(
     ctx.ledger.ensure_row(ident, ref, reason="several commits carry its Call-Id")
     row = ctx.ledger.get(call_id)
     assert row is not None
-    settle.mark_unknown(ctx, row, ident, None, uuid.uuid4().hex, commits)
+    settle.mark_unknown(ctx, ident, ref, row.base_commit, None, uuid.uuid4().hex, commits)
     report.outcomes.append(
         Outcome(
             call_id,

@@ -136,38 +136,41 @@ def reject_interrupted(
 
 def mark_unknown(
     ctx: Context,
-    row: CallRow,
     ident: CallIdentity,
+    ref: str,
+    base: str | None,
     receipt: Receipt | None,
     execution_id: str,
     commits: list[str],
+    *,
+    kind: str = "duplicate-call-id",
 ) -> Receipt:
-    """Several commits carry the call's Call-Id: its outcome is for a person to decide."""
+    """The call's outcome is for a person to decide: several commits carry its Call-Id
+    (``duplicate-call-id``), or one does without its change (``forged-call-id``)."""
+    if kind == "forged-call-id":
+        message = f"a commit carries this Call-Id but not its change (commit {commits[0][:12]})"
+    else:
+        message = f"{len(commits)} commits carry this Call-Id"
     unknown = Receipt.of_call(
         ident,
         status="unknown",
         execution_id=execution_id,
-        ref=row.ref,
+        ref=ref,
         created_at=receipt.created_at if receipt else None,
         tool_call_id=receipt.tool_call_id if receipt else None,
-        base_commit=row.base_commit,
-        error={
-            "kind": "duplicate-call-id",
-            "message": f"{len(commits)} commits carry this Call-Id",
-            "commits": commits,
-            "retryable": False,
-        },
+        base_commit=base,
+        error={"kind": kind, "message": message, "commits": commits, "retryable": False},
         exit_code=EXIT_UNKNOWN,
         reconciled=True,
-    ).with_output(unknown_text(row.call_id))
+    ).with_output(unknown_text(ident.call_id))
     sha = ctx.receipts.write(unknown)
     ctx.ledger.record(
         Event(
-            row.call_id,
+            ident.call_id,
             execution_id,
             EventKind.UNKNOWN,
             RowChange(state="unknown", receipt_sha256=sha, exit_code=EXIT_UNKNOWN),
-            {"commits": commits},
+            {"commits": commits, "kind": kind},
         )
     )
     return unknown

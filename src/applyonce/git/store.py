@@ -307,6 +307,16 @@ class GitStore:
             changes.append(Change(status, path, delta.old_file.path, int(delta.new_file.mode)))
         return changes
 
+    def paths_changed(self, parent: str | None, commit_id: str) -> set[str]:
+        """Every path whose entry differs between ``parent`` (None: the empty tree) and
+        ``commit_id``, both sides of a rename (no rename detection)."""
+        new = self.repo[commit_id].peel(pygit2.Tree)
+        if parent is None:
+            diff = new.diff_to_tree(swap=True)
+        else:
+            diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
+        return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
+
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
 
