@@ -126,6 +126,11 @@ def test_a_commit_with_the_calls_change_and_more_is_not_the_call(repo: Repo) -> 
     forged = _user_commit(
         repo, _trailer_block(fields), {"src/util.py": "VALUE = 2\n", "src/app.py": "import os\n"}
     )
+    # Audit needs no recover first: the ledger has the call's args.
+    audit = run_cli("audit", "--repo", str(repo.path))
+    assert audit.returncode == 1
+    assert f"forged       {str(fields['call_id'])[:12]}  commit {forged[:12]}" in audit.stdout
+    assert "run 'applyonce recover' to record the call as unknown" in audit.stdout
     recovered = run_cli("recover", "--repo", str(repo.path))
     assert recovered.returncode == 5
     assert f"{REASON} (commit {forged[:12]})" in recovered.stdout
