@@ -26,10 +26,12 @@ messages in an encoding other than UTF-8 (read as UTF-8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 
 _SPACE = b" \t\n\r"  # git's isspace(): its own ctype table, ASCII only
-_TOKEN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+_FOLD = re.compile(rb"\n[ \t\n\r]*")
+_SEPARATOR = re.compile(rb"(?:[A-Za-z0-9-]+[ \t]*)?:")
 _GIT_GENERATED = (b"Signed-off-by: ", b"(cherry picked from commit ")
 _CUT_LINE = b" ------------------------ >8 ------------------------\n"
 
@@ -140,18 +142,10 @@ def _ignore_non_trailer(buf: bytes, comment_char: bytes) -> int:
 
 
 def _separator(line: bytes) -> int:
-    """trailer.c ``find_separator``: the offset of the ``:`` after a token, or -1."""
-    whitespace_found = False
-    for i, char in enumerate(line):
-        if char == ord(":"):
-            return i
-        if not whitespace_found and char in _TOKEN:
-            continue
-        if i != 0 and char in b" \t":
-            whitespace_found = True
-            continue
-        break
-    return -1
+    """trailer.c ``find_separator``: the offset of the ``:`` after a token (letters, digits,
+    ``-``; then whitespace, but not first), or -1."""
+    found = _SEPARATOR.match(line)
+    return -1 if found is None else found.end() - 1
 
 
 def _trailer_start(buf: bytes, end: int, comment_char: bytes) -> int:
@@ -202,15 +196,6 @@ def _trailer_start(buf: bytes, end: int, comment_char: bytes) -> int:
 
 def _unfold(value: bytes) -> bytes:
     """trailer.c ``unfold_value``: each newline and the whitespace after it become one space."""
-    out = bytearray()
-    i = 0
-    while i < len(value):
-        char = value[i]
-        i += 1
-        if char == ord("\n"):
-            while i < len(value) and value[i] in _SPACE:
-                i += 1
-            out += b" "
-        else:
-            out.append(char)
-    return bytes(out).strip(_SPACE)
+    if b"\n" not in value:
+        return value.strip(_SPACE)
+    return _FOLD.sub(b" ", value).strip(_SPACE)
