@@ -29,7 +29,7 @@ from applyonce.git.store import blob_id_of
 from applyonce.patch import PatchFormat, parse
 from applyonce.state.ledger import EventKind, claimed_data, recorded_identity
 
-FORGED = "a commit carries this Call-Id but not its change"
+FORGED = settle.FORGED
 
 
 class ForgedCallIdError(UnknownOutcomeError):

@@ -18,6 +18,8 @@ from applyonce.faults import fault
 from applyonce.flow.context import Context
 from applyonce.state.ledger import CallRow, Event, EventKind, RowChange
 
+FORGED = "a commit carries this Call-Id but not its change"
+
 
 def row_change_of(receipt: Receipt, sha256: str | None) -> RowChange:
     """The columns a settled receipt sets in its call's row."""
@@ -148,7 +150,7 @@ def mark_unknown(
     """The call's outcome is for a person to decide: several commits carry its Call-Id
     (``duplicate-call-id``), or one does without its change (``forged-call-id``)."""
     if kind == "forged-call-id":
-        message = f"a commit carries this Call-Id but not its change (commit {commits[0][:12]})"
+        message = f"{FORGED} (commit {commits[0][:12]})"
     else:
         message = f"{len(commits)} commits carry this Call-Id"
     unknown = Receipt.of_call(
