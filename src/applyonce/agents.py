@@ -157,9 +157,7 @@ class PatchRunner:
             # Another live process runs it (and records it), or a person must decide.
             return error_output(exc)
         except Exception as exc:  # Git decides below what it means
-            return self._after_failure(
-                executor, exc, args, ident.call_id, tip_before, patch, options
-            )
+            return self._after_failure(executor, exc, args, ident, tip_before, patch, options)
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
         receipt = outcome.receipt
@@ -170,13 +168,14 @@ class PatchRunner:
         executor: Executor,
         exc: Exception,
         args: ApplyPatchArgs,
-        call_id: str,
+        ident: CallIdentity,
         tip_before: str | None,
         patch: str,
         options: CallOptions,
     ) -> ToolOutput:
         """The call raised. Ask Git whether it landed: that, not the exception, says whether the
         model's change happened."""
+        call_id = ident.call_id
         if isinstance(exc, ApplyOnceError):
             reason = exc.one_line()
         else:
@@ -184,7 +183,8 @@ class PatchRunner:
         if not isinstance(exc, ApplyOnceError):
             log.error("call %s failed: %s", call_id[:12], reason, exc_info=exc)
         try:
-            landed = executor.landed(args.ref, call_id, since=tip_before)
+            # A commit that copied the call's Call-Id but not its change is not the call's.
+            landed = executor.landed(args.ref, call_id, since=tip_before, call=(args, ident))
         except Exception:  # cannot tell: say so
             log.exception("cannot tell whether call %s landed", call_id[:12])
             return ToolOutput(

@@ -18,6 +18,7 @@ from applyonce.flow import calls as calls_flow
 from applyonce.flow import recovery
 from applyonce.flow import replay as replay_flow
 from applyonce.flow import resolve as resolve_flow
+from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
 from applyonce.flow.audit import AuditReport
 from applyonce.flow.calls import CallSummary
@@ -138,9 +139,20 @@ class Executor:
         """The commit ``ref`` points at now (None: the branch does not exist yet)."""
         return self.context.publisher.tip(ref)
 
-    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
-        """The commits on ``ref`` (after ``since``) carrying ``call_id``: whether it landed."""
-        return self.context.publisher.landed(ref, call_id, since=since)
+    def landed(
+        self,
+        ref: str,
+        call_id: str,
+        *,
+        since: str | None = None,
+        call: tuple[ApplyPatchArgs, CallIdentity] | None = None,
+    ) -> list[str]:
+        """The commits on ``ref`` (after ``since``) carrying ``call_id``: whether it landed.
+        With ``call`` (its args and identity), only those that carry the call's change."""
+        commits = self.context.publisher.landed(ref, call_id, since=since)
+        if call is None:
+            return commits
+        return with_the_change(self.context, call[1], call[0], commits)
 
     def commit_summary(self, commit: str) -> list[str]:
         """The Codex-style file lines of ``commit`` (``A path``, ``M path``, ``D path``)."""

@@ -125,6 +125,20 @@ def confirm_adopted(ctx: Context, receipt: Receipt, args: ApplyPatchArgs) -> Non
         raise
 
 
+def with_the_change(
+    ctx: Context, ident: CallIdentity, args: ApplyPatchArgs, commits: list[str]
+) -> list[str]:
+    """The ``commits`` (found by the call's Call-Id) that carry the call's change."""
+    found = []
+    for commit in commits:
+        try:
+            change_of_commit(ctx, ident, args.ref, commit, args)
+        except ForgedCallIdError:
+            continue
+        found.append(commit)
+    return found
+
+
 def carries_other_change(
     ctx: Context, call_id: str, ref: str, commit_id: str, receipt: Receipt | None
 ) -> bool:
