@@ -54,7 +54,7 @@ def _assert_forged_everywhere(repo: Repo, forged: str, call_id: str) -> None:
     again = _apply(repo)
     assert again.returncode == 5, again.stderr
     assert "Success" not in again.stdout + again.stderr
-    assert f"outcome is unknown: {REASON} (commit {forged[:12]})" in again.stderr
+    assert f"outcome is unknown: {REASON} (commit {forged[:12]}); the patch did not run" in again.stderr
     assert (repo.path / "src/util.py").read_text() == "VALUE = 99\n"  # the patch never ran
     audit = run_cli("audit", "--repo", str(repo.path))
     assert audit.returncode == 1

@@ -182,14 +182,13 @@ def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
 
 def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
     """The error of a call recorded as unknown, with the reason its receipt gives."""
-    reason = ""
+    error: dict[str, Any] = {}
     with contextlib.suppress(ReceiptError):
         receipt = ctx.receipts.load(ident.call_id)
-        if receipt is not None and receipt.error and receipt.error.get("message"):
-            reason = f": {receipt.error['message']}"
-    return UnknownOutcomeError(
-        f"call {ident.call_id[:12]}'s outcome is unknown{reason}", call_id=ident.call_id
-    )
+        error = receipt.error or {} if receipt is not None else {}
+    reason = f": {error['message']}" if error.get("message") else ""
+    kind = ForgedCallIdError if error.get("kind") == ForgedCallIdError.kind else UnknownOutcomeError
+    return kind(f"call {ident.call_id[:12]}'s outcome is unknown{reason}", call_id=ident.call_id)
 
 
 def _find_published(
