@@ -22,7 +22,7 @@ PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE =
 def test_a_failure_after_a_foreign_commit_landed_is_not_reported_as_the_patch(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    genuine = _genuine_fields(repo, tmp_path)
+    genuine = _genuine_fields(repo)
     message = tmp_path / "forged-message.txt"
     message.write_text(f"my own change\n\n{_trailer_block(genuine)}")
     forge = tmp_path / "forge.sh"

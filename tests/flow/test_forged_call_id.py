@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from applyonce.executor import CallOptions, Executor
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, run_cli
 
@@ -98,7 +99,7 @@ def test_a_forged_commit_with_a_wrong_args_digest_is_not_the_call(repo: Repo) ->
 
 def test_a_call_killed_after_its_claim_is_not_taken_from_a_foreign_commit(repo: Repo, tmp_path: Path) -> None:
     assert _crash(repo, "after-claim") == {}  # no receipt yet: only the claim's record
-    genuine = _genuine_fields(repo, tmp_path)
+    genuine = _genuine_fields(repo)
     forged = _user_commit(repo, _trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
     recovered = run_cli("recover", "--repo", str(repo.path))
     assert recovered.returncode == 5 and REASON in recovered.stdout
@@ -106,14 +107,14 @@ def test_a_call_killed_after_its_claim_is_not_taken_from_a_foreign_commit(repo: 
 
 
 def test_a_call_never_run_in_this_clone_is_not_taken_from_a_foreign_commit(repo: Repo, tmp_path: Path) -> None:
-    genuine = _genuine_fields(repo, tmp_path)
+    genuine = _genuine_fields(repo)
     forged = _user_commit(repo, _trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
     assert not repo.state_dir().exists()
     _assert_forged_everywhere(repo, forged, str(genuine["call_id"]))
 
 
 def test_a_lost_state_dir_rebuilt_from_a_foreign_commit_is_caught_by_the_next_apply(repo: Repo, tmp_path: Path) -> None:
-    genuine = _genuine_fields(repo, tmp_path)
+    genuine = _genuine_fields(repo)
     forged = _user_commit(repo, _trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
     # With no record of the call's args anywhere, recover can only rebuild the record from the
     # commit; the next apply of the call has its args, checks the commit and refuses it.
@@ -147,19 +148,20 @@ def test_the_genuine_commit_of_a_crashed_call_is_still_adopted(repo: Repo) -> No
     assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
 
 
-def _genuine_fields(repo: Repo, tmp_path: Path) -> dict[str, object]:
-    """The call's trailers as applyonce writes them, from a run of it in another clone."""
-    clone = Repo(tmp_path / "clone")
-    repo.git("clone", "-q", str(repo.path), str(clone.path))
-    ran = _apply(clone, "--json")
-    assert ran.returncode == 0, ran.stderr
-    return dict(orjson.loads(ran.stdout))
+def _genuine_fields(repo: Repo) -> dict[str, object]:
+    """The trailer fields applyonce would write for the call, computed by the library (nothing
+    is written: no state directory is made)."""
+    executor = Executor(repo.path, read_only=True)
+    try:
+        return executor.identify(PATCH, CallOptions())[1].model_dump()
+    finally:
+        executor.close()
 
 
 def test_a_foreign_commit_that_lands_while_the_call_runs_is_not_the_call(repo: Repo, tmp_path: Path) -> None:
     """The tip moves under the call (its check makes the user's commit, with the call's copied
     trailers, in the real git): the publish fails, and the commit found is not adopted."""
-    genuine = _genuine_fields(repo, tmp_path)
+    genuine = _genuine_fields(repo)
     message = tmp_path / "forged-message.txt"
     message.write_text(f"my own change\n\n{_trailer_block(genuine)}")
     (tmp_path / "forge.sh").write_text(
