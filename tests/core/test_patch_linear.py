@@ -1,0 +1,159 @@
+"""Locating a hunk is linear in the file plus the hunk, whatever the lines repeat.
+
+The work is counted (``search.steps()``: line comparisons), not timed, so the bound holds on a
+loaded machine. The searches must also find exactly what the simple quadratic search finds: the
+same matches, in the same order, and for unified hunks the same nearest place (``_reference_*``
+below are the searches this module replaced, kept as the specification).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from applyonce.patch import Hunk, HunkLine, MatchLevel, apply_hunks, parse, search
+from applyonce.patch.apply import _Image, _search_rank
+from applyonce.patch.match import _NORMALISERS, AmbiguousContextError, _matches, decode_text
+
+N = 20_000
+M = 2_000
+
+
+def _repeated_file() -> bytes:
+    # One line repeated, one other line in the middle: every place matches the hunk's first M - 1
+    # lines, and only one matches the whole hunk. The simple search costs about N * M there.
+    lines = ["    pass"] * (N // 2) + ["END"] + ["    pass"] * (N // 2 - 1)
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _body() -> str:
+    return "\n".join([" " + "    pass"] * (M - 1) + ["-END", "+DONE", " " + "    pass"]) + "\n"
+
+
+def test_codex_hunk_search_is_linear_on_repeated_lines() -> None:
+    text = "*** Begin Patch\n*** Update File: big.py\n@@\n" + _body() + "*** End Patch\n"
+    hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
+    before = search.steps()
+    out, levels = apply_hunks(_repeated_file(), hunks, path="big.py")
+    work = search.steps() - before
+    assert b"    pass\nDONE\n    pass\n" in out and levels == [MatchLevel.EXACT]
+    assert work <= 4 * (N + M), work  # the simple search: about N * M = 40,000,000
+
+
+def test_unified_hunk_search_is_linear_on_repeated_lines() -> None:
+    # The line numbers point at line 2, far from the one place the hunk fits: the outward search
+    # passes every place in between.
+    text = f"--- a/big.py\n+++ b/big.py\n@@ -2,{M + 1} +2,{M + 1} @@\n" + _body()
+    hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
+    before = search.steps()
+    out, levels = apply_hunks(_repeated_file(), hunks, path="big.py")
+    work = search.steps() - before
+    assert b"    pass\nDONE\n    pass\n" in out and levels == [MatchLevel.EXACT]
+    assert work <= 8 * (N + M), work
+
+
+def test_an_ambiguous_hunk_over_repeated_lines_is_refused_in_linear_work() -> None:
+    data = ("x\n" * N).encode()
+    text = "*** Begin Patch\n*** Update File: f\n@@\n" + " x\n" * M + "-x\n+y\n*** End Patch\n"
+    hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
+    before = search.steps()
+    try:
+        apply_hunks(data, hunks, path="f")
+    except AmbiguousContextError as exc:
+        assert exc.details["candidates"][:3] == [1, 2, 3]
+        assert len(exc.details["candidates"]) == N - M
+    else:
+        raise AssertionError("not refused")
+    assert search.steps() - before <= 4 * (N + M)
+
+
+# ---------------------------------------------------------------- the same answers as before
+
+
+def _reference_matches(keys: list[str], want: list[str], start: int) -> list[int]:
+    return [i for i in range(start, len(keys) - len(want) + 1) if keys[i : i + len(want)] == want]
+
+
+lines_of = st.lists(st.sampled_from(["a", "b", " a", "a ", "b\u00a0"]), max_size=30)
+
+
+@given(lines_of, lines_of, st.integers(0, 30))
+def test_codex_matches_are_those_of_the_simple_search(
+    file: list[str], old: list[str], start: int
+) -> None:
+    text = decode_text(("\n".join(file) + "\n").encode() if file else b"", path="f")
+    for level in MatchLevel:
+        normalise = _NORMALISERS[level]
+        keys = [normalise(line) for line in text.bodies]
+        want = [normalise(line) for line in old]
+        expected = _reference_matches(keys, want, start) if old and len(old) <= len(keys) else []
+        assert _matches(text, old, start, level, at_end=False) == expected
+        assert _matches(text, old, start, level, at_end=False, limit=1) == expected[:1]
+
+
+def _reference_find(
+    image: _Image, old: list[str], pos: int, level: MatchLevel, at_start: bool, at_end: bool,
+    old_no_final_newline: bool,
+) -> int | None:
+    """The outward search as it was: every place in the order of ``_search_rank``."""
+    n, m = len(image.bodies), len(old)
+    if at_start:
+        pos = 0
+    elif at_end:
+        pos = n - m
+    if not 0 <= pos <= n:
+        pos = n
+    normalise = _NORMALISERS[level]
+    want = [normalise(line) for line in old]
+    keys = [normalise(b) for b in image.bodies]
+    for start in sorted(range(n + 1), key=lambda s: _search_rank(s, pos)):
+        stop = start + m
+        if stop > n or (at_start and start != 0) or (at_end and stop != n):
+            continue
+        if any(image.patched[start:stop]) or keys[start:stop] != want:
+            continue
+        if m and level is MatchLevel.EXACT and stop == n and (
+            (image.ends[-1] == "") != old_no_final_newline
+        ):
+            continue
+        return start
+    return None
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", " a", "a "]), st.booleans()), max_size=40),
+    st.lists(st.sampled_from(["a", "b", "a "]), max_size=4),
+    st.integers(-3, 45),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+    st.booleans(),
+)
+def test_unified_placement_is_that_of_the_outward_search(
+    file: list[tuple[str, bool]], old: list[str], pos: int, at_start: bool, at_end: bool,
+    no_newline: bool, last_ends: bool,
+) -> None:
+    bodies = [line for line, _ in file]
+    ends = ["\n"] * len(bodies)
+    if ends and not last_ends:
+        ends[-1] = ""
+    image = _Image(bodies, ends, [patched for _, patched in file])
+    for level in MatchLevel:
+        args = (old, pos, level)
+        flags = {"at_start": at_start, "at_end": at_end, "old_no_final_newline": no_newline}
+        expected = _reference_find(image, *args, at_start, at_end, no_newline)
+        assert image.find(*args, **flags) == expected
+
+
+def test_a_far_hint_still_finds_the_nearest_place_beyond_the_first_window() -> None:
+    # Matches at 3,000 and 9,000 lines; the hint at 7,000 is nearer the second, and the first
+    # window (1,024 lines around the hint) holds neither.
+    bodies = ["x"] * 10_000
+    bodies[3_000] = bodies[9_000] = "m"
+    image = _Image(bodies, ["\n"] * len(bodies), [False] * len(bodies))
+    assert image.find(["m"], 7_000, MatchLevel.EXACT, at_start=False, at_end=False,
+                      old_no_final_newline=False) == 9_000
+    hunk = Hunk(lines=(HunkLine(kind="-", text="m"), HunkLine(kind="+", text="n")),
+                old_start=5_000, new_start=5_000)
+    out, _ = apply_hunks(("\n".join(bodies) + "\n").encode(), [hunk], path="f")
+    assert out.decode().splitlines()[3_000] == "n"  # 5,000 is nearer 3,000
