@@ -8,10 +8,11 @@ below are the searches this module replaced, kept as the specification).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from applyonce.patch import Hunk, HunkLine, MatchLevel, apply_hunks, parse, search
+from applyonce.patch import Hunk, HunkLine, MatchLevel, apply_hunks, parse, search, unified
 from applyonce.patch.apply import _Image, _search_rank
 from applyonce.patch.match import _NORMALISERS, AmbiguousContextError, _matches, decode_text
 
@@ -157,3 +158,45 @@ def test_a_far_hint_still_finds_the_nearest_place_beyond_the_first_window() -> N
                 old_start=5_000, new_start=5_000)
     out, _ = apply_hunks(("\n".join(bodies) + "\n").encode(), [hunk], path="f")
     assert out.decode().splitlines()[3_000] == "n"  # 5,000 is nearer 3,000
+
+
+# ---------------------------------------------------------------- a long 'diff --git' line
+
+
+def _reference_split(rest: str) -> tuple[str, str] | None:
+    """The names of an unquoted 'diff --git' line as they were found: every space tried."""
+    spaces = [i for i, ch in enumerate(rest) if ch == " "]
+    for at in spaces:
+        old, new = rest[:at], rest[at + 1 :]
+        if old == new or (
+            unified._prefixed(old, new) and old.split("/", 1)[1] == new.split("/", 1)[1]
+        ):
+            return old, new
+    if len(spaces) == 1:
+        return rest[: spaces[0]], rest[spaces[0] + 1 :]
+    return None
+
+
+@given(st.text(alphabet="ab/ ", max_size=24))
+def test_git_names_are_split_where_every_space_tried_splits_them(rest: str) -> None:
+    assert unified._split_git_names(rest) == _reference_split(rest)
+
+
+def test_a_long_git_header_line_is_split_without_trying_every_space(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Trying every space copies the line once per space: a 1 MiB line of spaces took minutes.
+    calls = []
+    real = unified._prefixed
+
+    def counted(old: str, new: str) -> bool:
+        calls.append(1)
+        return real(old, new)
+
+    monkeypatch.setattr(unified, "_prefixed", counted)
+    name = "d/" * 5_000 + "f.txt"
+    line = f"diff --git a/{name} b/{name}\n"
+    patch = parse(f"{line}old mode 100644\nnew mode 100755\n")
+    assert patch.operations[0].path == name
+    assert unified._split_git_names("x " * 10_000) is None
+    assert len(calls) <= 4
