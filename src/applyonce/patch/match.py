@@ -16,7 +16,7 @@ from typing import Literal
 
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.model import HunkLine, MatchLevel
-from applyonce.patch.search import find_ids
+from applyonce.patch.search import find_indexed, positions
 
 BOM = "\ufeff"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
@@ -86,6 +86,7 @@ class _Text:
     errors: str = "strict"
     _keys: dict[MatchLevel, list[str]] = field(default_factory=dict)
     _ids: dict[MatchLevel, tuple[list[int], dict[str, int]]] = field(default_factory=dict)
+    _where: dict[MatchLevel, dict[int, list[int]]] = field(default_factory=dict)
 
     def keys(self, level: MatchLevel) -> list[str]:
         if level not in self._keys:
@@ -103,6 +104,12 @@ class _Text:
             ids = [table.setdefault(key, len(table)) for key in self.keys(level)]
             self._ids[level] = ids, table
         return self._ids[level]
+
+    def where(self, level: MatchLevel) -> dict[int, list[int]]:
+        """Each id's line numbers at ``level`` (made once per level)."""
+        if level not in self._where:
+            self._where[level] = positions(self.ids(level)[0])
+        return self._where[level]
 
     def dominant_end(self) -> str:
         counts = Counter(end for end in self.ends if end)
@@ -193,7 +200,10 @@ def _matches(
     # Linear whatever the lines repeat (``search.py``); a line the file does not have at this
     # level has no id, and then the hunk cannot match.
     ids, table = text.ids(level)
-    return find_ids(ids, [table.get(line, -1) for line in want], start, limit)
+    wanted = [table.get(line, -1) for line in want]
+    if -1 in wanted:
+        return []
+    return find_indexed(ids, wanted, text.where(level), start, limit)
 
 
 def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:

@@ -14,7 +14,8 @@ work linear without timing it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from bisect import bisect_left
+from collections.abc import Hashable, Mapping, Sequence
 
 _steps = 0
 
@@ -98,6 +99,52 @@ def find_ids(
             j = fail[m - 1]
     _steps += count
     return found
+
+
+def find_indexed(
+    ids: Sequence[int],
+    pattern: Sequence[int],
+    where: Mapping[int, Sequence[int]],
+    start: int = 0,
+    limit: int | None = None,
+) -> list[int]:
+    """As :func:`find_ids`, given ``where``: each id's places in ``ids``, ascending.
+
+    The places of the pattern's rarest line are the only candidates; when comparing the pattern
+    at each of them costs no more than the linear search would, that is done (a hunk with one
+    rare line is found in O(hunk + log file)); otherwise the linear search runs.
+    """
+    global _steps
+    m = len(pattern)
+    if m == 0 or len(ids) - start < m or -1 in pattern:
+        return []
+    k = min(range(m), key=lambda index: len(where[pattern[index]]))
+    places = where[pattern[k]]
+    first = bisect_left(places, start + k)
+    if (len(places) - first) * m > len(ids) - start + m:
+        return find_ids(ids, pattern, start, limit)
+    found: list[int] = []
+    want = list(pattern)
+    count = m
+    for place in places[first:]:
+        at = place - k
+        if at + m > len(ids):
+            break
+        count += m
+        if ids[at : at + m] == want:
+            found.append(at)
+            if limit is not None and len(found) >= limit:
+                break
+    _steps += count
+    return found
+
+
+def positions(ids: Sequence[int]) -> dict[int, list[int]]:
+    """Each id's places in ``ids``, ascending."""
+    where: dict[int, list[int]] = {}
+    for at, line in enumerate(ids):
+        where.setdefault(line, []).append(at)
+    return where
 
 
 def find_all(
