@@ -19,6 +19,7 @@ from applyonce.flow.context import Context
 from applyonce.flow.settle import record_settled
 from applyonce.git.store import blob_id_of
 from applyonce.patch import PatchFormat, parse
+from applyonce.patch.limits import UNCAPPED
 from applyonce.state.ledger import EventKind, claimed_data
 
 
@@ -69,7 +70,9 @@ def _replan(
     data = claimed_data(ctx.ledger, ident.call_id, "args")
     try:
         if source is not None:
-            patch = parse(source_text(source), cast(PatchFormat, source["format"]))
+            # The call passed the caps when it ran; its own record is re-read whatever they are now.
+            text = source_text(source)
+            patch = parse(text, cast(PatchFormat, source["format"]), limits=UNCAPPED)
             args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
         elif data is not None:
             args = ApplyPatchArgs.model_validate(data)

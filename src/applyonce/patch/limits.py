@@ -45,6 +45,9 @@ class Limits:
     write_bytes: int = 256 * MIB
 
 
+# For re-reading what already passed the caps (a recorded call): no cap.
+UNCAPPED = Limits(patch_bytes=2**62, files=2**62, line_bytes=2**62, write_bytes=2**62)
+
 # Each cap's git config key, by field.
 CONFIG_KEYS = {
     "patch_bytes": "applyonce.maxPatchBytes",
