@@ -4,7 +4,8 @@
 
 Each case runs in its own process (so one that never ends is cut off after ``--timeout`` seconds
 and the others still run) and reports its wall time and peak memory (max RSS). In-process, no Git,
-no disk: parse + plan (or apply). Never asserted in tests.
+no disk: parse + plan (or apply), with the default caps where the code has them. Never
+asserted in tests. To compare two versions in one run, point ``PYTHONPATH`` at each ``src``.
 
 Cases:
 
@@ -26,9 +27,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 N = 200_000
 M = 10_000
+
+
+def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    start = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        print(f"    apply_hunks alone {time.perf_counter() - start:8.3f} s")
 
 
 def _repeated() -> tuple[bytes, list[str]]:
@@ -43,7 +53,7 @@ def codex_repeated() -> None:
     body = [" " + "    pass"] * (M - 1) + ["-END", "+DONE", " " + "    pass"]
     text = "*** Begin Patch\n*** Update File: big.py\n@@\n" + "\n".join(body) + "\n*** End Patch\n"
     hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
-    out, _ = apply_hunks(data, hunks, path="big.py")
+    out, _ = _timed(apply_hunks, data, hunks, path="big.py")
     assert b"    pass\nDONE\n    pass\n" in out
 
 
@@ -57,7 +67,7 @@ def unified_repeated() -> None:
         f"@@ -2,{M + 1} +2,{M + 1} @@\n" + "\n".join(body) + "\n"
     )
     hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
-    out, _ = apply_hunks(data, hunks, path="big.py")
+    out, _ = _timed(apply_hunks, data, hunks, path="big.py")
     assert b"    pass\nDONE\n    pass\n" in out
 
 
@@ -69,24 +79,24 @@ def _numbered() -> tuple[bytes, list[str]]:
 def codex_many_hunks() -> None:
     from applyonce.patch import apply_hunks, parse
 
-    data, lines = _numbered()
+    data, _ = _numbered()
     hunks = [f"@@\n-v{i}\n+w{i}" for i in range(0, N, 100)][:2000]
     text = "*** Begin Patch\n*** Update File: big.py\n" + "\n".join(hunks) + "\n*** End Patch\n"
     assert len(text) < 46 * 1024
     patch_hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
-    out, _ = apply_hunks(data, patch_hunks, path="big.py")
+    out, _ = _timed(apply_hunks, data, patch_hunks, path="big.py")
     assert b"w199900\n" in out
 
 
 def unified_many_hunks() -> None:
     from applyonce.patch import apply_hunks, parse
 
-    data, lines = _numbered()
+    data, _ = _numbered()
     parts = ["--- a/big.py\n+++ b/big.py\n"]
     for i in range(0, N, 100):
         parts.append(f"@@ -{i + 1},2 +{i + 1},2 @@\n-v{i}\n+w{i}\n     pass\n")
     patch_hunks = parse("".join(parts)).operations[0].hunks  # type: ignore[union-attr]
-    out, _ = apply_hunks(data, patch_hunks, path="big.py")
+    out, _ = _timed(apply_hunks, data, patch_hunks, path="big.py")
     assert b"w199900\n" in out
 
 
@@ -105,15 +115,26 @@ def copies() -> None:
             return bytes(bytearray(big)), 0o100644  # a fresh object per read, as a blob read is
 
     parts = [
-        f"diff --git a/big.bin b/c{i}.bin\nsimilarity index 100%\ncopy from big.bin\ncopy to c{i}.bin\n"
+        f"diff --git a/big.bin b/c{i}.bin\nsimilarity index 100%\n"
+        f"copy from big.bin\ncopy to c{i}.bin\n"
         for i in range(2900)
     ]
     text = "".join(parts)
     assert 240_000 < len(text) < 280_000, len(text)
     patch = parse(text)
     try:
-        plan(patch, Tree())  # type: ignore[arg-type]
-    except ApplyOnceError as exc:  # the write cap, where there is one
+        try:
+            from applyonce.patch.limits import Limits, write_bound, write_error
+        except ImportError:  # before the caps: the plan is made whatever it holds
+            plan(patch, Tree())  # type: ignore[arg-type]
+            return
+        # As a call does it: the bound from the tip's sizes first, then the capped plan.
+        limits = Limits()
+        bound = write_bound(patch, lambda path: len(big) if path == "big.bin" else 0)
+        if bound > limits.write_bytes:
+            raise write_error(bound, limits, bound=True)
+        plan(patch, Tree(), limits=limits)  # type: ignore[arg-type, call-arg]
+    except ApplyOnceError as exc:
         print(f"    refused: {exc.one_line()[:100]}")
 
 
