@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from applyonce.core.plan import plan
-from applyonce.patch import LimitError, Limits, parse
+from applyonce.patch import parse
 from tests.conftest import Repo, apply, write_files
 from tests.core.test_scenarios import DirReader
 
@@ -101,6 +101,8 @@ def test_a_bad_cap_in_git_config_is_a_usage_error(repo: Repo, value: str) -> Non
 def test_the_plan_stops_at_the_write_cap(tmp_path: Path) -> None:
     # The bound above is judged on the tip before the call; the plan itself holds the cap too
     # (a restage on a tip whose files grew), and stops before it holds much more than it.
+    from applyonce.patch import LimitError, Limits
+
     root = tmp_path
     write_files(root, {"big.txt": "z" * 1000 + "\n"})
     copies = "".join(
