@@ -260,6 +260,10 @@ def _search_rank(start: int, pos: int) -> int:
     return 2 * distance - 1 if distance > 0 else -2 * distance
 
 
+# The first window's radius around a unified hunk's hinted line (doubled until a match fits).
+FIRST_RADIUS = 1024
+
+
 @dataclass
 class _Image:
     """The file as earlier hunks left it; ``patched[i]``: line i was written by a hunk."""
@@ -306,7 +310,7 @@ class _Image:
         # ``pos`` and double it until a match fits or the window holds the whole file. A match in
         # a window of radius d is nearer than any outside it, and the windows' sizes add up to
         # O(file + hunk): the search is linear, and short when the hint is near.
-        radius = max(2 * m, 1024)
+        radius = max(2 * m, FIRST_RADIUS)
         while True:
             lo = max(pos - radius, 0)
             hi = min(pos + radius, n - m)  # the last start in the window
