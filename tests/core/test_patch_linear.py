@@ -95,6 +95,24 @@ def test_codex_matches_are_those_of_the_simple_search(
         assert _matches(text, old, start, level, at_end=False, limit=1) == expected[:1]
 
 
+@given(
+    st.lists(st.integers(0, 1), max_size=40),
+    st.lists(st.integers(0, 1), min_size=1, max_size=6),
+    st.integers(0, 40),
+    st.sampled_from([None, 1, 2]),
+)
+def test_both_searches_find_every_match_overlapping_ones_included(
+    hay: list[int], needle: list[int], start: int, limit: int | None
+) -> None:
+    # Two letters: long runs and self-overlapping patterns, where KMP's shifts matter.
+    expected = [
+        i for i in range(start, len(hay) - len(needle) + 1) if hay[i : i + len(needle)] == needle
+    ]
+    expected = expected if limit is None else expected[:limit]
+    assert search.find_ids(hay, needle, start, limit) == expected
+    assert search.find_indexed(hay, needle, search.positions(hay), start, limit) == expected
+
+
 def _reference_find(
     image: _Image, old: list[str], pos: int, level: MatchLevel, at_start: bool, at_end: bool,
     old_no_final_newline: bool,

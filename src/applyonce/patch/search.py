@@ -118,8 +118,9 @@ def find_indexed(
     m = len(pattern)
     if m == 0 or len(ids) - start < m or -1 in pattern:
         return []
-    k = min(range(m), key=lambda index: len(where[pattern[index]]))
-    places = where[pattern[k]]
+    empty: Sequence[int] = ()
+    k = min(range(m), key=lambda index: len(where.get(pattern[index], empty)))
+    places = where.get(pattern[k], empty)
     first = bisect_left(places, start + k)
     if (len(places) - first) * m > len(ids) - start + m:
         return find_ids(ids, pattern, start, limit)
