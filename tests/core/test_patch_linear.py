@@ -9,7 +9,7 @@ below are the searches this module replaced, kept as the specification).
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from applyonce.patch import Hunk, HunkLine, MatchLevel, apply_hunks, parse, search, unified
@@ -96,11 +96,13 @@ def test_codex_matches_are_those_of_the_simple_search(
 
 
 @given(
-    st.lists(st.integers(0, 1), max_size=40),
-    st.lists(st.integers(0, 1), min_size=1, max_size=6),
-    st.integers(0, 40),
+    st.lists(st.integers(0, 1), max_size=16),
+    st.lists(st.integers(0, 1), min_size=1, max_size=4),
+    st.integers(0, 4),
     st.sampled_from([None, 1, 2]),
 )
+@example(hay=[0, 0, 0, 0], needle=[0, 0], start=0, limit=None)
+@example(hay=[0, 1, 0, 1, 0, 0, 1, 0, 1, 0], needle=[0, 1, 0], start=1, limit=None)
 def test_both_searches_find_every_match_overlapping_ones_included(
     hay: list[int], needle: list[int], start: int, limit: int | None
 ) -> None:
