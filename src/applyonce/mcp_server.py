@@ -66,8 +66,10 @@ def _bad_arguments(tool: str, exc: ValidationError) -> types.CallToolResult:
 
 
 class PatchServer:
-    """The MCP handlers around one :class:`PatchRunner`. Calls run one at a time, off the event
-    loop, each with its own executor."""
+    """The MCP handlers around one :class:`PatchRunner`. All blocking work runs off the event
+    loop, each call with its own executor, so ``tools/list`` and ``patch_receipt`` answer while a
+    long call (a slow ``--check``) runs. ``apply_patch`` calls run one at a time: of two at once
+    with the same patch, one runs and the other then replays its result, as a repeat does."""
 
     def __init__(self, runner: PatchRunner) -> None:
         self.runner = runner
@@ -75,7 +77,7 @@ class PatchServer:
         # tool_call_id -> call_id of this session's calls, so patch_receipt finds a call by the
         # ID the agent gave it even when the call was a repeat recorded under another one.
         self.by_tool_call_id: dict[str, str] = {}
-        self._one_at_a_time: anyio.CapacityLimiter | None = None
+        self._applies: anyio.CapacityLimiter | None = None
 
     def build(self) -> Server[Any]:
         return Server(
@@ -112,11 +114,18 @@ class PatchServer:
                 is_error=True,
             )
 
-    async def _in_thread(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._one_at_a_time is None:
-            self._one_at_a_time = anyio.CapacityLimiter(1)
+    async def _in_thread(
+        self, fn: Any, *args: Any, one_at_a_time: bool = False, **kwargs: Any
+    ) -> Any:
+        """``fn(*args, **kwargs)`` in a worker thread (``one_at_a_time``: after the earlier such
+        calls finished); the event loop goes on serving meanwhile."""
+        limiter = None
+        if one_at_a_time:
+            if self._applies is None:
+                self._applies = anyio.CapacityLimiter(1)
+            limiter = self._applies
         return await anyio.to_thread.run_sync(
-            functools.partial(fn, *args, **kwargs), limiter=self._one_at_a_time
+            functools.partial(fn, *args, **kwargs), limiter=limiter
         )
 
     async def _apply_patch(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -125,7 +134,7 @@ class PatchServer:
         except ValidationError as exc:
             return _bad_arguments(TOOL_NAME, exc)
         output: ToolOutput = await self._in_thread(
-            self.runner.run, call.patch, tool_call_id=call.tool_call_id
+            self.runner.run, call.patch, tool_call_id=call.tool_call_id, one_at_a_time=True
         )
         if call.tool_call_id is not None and output.receipt is not None:
             self.by_tool_call_id[call.tool_call_id] = output.receipt.call_id
@@ -136,6 +145,8 @@ class PatchServer:
             call = ReceiptArguments.model_validate(arguments or {})
         except ValidationError as exc:
             return _bad_arguments(RECEIPT_TOOL_NAME, exc)
+        # Not behind the applies: a receipt is read while a call runs (receipts are replaced
+        # atomically, and each thread has its own executor and ledger connection).
         text: str = await self._in_thread(self._receipt_json, call.call_id)
         return _text(text, is_error=text.startswith("error: "))
 

@@ -17,6 +17,7 @@ from applyonce.core.paths import UnsafePathError, parents
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import apply_hunks
 from applyonce.patch.edit import apply_edit_commands
+from applyonce.patch.limits import Limits, write_error
 from applyonce.patch.match import BOM, BinaryFileError
 from applyonce.patch.model import (
     AddFile,
@@ -140,16 +141,20 @@ def _existing_file(base: TreeReader, path: str, verb: str) -> None:
         raise PlanError(f"cannot {verb} {path}: it is a submodule", path=path)
 
 
-def plan(patch: Patch, base: TreeReader) -> TreePlan:
-    """Resolve ``patch`` against ``base``.
+def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> TreePlan:
+    """Resolve ``patch`` against ``base``; with ``limits``, stop as soon as the files written
+    hold more than ``limits.write_bytes`` (so a plan never holds much more than that).
 
     Raises:
         PlanError, UnsafePathError, HunkApplyError, BinaryFileError: nothing is planned.
+        LimitError: over ``limits.write_bytes``.
     """
     check_unique_paths(patch)
     changes: list[FileChange] = []
     removed: list[str] = []
+    written = _Written(limits)
     for op in patch.operations:
+        written.check(changes)
         check_parents(base, op.path)
         if isinstance(op, AddFile):
             _writable(base, op.path, "add")
@@ -194,6 +199,7 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
                 _writable(base, op.move_to, "move to")
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
+    written.check(changes)
     # An operation that leaves its file as it was is no change: it is left out above, and a patch
     # of only such is refused, never published as an empty commit.
     if not changes:
@@ -201,6 +207,23 @@ def plan(patch: Patch, base: TreeReader) -> TreePlan:
             "the patch changes nothing", hint="send a patch that changes at least one file"
         )
     return TreePlan(changes=tuple(changes), removed=tuple(removed))
+
+
+@dataclass
+class _Written:
+    """The bytes the changes planned so far write, against ``limits.write_bytes``."""
+
+    limits: Limits | None
+    total: int = 0
+    counted: int = 0
+
+    def check(self, changes: list[FileChange]) -> None:
+        if self.limits is None:
+            return
+        self.total += sum(len(change.content or b"") for change in changes[self.counted :])
+        self.counted = len(changes)
+        if self.total > self.limits.write_bytes:
+            raise write_error(self.total, self.limits, bound=False)
 
 
 def _text_written(path: str, data: bytes) -> bytes:

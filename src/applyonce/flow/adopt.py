@@ -27,6 +27,7 @@ from applyonce.flow.context import Context
 from applyonce.flow.verify import UnknownOutcomeError
 from applyonce.git.store import blob_id_of
 from applyonce.patch import PatchFormat, parse
+from applyonce.patch.limits import UNCAPPED
 from applyonce.state.ledger import EventKind, claimed_data, recorded_identity
 
 FORGED = settle.FORGED
@@ -234,7 +235,10 @@ def _candidate_args(
     data = claimed_data(ctx.ledger, ident.call_id, "args")
     try:
         if source is not None:
-            patch = parse(source_text(source), cast(PatchFormat, source["format"]))
+            # The call passed the caps when it ran; its own record is re-read whatever they are now.
+            patch = parse(
+                source_text(source), cast(PatchFormat, source["format"]), limits=UNCAPPED
+            )
             found = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
             yield found if found.sha256() == ident.args_sha256 else None
         if data is not None:

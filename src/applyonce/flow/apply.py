@@ -35,6 +35,7 @@ from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopte
 from applyonce.flow.approval import approval_gate
 from applyonce.flow.checks import run_checks
 from applyonce.flow.context import Context
+from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
 from applyonce.flow.sync import sync_after_publish
@@ -91,13 +92,15 @@ def identify(
     """
     if options.tool_call_id is not None and not _TOOL_CALL_ID.match(options.tool_call_id):
         raise UsageError("the tool call ID must be 1-200 printable ASCII characters without spaces")
-    patch = parse(patch_text, options.format)
+    limits = read_limits(ctx)
+    patch = parse(patch_text, options.format, limits=limits)
     ref = ctx.store.resolve_branch(options.branch)
     if options.branch is not None and ctx.publisher.tip(ref) is None and not ctx.store.head_is(ref):
         raise UsageError(
             f"there is no branch {options.branch!r}",
             hint="pass an existing --branch, or create it first with 'git branch NAME'",
         )
+    check_write_bound(ctx, patch, ref, limits)
     args = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
     ident = CallIdentity.compute(
         args.sha256(),
@@ -112,7 +115,8 @@ def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
     """What ``apply`` would do on the current tip. Writes nothing at all."""
     args, ident = identify(ctx, patch_text, options)
     base = ctx.publisher.tip(args.ref)
-    return PlanView(ident.call_id, args.ref, base, plan(args.patch(), ctx.store.tree_at(base)))
+    tree_plan = plan(args.patch(), ctx.store.tree_at(base), limits=read_limits(ctx))
+    return PlanView(ident.call_id, args.ref, base, tree_plan)
 
 
 # --- the call ------------------------------------------------------------------------------------
@@ -239,9 +243,10 @@ def _run(
         base_tree = ctx.store.tree_at(base)
         ctx.checkouts.find_dirty_paths(ref, base_tree, patch.touched_paths())
         approved = False
+        limits = read_limits(ctx)
         for attempt in range(MAX_RESTAGES):
             try:
-                tree_plan = plan(patch, base_tree)
+                tree_plan = plan(patch, base_tree, limits=limits)
             except ApplyOnceError as exc:
                 if attempt == 0:
                     raise

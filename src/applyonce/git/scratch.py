@@ -30,13 +30,19 @@ class ScratchRepo:
         self.repo = pygit2.Repository(str(root))
 
     def checkout(self, tree_id: str) -> None:
-        """Make the work tree hold exactly ``tree_id`` (ignored files, like caches, are kept)."""
+        """Make the work tree hold exactly ``tree_id``: nothing a previous check wrote is left,
+        ignored build output included, so one call's output can never make another call's check
+        pass."""
         tree = self.repo[tree_id]
         assert isinstance(tree, pygit2.Tree)
-        # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED: files a
-        # previous check created are removed.
+        # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED and
+        # REMOVE_IGNORED: files a previous check created are removed, whether or not the tree's
+        # .gitignore names them. libgit2 compares the work tree with its index (stat data), so
+        # the files of the tree that did not change are neither read nor rewritten.
         strategy = (
-            pygit2.enums.CheckoutStrategy.FORCE | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
+            pygit2.enums.CheckoutStrategy.FORCE
+            | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
+            | pygit2.enums.CheckoutStrategy.REMOVE_IGNORED
         )
         self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)

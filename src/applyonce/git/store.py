@@ -92,6 +92,14 @@ class GitTree:
         assert isinstance(blob, pygit2.Blob)
         return blob.data, entry.filemode
 
+    def size(self, path: str) -> int:
+        """The size of the file at ``path`` in bytes, read from its object's header (0: no file
+        there)."""
+        entry = self.entry(path)
+        if entry is None or entry.filemode in (MODE_TREE, MODE_GITLINK):
+            return 0
+        return int(self.repo.odb.read_header(entry.id)[1])
+
     def blob_id(self, path: str) -> str | None:
         entry = self.entry(path)
         if entry is None or entry.filemode in (MODE_TREE, MODE_GITLINK):
@@ -118,6 +126,20 @@ class GitStore:
             raise NotARepositoryError(f"{path} is not inside a Git repository")
         self.repo = pygit2.Repository(found)
         self._comment_char: bytes | None = None
+
+    def config_int(self, name: str) -> int | None:
+        """Git config ``name`` as an integer, read as git reads one (``k``, ``m``, ``g``
+        suffixes), or None when it is not set.
+
+        Raises:
+            ValueError: it is set, but not an integer.
+        """
+        try:
+            return int(self.repo.config.get_int(name))
+        except KeyError:
+            return None
+        except pygit2.GitError as exc:
+            raise ValueError(str(exc)) from None
 
     # --- where things are -------------------------------------------------------------------
 

@@ -17,13 +17,20 @@ its line numbers).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
-from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import apply_hunks
 from applyonce.patch.codex import PatchSyntaxError, looks_like_codex, parse_codex, render_codex
 from applyonce.patch.edit import EditCommandError, apply_edit_commands
 from applyonce.patch.editjson import looks_like_edit_json, parse_edit_json
+from applyonce.patch.limits import (
+    LimitError,
+    Limits,
+    PatchTooLargeError,
+    check_patch,
+    check_patch_bytes,
+    check_text_lines,
+)
 from applyonce.patch.match import BinaryFileError, HunkApplyError
 from applyonce.patch.model import (
     AddFile,
@@ -49,12 +56,7 @@ from applyonce.patch.unified import (
 )
 
 PatchFormat = Literal["auto", "codex", "unified", "edit-json"]
-MAX_PATCH_BYTES = 32 * 1024 * 1024
-
-
-class PatchTooLargeError(ApplyOnceError):
-    kind = "patch-too-large"
-    default_hint = "split the change into several smaller patches"
+MAX_PATCH_BYTES = Limits().patch_bytes
 
 
 # name -> (what it is called in messages, detector, parser, what the detector looks for)
@@ -88,19 +90,18 @@ def detect_format(text: str) -> str | None:
     return None
 
 
-def parse(text: str, format: PatchFormat = "auto") -> Patch:
+def parse(text: str, format: PatchFormat = "auto", *, limits: Limits | None = None) -> Patch:
     """Parse patch text in ``format`` into the neutral :class:`Patch` model.
 
     Raises:
         PatchSyntaxError: the text is not a valid patch in that format (or, with ``auto``, in any).
         BinaryPatchError, UnsupportedModeError: a unified diff with a change applyonce refuses.
-        PatchTooLargeError: the text is over 32 MiB.
+        PatchTooLargeError: the text is over ``limits.patch_bytes`` (default 32 MiB).
+        LimitError: more file operations than ``limits.files``, or a line over
+            ``limits.line_bytes`` (``limits.py``).
     """
-    if (
-        len(text) > MAX_PATCH_BYTES // 4
-        and len(text.encode("utf-8", "surrogateescape")) > MAX_PATCH_BYTES
-    ):
-        raise PatchTooLargeError(f"the patch is larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB")
+    limits = limits if limits is not None else Limits()
+    check_patch_bytes(text, limits)
     if format == "auto":
         detected = detect_format(text)
         if detected is None:
@@ -110,18 +111,26 @@ def parse(text: str, format: PatchFormat = "auto") -> Patch:
                 hint="send a Codex patch ('*** Begin Patch'), a unified diff ('diff --git') or a "
                 "JSON list of text-editor commands",
             )
-        return _FORMATS[detected][2](text)
-    if format not in _FORMATS:
+        format = cast(PatchFormat, detected)
+    elif format not in _FORMATS:
         raise PatchSyntaxError(
             f"unknown patch format {format!r}", hint="use auto, codex, unified or edit-json"
         )
-    label, looks_like, parser, shape = _FORMATS[format]
-    if not looks_like(text):
-        raise PatchSyntaxError(
-            f"the patch is not in the {label} format (tried: {label}); {shape}",
-            hint="fix the patch, or use --format auto",
-        )
-    return parser(text)
+    else:
+        label, looks_like, _parser, shape = _FORMATS[format]
+        if not looks_like(text):
+            raise PatchSyntaxError(
+                f"the patch is not in the {label} format (tried: {label}); {shape}",
+                hint="fix the patch, or use --format auto",
+            )
+    if format != "edit-json":
+        # A line of a Codex patch or a diff is a line of a file, or a header: capped before it
+        # is read. Edit-json holds its texts in JSON strings, one line for a whole file: their
+        # lines are checked once parsed.
+        check_text_lines(text, limits)
+    patch = _FORMATS[format][2](text)
+    check_patch(patch, limits)
+    return patch
 
 
 __all__ = [
@@ -139,10 +148,13 @@ __all__ = [
     "HunkApplyError",
     "HunkLine",
     "InsertCommand",
+    "LimitError",
+    "Limits",
     "MatchLevel",
     "Patch",
     "PatchFormat",
     "PatchSyntaxError",
+    "PatchTooLargeError",
     "StrReplaceCommand",
     "UnsupportedModeError",
     "UpdateFile",

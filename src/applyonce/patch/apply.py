@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from applyonce.patch.match import (
     _NORMALISERS,
@@ -70,6 +71,7 @@ from applyonce.patch.match import (
     decode_text,
 )
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
+from applyonce.patch.search import find_all
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,10 @@ def _search_rank(start: int, pos: int) -> int:
     return 2 * distance - 1 if distance > 0 else -2 * distance
 
 
+# The first window's radius around a unified hunk's hinted line (doubled until a match fits).
+FIRST_RADIUS = 1024
+
+
 @dataclass
 class _Image:
     """The file as earlier hunks left it; ``patched[i]``: line i was written by a hunk."""
@@ -285,29 +291,63 @@ class _Image:
             pos = n  # as git clamps a start beyond the file (or before it, when m > n)
         normalise = _NORMALISERS[level]
         want = [normalise(line) for line in old]
-        keys = self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
-        if m:
-            first = want[0]
-            # Only starts whose first line matches can match: find those fast, then order them.
-            candidates = [i for i, key in enumerate(keys[: n - m + 1]) if key == first]
-        else:
-            candidates = list(range(n + 1))
-        candidates.sort(key=lambda start: _search_rank(start, pos))
-        for start in candidates:
-            stop = start + m
-            if stop > n or (at_start and start != 0) or (at_end and stop != n):
-                continue
-            if any(self.patched[start:stop]) or keys[start:stop] != want:
-                continue
-            if (
-                m
-                and level is MatchLevel.EXACT
-                and stop == n
-                and ((self.ends[-1] == "") != old_no_final_newline)
-            ):
-                continue  # the file's last line ends differently from what the hunk says
-            return start
-        return None
+        if not m:
+            return self._find_empty(pos, at_start=at_start, at_end=at_end)
+        if m > n:
+            return None
+        if at_start or at_end:
+            # One place only: the start, or the end (both: the hunk is the whole file).
+            start = 0 if at_start else n - m
+            if at_start and at_end and m != n:
+                return None
+            if any(self.patched[start : start + m]):
+                return None  # an earlier hunk wrote some of these lines
+            if not self._fits(start, m, level, old_no_final_newline):
+                return None
+            keys = [normalise(b) for b in self.bodies[start : start + m]]
+            return start if keys == want else None
+        # The nearest match wins (the search order of ``_search_rank``): look in a window around
+        # ``pos`` and double it until a match fits or the window holds the whole file. A match in
+        # a window of radius d is nearer than any outside it, and the windows' sizes add up to
+        # O(file + hunk): the search is linear, and short when the hint is near.
+        radius = max(2 * m, FIRST_RADIUS)
+        while True:
+            lo = max(pos - radius, 0)
+            hi = min(pos + radius, n - m)  # the last start in the window
+            window = self.bodies[lo : hi + m]
+            keys = window if level is MatchLevel.EXACT else [normalise(b) for b in window]
+            patched = list(accumulate(self.patched[lo : hi + m], initial=0))
+            best: int | None = None
+            for offset in find_all(keys, want):
+                start = lo + offset
+                if patched[offset + m] != patched[offset]:
+                    continue  # an earlier hunk wrote some of these lines
+                if not self._fits(start, m, level, old_no_final_newline):
+                    continue
+                if best is None or _search_rank(start, pos) < _search_rank(best, pos):
+                    best = start
+            if best is not None or (lo == 0 and hi == n - m):
+                return best
+            radius *= 2
+
+    def _fits(self, start: int, m: int, level: MatchLevel, old_no_final_newline: bool) -> bool:
+        """At the exact level, a match that reaches the end of the file must end as the hunk says
+        (the file's last line has a line ending, or has not)."""
+        if level is MatchLevel.EXACT and start + m == len(self.bodies):
+            return (self.ends[-1] == "") == old_no_final_newline
+        return True
+
+    def _find_empty(self, pos: int, *, at_start: bool, at_end: bool) -> int | None:
+        """Where a hunk without old lines goes: at ``pos``, or where the start and end rules
+        pin it."""
+        n = len(self.bodies)
+        if at_start and at_end:
+            return 0 if n == 0 else None
+        if at_start:
+            return 0
+        if at_end:
+            return n
+        return pos
 
     def replace(self, start: int, hunk: Hunk, old_count: int, added: _AddedLine) -> None:
         n = len(self.bodies)

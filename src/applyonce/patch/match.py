@@ -16,6 +16,7 @@ from typing import Literal
 
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.model import HunkLine, MatchLevel
+from applyonce.patch.search import find_indexed, positions
 
 BOM = "\ufeff"
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
@@ -84,6 +85,8 @@ class _Text:
     ends: list[str]
     errors: str = "strict"
     _keys: dict[MatchLevel, list[str]] = field(default_factory=dict)
+    _ids: dict[MatchLevel, tuple[list[int], dict[str, int]]] = field(default_factory=dict)
+    _where: dict[MatchLevel, dict[int, list[int]]] = field(default_factory=dict)
 
     def keys(self, level: MatchLevel) -> list[str]:
         if level not in self._keys:
@@ -92,6 +95,21 @@ class _Text:
                 self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
             )
         return self._keys[level]
+
+    def ids(self, level: MatchLevel) -> tuple[list[int], dict[str, int]]:
+        """The lines' keys at ``level`` as ids (equal keys, equal ids) and the key -> id table:
+        made once per level, so each hunk's search costs O(file + hunk) id comparisons."""
+        if level not in self._ids:
+            table: dict[str, int] = {}
+            ids = [table.setdefault(key, len(table)) for key in self.keys(level)]
+            self._ids[level] = ids, table
+        return self._ids[level]
+
+    def where(self, level: MatchLevel) -> dict[int, list[int]]:
+        """Each id's line numbers at ``level`` (made once per level)."""
+        if level not in self._where:
+            self._where[level] = positions(self.ids(level)[0])
+        return self._where[level]
 
     def dominant_end(self) -> str:
         counts = Counter(end for end in self.ends if end)
@@ -159,10 +177,16 @@ def decode_text(
 
 
 def _matches(
-    text: _Text, pattern: Sequence[str], start: int, level: MatchLevel, *, at_end: bool
+    text: _Text,
+    pattern: Sequence[str],
+    start: int,
+    level: MatchLevel,
+    *,
+    at_end: bool,
+    limit: int | None = None,
 ) -> list[int]:
-    """Every index >= ``start`` where ``pattern`` matches at ``level`` (at the end only, if
-    ``at_end``)."""
+    """Every index >= ``start`` where ``pattern`` matches at ``level``, ascending (at the end
+    only, if ``at_end``; the first ``limit`` only, if given)."""
     n, m = len(text.bodies), len(pattern)
     if m == 0 or m > n:
         return []
@@ -173,23 +197,19 @@ def _matches(
         pos = n - m
         # ``pos >= start``: the end of the file may not reach back into an earlier hunk's lines.
         return [pos] if pos >= start and keys[pos:] == want else []
-    found: list[int] = []
-    first, i = want[0], start
-    while i <= n - m:
-        try:
-            i = keys.index(first, i, n - m + 1)
-        except ValueError:
-            break
-        if keys[i : i + m] == want:
-            found.append(i)
-        i += 1
-    return found
+    # Linear whatever the lines repeat (``search.py``); a line the file does not have at this
+    # level has no id, and then the hunk cannot match.
+    ids, table = text.ids(level)
+    wanted = [table.get(line, -1) for line in want]
+    if -1 in wanted:
+        return []
+    return find_indexed(ids, wanted, text.where(level), start, limit)
 
 
 def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:
     """The first line >= ``start`` matching ``anchor``, at the first ladder level that has one."""
     for level in MatchLevel:
-        found = _matches(text, [anchor], start, level, at_end=False)
+        found = _matches(text, [anchor], start, level, at_end=False, limit=1)
         if found:
             return found[0]
     return None

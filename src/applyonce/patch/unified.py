@@ -163,8 +163,8 @@ def _split(text: str) -> list[str]:
 # ---------------------------------------------------------------- names
 
 
-def unquote_c_style(quoted: str) -> tuple[str, int]:
-    """Decode a git C-quoted name starting at ``quoted[0] == '"'``.
+def unquote_c_style(quoted: str, start: int = 0) -> tuple[str, int]:
+    """Decode a git C-quoted name starting at ``quoted[start] == '"'``.
 
     Returns:
         The name and the number of characters the quoted form took.
@@ -173,11 +173,11 @@ def unquote_c_style(quoted: str) -> tuple[str, int]:
         ValueError: unterminated, a bad escape, or bytes that are not UTF-8.
     """
     out = bytearray()
-    i = 1
+    i = start + 1
     while i < len(quoted):
         ch = quoted[i]
         if ch == '"':
-            return out.decode("utf-8"), i + 1
+            return out.decode("utf-8"), i + 1 - start
         if ch != "\\":
             out += ch.encode("utf-8")
             i += 1
@@ -215,23 +215,55 @@ def _split_git_names(rest: str) -> tuple[str, str] | None:
         second = rest[used + 1 :]
         return first, (unquote_c_style(second)[0] if second.startswith('"') else second)
     if rest.endswith('"'):
+        # Each try reads up to the next unescaped quote, which is at most the next ' "': the
+        # tries read the line about once (no copies of its tail).
         at = rest.find(' "')
         while at != -1:
             try:
-                second, used = unquote_c_style(rest[at + 1 :])
+                second, used = unquote_c_style(rest, at + 1)
             except ValueError:
                 second, used = "", -1
             if used == len(rest) - at - 1:
                 return rest[:at], second
             at = rest.find(' "', at + 1)
     spaces = [i for i, ch in enumerate(rest) if ch == " "]
-    for at in spaces:
+    for at in _name_splits(rest, spaces):
         old, new = rest[:at], rest[at + 1 :]
         if old == new or (_prefixed(old, new) and old.split("/", 1)[1] == new.split("/", 1)[1]):
             return old, new
     if len(spaces) == 1:
         return rest[: spaces[0]], rest[spaces[0] + 1 :]
     return None
+
+
+def _name_splits(rest: str, spaces: list[int]) -> list[int]:
+    """The spaces of ``rest`` (ascending) at which its two halves can be one name, with or
+    without a prefix each: at most two, found in one pass (trying every space would copy the
+    line once per space).
+
+    ``old == new`` needs the middle space. ``old`` and ``new`` equal after their first ``/``
+    need as many characters after the line's first ``/`` (``p``) up to the space ``at`` as after
+    the first ``/`` past it (``q``): ``q + at == len(rest) + p``, and ``q + at`` grows with
+    ``at``, so one space at most fits.
+    """
+    found: set[int] = set()
+    if len(rest) % 2 == 1 and rest[len(rest) // 2] == " ":
+        found.add(len(rest) // 2)
+    p = rest.find("/")
+    q = -1
+    if p != -1:
+        for at in spaces:
+            if at <= p:
+                continue
+            if q <= at:
+                q = rest.find("/", at + 1)
+                if q == -1:
+                    break
+            if q + at >= len(rest) + p:
+                if q + at == len(rest) + p:
+                    found.add(at)
+                break
+    return sorted(found)
 
 
 def _prefixed(old: str, new: str) -> bool:
