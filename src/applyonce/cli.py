@@ -73,6 +73,14 @@ CheckOpt = Annotated[
     list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
 ]
 CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
+LeaseOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds a call's claim holds unless renewed (default: git config "
+        "applyonce.leaseSeconds, else 30).",
+        show_default=False,
+    ),
+]
 SkipCheckOpt = Annotated[
     list[str] | None,
     typer.Option("--skip-check", help="Built-in check not to run: syntax or markers; repeatable."),
@@ -102,6 +110,7 @@ def apply(
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -123,6 +132,7 @@ def apply(
         protect=protect or [],
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
+        lease_seconds=lease_seconds,
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir)
@@ -295,16 +305,47 @@ def audit(
 @app.command()
 def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
-    as_: Annotated[str, typer.Option("--as", help="committed or rejected.")],
-    note: Annotated[str, typer.Option(help="Why: recorded in the ledger and the receipt.")],
+    as_: Annotated[
+        str | None, typer.Option("--as", help="committed or rejected.", show_default=False)
+    ] = None,
+    note: Annotated[
+        str | None,
+        typer.Option(help="Why: recorded in the ledger (and the receipt).", show_default=False),
+    ] = None,
     commit: Annotated[
         str | None, typer.Option(help="With --as committed: the commit that counts.")
     ] = None,
+    release: Annotated[
+        bool,
+        typer.Option(
+            "--release", help="Free the claim of a call stuck in flight whose process is gone."
+        ),
+    ] = False,
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Settle a call whose outcome is unknown, by a person's decision."""
+    """Settle a call whose outcome is unknown, by a person's decision; or free a stuck claim.
+
+    --as committed|rejected --note TEXT: the outcome of a call whose outcome is unknown.
+
+    --release: free the claim of a call in flight whose process is gone (for example killed on
+    another host, or in a container since renamed); the next call or 'applyonce recover' then
+    settles it through Git. Refused while that process runs on this host.
+    """
+    if release:
+        if as_ is not None or commit is not None:
+            raise UsageError(
+                "--release frees a claim; it cannot be combined with --as or --commit",
+                hint="run 'applyonce resolve CALL_ID --release' alone",
+            )
+        _release(call_id, note or "", repo, state_dir, json)
+        return
+    if as_ is None or note is None:
+        raise UsageError(
+            "resolve needs --as committed|rejected with --note TEXT, or --release",
+            hint="see 'applyonce resolve --help'",
+        )
     executor = Executor(repo, state_dir=state_dir)
     full = executor.find_call(call_id)
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
@@ -312,6 +353,24 @@ def resolve(
         print_receipt(executor, receipt, True)
     else:
         typer.echo(f"call {full[:12]} resolved as {receipt.status}")
+
+
+def _release(call_id: str, note: str, repo: Path, state_dir: str | None, json: bool) -> None:
+    executor = Executor(repo, state_dir=state_dir)
+    row = executor.release(call_id, note=note)
+    until = row.lease.expires_at if row.lease else None
+    if json:
+        owner = row.owner.as_dict() if row.owner else None
+        _emit_json(
+            {"call_id": row.call_id, "state": row.state, "released": owner, "lease_until": until}
+        )
+        return
+    held = row.owner.describe() if row.owner else "no process"
+    typer.echo(
+        f"call {row.call_id[:12]} released: {held} held it"
+        + (f" (lease until {until})" if until else "")
+        + "; repeat the call, or run 'applyonce recover', to settle it through Git"
+    )
 
 
 @app.command("mcp")
@@ -324,6 +383,7 @@ def mcp_command(
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
+    lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
     """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
@@ -344,6 +404,7 @@ def mcp_command(
         checks=check or [],
         check_timeout=check_timeout,
         skip_checks=skip_check or [],
+        lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))
 

@@ -27,7 +27,7 @@ from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView,
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replay import ReplayReport
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
-from applyonce.state.ledger import Ledger
+from applyonce.state.ledger import CallRow, Ledger
 
 
 class Executor:
@@ -110,6 +110,11 @@ class Executor:
         return resolve_flow.resolve(
             self.context, call_id, outcome=outcome, note=note, commit=commit
         )
+
+    def release(self, prefix: str, *, note: str = "") -> CallRow:
+        """Free by hand the claim on an in-flight call whose owner is gone where this host cannot
+        see (see :func:`applyonce.flow.resolve.release`); returns its row as it was."""
+        return resolve_flow.release(self.context, prefix, note=note)
 
     def find_call(self, prefix: str) -> str:
         """The full ID of the one call whose ID starts with ``prefix`` (6+ characters)."""

@@ -1,4 +1,5 @@
-"""A person's decision on a call whose outcome is unknown (``applyonce resolve``)."""
+"""A person's decisions (``applyonce resolve``): the outcome of a call whose outcome is unknown,
+or (``--release``) freeing the claim of a call stuck in flight."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow import settle
 from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.calls import MIN_PREFIX, find_call_id
 from applyonce.flow.context import Context
-from applyonce.state.ledger import Event, EventKind
+from applyonce.state.lease import Owner
+from applyonce.state.ledger import IN_FLIGHT, CallRow, Event, EventKind
 
 
 class ResolvedAsRejectedError(ApplyOnceError):
@@ -65,3 +68,25 @@ def resolve(
         Event(call_id, execution_id, EventKind.RESOLVED, data={"as": outcome, "note": note})
     )
     return receipt
+
+
+def release(ctx: Context, prefix: str, *, note: str = "") -> CallRow:
+    """Free the claim on the in-flight call ``prefix`` names (its owner crashed where this host
+    cannot see, or the record is wrong), in one ``released`` event with the person's ``note``.
+    The next claim takes the call over and settles it through Git. Returns the row as it was.
+
+    Raises:
+        UsageError: no such call, or it is not in flight (nothing is written).
+        ClaimStillHeldError: its owner provably runs on this host (nothing is written).
+    """
+    wanted = prefix.strip().lower()
+    # A call killed right after its claim has no receipt yet: look among the calls in flight.
+    matches = [
+        row.call_id
+        for row in ctx.ledger.calls(states=IN_FLIGHT)
+        if len(wanted) >= MIN_PREFIX and row.call_id.startswith(wanted)
+    ]
+    if len(matches) > 1:
+        raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
+    call_id = matches[0] if matches else find_call_id(ctx, prefix)
+    return ctx.ledger.release(call_id, by=Owner.me(), note=note)
