@@ -327,11 +327,8 @@ def resolve(
 ) -> None:
     """Settle a call whose outcome is unknown, by a person's decision; or free a stuck claim.
 
-    --as committed|rejected --note TEXT: the outcome of a call whose outcome is unknown.
-
-    --release: free the claim of a call in flight whose process is gone (for example killed on
-    another host, or in a container since renamed); the next call or 'applyonce recover' then
-    settles it through Git. Refused while that process runs on this host.
+    --release: free the claim of a call whose process is gone where this host cannot see (another
+    host, a renamed container); the next call or 'applyonce recover' settles it through Git.
     """
     if release:
         if as_ is not None or commit is not None:
@@ -339,7 +336,11 @@ def resolve(
                 "--release frees a claim; it cannot be combined with --as or --commit",
                 hint="run 'applyonce resolve CALL_ID --release' alone",
             )
-        _release(call_id, note or "", repo, state_dir, json)
+        released = Executor(repo, state_dir=state_dir).release(call_id, note=note or "")
+        if json:
+            _emit_json(released.to_dict())
+        else:
+            typer.echo(released.line())
         return
     if as_ is None or note is None:
         raise UsageError(
@@ -353,24 +354,6 @@ def resolve(
         print_receipt(executor, receipt, True)
     else:
         typer.echo(f"call {full[:12]} resolved as {receipt.status}")
-
-
-def _release(call_id: str, note: str, repo: Path, state_dir: str | None, json: bool) -> None:
-    executor = Executor(repo, state_dir=state_dir)
-    row = executor.release(call_id, note=note)
-    until = row.lease.expires_at if row.lease else None
-    if json:
-        owner = row.owner.as_dict() if row.owner else None
-        _emit_json(
-            {"call_id": row.call_id, "state": row.state, "released": owner, "lease_until": until}
-        )
-        return
-    held = row.owner.describe() if row.owner else "no process"
-    typer.echo(
-        f"call {row.call_id[:12]} released: {held} held it"
-        + (f" (lease until {until})" if until else "")
-        + "; repeat the call, or run 'applyonce recover', to settle it through Git"
-    )
 
 
 @app.command("mcp")
