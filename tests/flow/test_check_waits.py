@@ -27,5 +27,8 @@ def test_a_check_whose_detached_child_holds_its_output_is_given_up(
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert time.monotonic() - started < 20  # before: until the detached process exits
     assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("error: check ") and "[applyonce: killed after 1s]" in result.stderr
+    assert (
+        result.stderr.startswith("error: check ")
+        and "[applyonce: killed after 1s]" in result.stderr
+    )
     assert repo.head() == before and repo.call_ids() == []
