@@ -31,6 +31,7 @@ from applyonce.errors import (
     UsageError,
 )
 from applyonce.executor import CallOptions, Executor
+from applyonce.flow.leases import checked_lease
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -377,6 +378,8 @@ def mcp_command(
     """
     if not check_timeout > 0:
         raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
+    if lease_seconds is not None:
+        checked_lease(lease_seconds)  # refused now, not at every call
     from applyonce.agents import PatchRunner
     from applyonce.mcp_server import serve
 

@@ -21,6 +21,7 @@ PATCH = "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"
         ["resolve", "abcdef", "--as", "rejected"],  # no --note
         ["resolve", "abcdef", "--release", "--as", "rejected"],
         ["apply", "-", "--lease-seconds", "0"],
+        ["mcp", "--lease-seconds", "nan"],  # refused at start, not at every call
     ],
 )
 def test_a_parse_error_exits_2_without_a_crash_log(repo: Repo, args: list[str]) -> None:

@@ -25,7 +25,7 @@ def lease_length(ctx: Context, given: float | None) -> float:
             between 0.5 and 86400 (nothing is written).
     """
     if given is not None:
-        return _checked(given, "--lease-seconds")
+        return checked_lease(given)
     configured = ctx.store.config_value(CONFIG_KEY)
     if configured is None:
         return DEFAULT_LEASE_S
@@ -33,10 +33,17 @@ def lease_length(ctx: Context, given: float | None) -> float:
         value = float(configured)
     except ValueError:
         value = math.nan
-    return _checked(value, f"{CONFIG_KEY} in git config", shown=configured)
+    return checked_lease(value, f"{CONFIG_KEY} in git config", shown=configured)
 
 
-def _checked(value: float, name: str, *, shown: str | None = None) -> float:
+def checked_lease(
+    value: float, name: str = "--lease-seconds", *, shown: str | None = None
+) -> float:
+    """``value`` if it is a lease length applyonce accepts.
+
+    Raises:
+        UsageError: it is not (NaN, too short, too long).
+    """
     if not MIN_LEASE_S <= value <= MAX_LEASE_S:  # NaN fails too
         raise UsageError(
             f"{name} must be a number of seconds from {MIN_LEASE_S:g} to {MAX_LEASE_S:g}, "
