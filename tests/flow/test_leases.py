@@ -72,7 +72,7 @@ def test_a_call_killed_under_another_hostname_is_taken_over_once_its_lease_ends(
 ) -> None:
     # A real hostname change where the test may make one (root, unshare); else an injected one.
     base = repo.head()
-    repo.git("config", "applyonce.leaseSeconds", "1.5")
+    repo.git("config", "applyonce.leaseSeconds", "3")
     if _can_rename_host():
         _killed_under_another_hostname(repo)
         host = "other-host"
@@ -89,9 +89,9 @@ def test_a_call_killed_under_another_hostname_is_taken_over_once_its_lease_ends(
     assert held.stderr.count("\n") == 1 and "Traceback" not in held.stderr
     # Nobody renews it: the lease ends, whatever host made the claim. (Before leases, the claim
     # of another host's process was taken to run for ever: this retry was refused, exit 4.)
-    expires = time.time() + 1.5
+    expires = time.time() + 3
     if row.get("lease_expires_at"):
-        assert row["lease_seconds"] == 1.5
+        assert row["lease_seconds"] == 3
         expires = dt.datetime.fromisoformat(str(row["lease_expires_at"])).timestamp()
     time.sleep(max(0.0, expires - time.time()) + 0.1)
     retried = apply(repo)
@@ -136,7 +136,7 @@ def test_a_long_check_keeps_its_claim_renewed_against_a_retry_from_another_host(
     repo: Repo, tmp_path: Path
 ) -> None:
     base = repo.head()
-    runner = _start_long_call(repo, tmp_path, 4)
+    runner = _start_long_call(repo, tmp_path, 5)
     marked = time.monotonic()
     call_id = str(_ledger_rows(repo)[0]["call_id"])
     # On this host the owner is provably alive: releasing its claim by hand is refused.
