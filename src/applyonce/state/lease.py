@@ -15,7 +15,10 @@ record. Such a claim is *held*, not taken (taking a live owner's call is the wor
 applyonce would then rely on Git's compare-and-swap alone to stay exactly-once), and it is never
 waited on: the refusal says what was found and that ``applyonce resolve CALL_ID --release`` frees
 it if no process runs the call. An owner on this host whose pid is dead is still taken over at once,
-and a lease written by a clock that later steps forward again simply ends.
+and a lease written by a clock that later steps forward again simply ends. The other way round, a
+clock that jumps ahead (or an owner stalled longer than a lease) lets a live owner's call be taken
+over: exactly-once then rests on the publish's compare-and-swap and the check that the call has not
+landed already, as it does for any takeover.
 
 A claim written before leases existed has none: it is taken to end one lease (the claimant's)
 after the row's last update. A lease or update stamp that cannot be read counts as ended: a live
