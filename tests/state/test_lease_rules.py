@@ -98,5 +98,5 @@ def test_the_heartbeat_renews_every_third_of_a_lease_until_the_block_ends() -> N
     assert len(calls) == count  # stopped with the block
     assert count >= 3 and beat.renewals == count - 1
     assert all(b - a >= 0.09 for a, b in zip([started + 0.2, *calls], calls, strict=False))
-    assert ended - started < 1.0
+    assert ended - started < 2.0  # the block ends without waiting out a beat
     assert not any(t.name == "applyonce-lease" for t in threading.enumerate())
