@@ -202,7 +202,7 @@ def test_a_claim_dated_far_ahead_of_the_clock_is_reported_not_waited_on(repo: Re
     started = time.monotonic()
     held = apply(repo)
     recovered = run_cli("recover", "--repo", str(repo.path))
-    assert time.monotonic() - started < 10  # two processes, neither waited on the lease
+    assert time.monotonic() - started < 30  # two processes, neither waited out the lease
     assert held.returncode == 4, held.stderr
     assert held.stderr == (
         f"error: call {call_id[:12]} is claimed by process {row['owner_pid']} on "
