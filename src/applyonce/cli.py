@@ -31,6 +31,7 @@ from applyonce.errors import (
     UsageError,
 )
 from applyonce.executor import CallOptions, Executor
+from applyonce.flow.leases import checked_lease
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -73,6 +74,14 @@ CheckOpt = Annotated[
     list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
 ]
 CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
+LeaseOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds a call's claim holds unless renewed (default: git config "
+        "applyonce.leaseSeconds, else 30).",
+        show_default=False,
+    ),
+]
 SkipCheckOpt = Annotated[
     list[str] | None,
     typer.Option("--skip-check", help="Built-in check not to run: syntax or markers; repeatable."),
@@ -102,6 +111,7 @@ def apply(
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -123,6 +133,7 @@ def apply(
         protect=protect or [],
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
+        lease_seconds=lease_seconds,
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir)
@@ -295,16 +306,48 @@ def audit(
 @app.command()
 def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
-    as_: Annotated[str, typer.Option("--as", help="committed or rejected.")],
-    note: Annotated[str, typer.Option(help="Why: recorded in the ledger and the receipt.")],
+    as_: Annotated[
+        str | None, typer.Option("--as", help="committed or rejected.", show_default=False)
+    ] = None,
+    note: Annotated[
+        str | None,
+        typer.Option(help="Why: recorded in the ledger (and the receipt).", show_default=False),
+    ] = None,
     commit: Annotated[
         str | None, typer.Option(help="With --as committed: the commit that counts.")
     ] = None,
+    release: Annotated[
+        bool,
+        typer.Option(
+            "--release", help="Free the claim of a call stuck in flight whose process is gone."
+        ),
+    ] = False,
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Settle a call whose outcome is unknown, by a person's decision."""
+    """Settle a call whose outcome is unknown, by a person's decision; or free a stuck claim.
+
+    --release: free the claim of a call whose process is gone where this host cannot see (another
+    host, a renamed container); the next call or 'applyonce recover' settles it through Git.
+    """
+    if release:
+        if as_ is not None or commit is not None:
+            raise UsageError(
+                "--release frees a claim; it cannot be combined with --as or --commit",
+                hint="run 'applyonce resolve CALL_ID --release' alone",
+            )
+        released = Executor(repo, state_dir=state_dir).release(call_id, note=note or "")
+        if json:
+            _emit_json(released.to_dict())
+        else:
+            typer.echo(released.line())
+        return
+    if as_ is None or note is None:
+        raise UsageError(
+            "resolve needs --as committed|rejected with --note TEXT, or --release",
+            hint="see 'applyonce resolve --help'",
+        )
     executor = Executor(repo, state_dir=state_dir)
     full = executor.find_call(call_id)
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
@@ -324,6 +367,7 @@ def mcp_command(
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
+    lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
     """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
@@ -334,6 +378,8 @@ def mcp_command(
     """
     if not check_timeout > 0:
         raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
+    if lease_seconds is not None:
+        checked_lease(lease_seconds)  # refused now, not at every call
     from applyonce.agents import PatchRunner
     from applyonce.mcp_server import serve
 
@@ -344,6 +390,7 @@ def mcp_command(
         checks=check or [],
         check_timeout=check_timeout,
         skip_checks=skip_check or [],
+        lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))
 

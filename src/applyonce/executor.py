@@ -26,6 +26,7 @@ from applyonce.flow.context import Context, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replay import ReplayReport
+from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
 from applyonce.state.ledger import Ledger
 
@@ -110,6 +111,11 @@ class Executor:
         return resolve_flow.resolve(
             self.context, call_id, outcome=outcome, note=note, commit=commit
         )
+
+    def release(self, prefix: str, *, note: str = "") -> Released:
+        """Free by hand the claim on an in-flight call whose owner is gone where this host cannot
+        see (see :func:`applyonce.flow.resolve.release`)."""
+        return resolve_flow.release(self.context, prefix, note=note)
 
     def find_call(self, prefix: str) -> str:
         """The full ID of the one call whose ID starts with ``prefix`` (6+ characters)."""

@@ -18,6 +18,10 @@ PATCH = "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"
         ["apply", "-", "--bogus"],
         ["nosuchcommand"],
         ["resolve", "abcdef"],
+        ["resolve", "abcdef", "--as", "rejected"],  # no --note
+        ["resolve", "abcdef", "--release", "--as", "rejected"],
+        ["apply", "-", "--lease-seconds", "0"],
+        ["mcp", "--lease-seconds", "nan"],  # refused at start, not at every call
     ],
 )
 def test_a_parse_error_exits_2_without_a_crash_log(repo: Repo, args: list[str]) -> None:
@@ -26,3 +30,4 @@ def test_a_parse_error_exits_2_without_a_crash_log(repo: Repo, args: list[str]) 
     assert result.returncode == 2, result.stderr
     assert "internal error" not in result.stderr and "crash" not in result.stderr
     assert repo.commit_count() == before and repo.call_ids() == []
+    assert not repo.state_dir().exists()

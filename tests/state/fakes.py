@@ -5,7 +5,8 @@ events. tests/state/test_ledger_contract.py holds it to the same contract as
 :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a real file: the same claim outcomes and
 errors, each ``record`` all or nothing, and events that carry the columns they set
 (``data["set"]``, booleans as 0/1, the owner as three columns) so :func:`fold_events` rebuilds the
-rows. One lock serialises every operation, so threads may share one instance.
+rows. One lock serialises every operation, so threads may share one instance (the heartbeat's
+``renew`` included).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +24,7 @@ from pydantic import BaseModel
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import now
+from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
     NO_CHANGE,
     UNSET,
@@ -36,6 +39,8 @@ from applyonce.state.ledger import (
     first_claim,
     identity_data,
     judge_claim,
+    judge_release,
+    judge_renew,
     judge_take_over,
 )
 
@@ -115,11 +120,14 @@ class MemoryLedger:
         *,
         ref: str,
         owner: Owner,
+        lease_seconds: float = DEFAULT_LEASE_S,
         args: BaseModel | None = None,
         source: dict[str, str] | None = None,
     ) -> Claim:
         execution_id = uuid.uuid4().hex
         with self._transaction() as store:
+            now = time.time()
+            lease = Lease.starting(now, lease_seconds)
             found = store.rows.get(ident.call_id)
             if found is None:
                 _insert_call(store, ident, ref)
@@ -129,6 +137,7 @@ class MemoryLedger:
                         ident,
                         ref=ref,
                         owner=owner,
+                        lease=lease,
                         execution_id=execution_id,
                         args=args,
                         source=source,
@@ -136,21 +145,54 @@ class MemoryLedger:
                 )
                 return Claim("run", execution_id, None)
             claim, event = judge_claim(
-                _row(found), ident, ref=ref, owner=owner, execution_id=execution_id
+                _row(found),
+                ident,
+                ref=ref,
+                owner=owner,
+                lease=lease,
+                execution_id=execution_id,
+                now=now,
             )
             if event is not None:
                 _append(store, event)
             return claim
 
-    def take_over(self, call_id: str, owner: Owner) -> str | None:
+    def take_over(
+        self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> str | None:
         execution_id = uuid.uuid4().hex
         with self._transaction() as store:
+            now = time.time()
             found = store.rows.get(call_id)
-            event = judge_take_over(None if found is None else _row(found), owner, execution_id)
+            event = judge_take_over(
+                None if found is None else _row(found),
+                owner,
+                execution_id,
+                lease=Lease.starting(now, lease_seconds),
+                now=now,
+            )
             if event is None:
                 return None
             _append(store, event)
             return execution_id
+
+    def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
+        with self._transaction() as store:
+            found = store.rows.get(call_id)
+            lease = Lease.starting(time.time(), lease_seconds)
+            change = judge_renew(None if found is None else _row(found), owner, lease)
+            if change is None or found is None:
+                return False
+            found.update(change.columns())  # no event, and updated_at stays
+            return True
+
+    def release(self, call_id: str, *, by: Owner, note: str = "") -> CallRow:
+        with self._transaction() as store:
+            found = store.rows.get(call_id)
+            row = None if found is None else _row(found)
+            _append(store, judge_release(row, call_id, by=by, note=note))
+            assert row is not None  # judge_release refuses a call with no row
+            return row
 
     def ensure_row(
         self, ident: CallIdentity, ref: str, *, reason: str, change: RowChange = NO_CHANGE
@@ -229,6 +271,8 @@ def _insert_call(store: _Store, ident: CallIdentity, ref: str) -> None:
         "owner_pid": None,
         "owner_host": None,
         "owner_start": None,
+        "lease_expires_at": None,
+        "lease_seconds": None,
         "created_at": at,
         "updated_at": at,
     }
@@ -255,4 +299,9 @@ def _row(r: dict[str, Any]) -> CallRow:
         synced=bool(r["synced"]),
         owner=owner,
         updated_at=r["updated_at"],
+        lease=(
+            Lease(r["lease_expires_at"], r["lease_seconds"] or 0.0)
+            if r["lease_expires_at"] is not None
+            else None
+        ),
     )

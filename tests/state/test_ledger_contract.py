@@ -3,9 +3,10 @@
 The same tests against :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a file in tmp_path
 and against the fake :class:`tests.state.fakes.MemoryLedger`: who gets to run a call, what replays,
 what is taken over, ``record`` all or nothing, row changes (UNSET untouched, None null), events that
-rebuild the rows, ``ensure_row``, ``calls`` and ``events``. Owners are real processes: a live other
-one is the test runner's parent (or a helper process this test starts), a dead one a pid above
-Linux's largest on this host.
+rebuild the rows, ``ensure_row``, ``calls`` and ``events``, and claims as leases (renewed,
+taken over once ended whatever host made them, released by hand). Owners are real processes: a
+live other one is the test runner's parent (or a helper process this test starts), a dead one a pid
+above Linux's largest on this host; another host's process is one whose liveness cannot be told.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ import pytest
 from pydantic import BaseModel
 
 from applyonce.core.identity import CallIdentity
+from applyonce.state.lease import (
+    ClaimStillHeldError,
+    Lease,
+    NothingToReleaseError,
+    _process_start,
+    host_id,
+    stamp,
+)
 from applyonce.state.ledger import (
     IN_FLIGHT,
     CallBusyError,
@@ -36,7 +45,6 @@ from applyonce.state.ledger import (
     Ledger,
     Owner,
     RowChange,
-    _process_start,
     claimed_data,
     fold_events,
     recorded_identity,
@@ -47,9 +55,11 @@ from tests.state.fakes import MemoryLedger
 REF = "refs/heads/main"
 IDENT = CallIdentity.compute("a" * 64)
 ME = Owner.me()
-DEAD = Owner(pid=2**22 + 7, host=socket.gethostname(), start="1")  # above pid_max: never running
+DEAD = Owner(pid=2**22 + 7, host=host_id(), start="1")  # above pid_max: never running
 # A live process that is not this one: the test runner's parent.
-PARENT = Owner(os.getppid(), socket.gethostname(), _process_start(os.getppid()) or "")
+PARENT = Owner(os.getppid(), host_id(), _process_start(os.getppid()) or "")
+# A process of another host (a machine, or a container since renamed): only its lease tells.
+ELSEWHERE = Owner(ME.pid, "build-host-2.example.invalid", "12345")
 
 
 @dataclasses.dataclass
@@ -237,12 +247,16 @@ def test_the_claim_records_identity_args_and_source(ledger: Ledger) -> None:
     assert claimed_data(ledger, IDENT.call_id, "source") == source
     event = ledger.events(IDENT.call_id)[0]
     assert (event.kind, event.execution_id) == ("claimed", claim.execution_id)
+    row = row_of(ledger, IDENT.call_id)
+    assert row.lease is not None and row.lease.seconds == 30.0  # the default lease
     assert event.data["set"] == {
         "state": "claimed",
         "execution_id": claim.execution_id,
         "owner_pid": ME.pid,
         "owner_host": ME.host,
         "owner_start": ME.start,
+        "lease_expires_at": row.lease.expires_at,
+        "lease_seconds": 30.0,
     }
 
 
@@ -474,10 +488,10 @@ def test_take_over_refuses_terminal_live_held_and_unknown_calls(ledger: Ledger) 
 
 
 def test_take_over_refuses_a_claim_of_another_host_with_the_same_pid(ledger: Ledger) -> None:
-    elsewhere = Owner(ME.pid, "build-host-2.example.invalid", "12345")
-    assert elsewhere.alive()  # another host's process cannot be checked: assumed running
-    ledger.claim(IDENT, ref=REF, owner=elsewhere)
-    with pytest.raises(CallBusyError):  # claim() refuses it, as it should
+    # Another host's process cannot be checked from here: its lease (30 s) holds.
+    assert not ELSEWHERE.provably_alive() and not ELSEWHERE.provably_dead()
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE)
+    with pytest.raises(CallBusyError, match=r"build-host-2\.example\.invalid"):
         ledger.claim(IDENT, ref=REF, owner=ME)
     assert ledger.take_over(IDENT.call_id, ME) is None
 
@@ -609,8 +623,8 @@ def live_owners() -> Iterator[list[Owner]]:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(8)
     ]
     try:
-        owners = [Owner(p.pid, socket.gethostname(), _process_start(p.pid) or "") for p in procs]
-        assert all(o.alive() for o in owners)
+        owners = [Owner(p.pid, host_id(), _process_start(p.pid) or "") for p in procs]
+        assert all(o.provably_alive() for o in owners)
         yield owners
     finally:
         for p in procs:
@@ -649,12 +663,185 @@ def test_threads_racing_on_one_call_give_one_run(
 # --- Owner (what claim and take_over ask of a claim's owner; the same for every ledger) ----------
 
 
-def test_owner_liveness() -> None:
-    assert ME.alive() and PARENT.alive()
+def test_owner_liveness(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ME.provably_alive() and PARENT.provably_alive()
+    assert not ME.provably_dead() and DEAD.provably_dead()
     assert _process_start(os.getpid()) == ME.start and ME.start.isdigit()
-    assert not DEAD.alive() and _process_start(DEAD.pid) is None
+    assert not DEAD.provably_alive() and _process_start(DEAD.pid) is None
     # A reused pid is not the same owner: this pid, but a start time other than this process's.
-    assert not Owner(os.getpid(), socket.gethostname(), "1").alive()
-    assert Owner(os.getpid(), socket.gethostname(), "").alive()  # no start recorded: the pid
-    # Another host's process cannot be checked from here: it is assumed to run.
-    assert Owner(DEAD.pid, "build-host-2.example.invalid", "1").alive()
+    assert Owner(os.getpid(), host_id(), "1").provably_dead()
+    assert Owner(os.getpid(), host_id(), "").provably_alive()  # no start recorded: the pid
+    # Another host's process cannot be checked from here: neither alive nor dead; its lease tells.
+    gone_elsewhere = Owner(DEAD.pid, "build-host-2.example.invalid", "1")
+    assert not gone_elsewhere.provably_alive() and not gone_elsewhere.provably_dead()
+    # The host is APPLYONCE_HOST_ID when set: this very process, seen from "another host".
+    monkeypatch.setenv("APPLYONCE_HOST_ID", "renamed-container")
+    assert Owner.me().host == "renamed-container" and socket.gethostname() != "renamed-container"
+    assert not ME.provably_alive() and not ME.provably_dead()
+
+
+# --- leases ---------------------------------------------------------------------------------------
+
+
+def _set_lease(ledger: Ledger, lease: Lease | None) -> None:
+    """Make the claim's lease ``lease`` (a row as a clock that stepped, a forger, or a version
+    before leases would leave it)."""
+    ledger.record(Event(IDENT.call_id, None, EventKind.REPAIRED, RowChange(lease=lease)))
+
+
+def test_a_claim_of_another_host_is_taken_over_once_its_lease_ended(ledger: Ledger) -> None:
+    first = ledger.claim(IDENT, ref=REF, owner=ELSEWHERE, lease_seconds=0.3)
+    with pytest.raises(CallBusyError, match="its lease runs until") as busy:
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert busy.value.details["host"] == ELSEWHERE.host
+    assert ledger.take_over(IDENT.call_id, ME) is None
+    time.sleep(0.4)  # no renewal: the lease ends, whatever host made the claim
+    again = ledger.claim(IDENT, ref=REF, owner=ME, lease_seconds=5)
+    assert again.outcome == "takeover" and again.row is not None and again.row.owner == ELSEWHERE
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.owner, row.execution_id) == (ME, again.execution_id)
+    assert row.lease is not None and row.lease.seconds == 5
+    assert ledger.events(IDENT.call_id)[-1].data["previous_execution_id"] == first.execution_id
+
+
+def test_take_over_of_an_ended_lease(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE, lease_seconds=0.05)
+    time.sleep(0.1)
+    new = ledger.take_over(IDENT.call_id, ME, lease_seconds=7)
+    row = row_of(ledger, IDENT.call_id)
+    assert new is not None and (row.owner, row.execution_id) == (ME, new)
+    assert row.lease is not None and row.lease.seconds == 7
+
+
+def test_a_renewed_lease_holds_and_is_not_an_event(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE, lease_seconds=0.3)
+    before, events = row_of(ledger, IDENT.call_id), ledger.events()
+    assert ledger.renew(IDENT.call_id, ELSEWHERE, lease_seconds=10) is True
+    after = row_of(ledger, IDENT.call_id)
+    assert after.lease is not None and before.lease is not None
+    assert after.lease.seconds == 10 and after.lease.expires_at > before.lease.expires_at
+    assert after.updated_at == before.updated_at and ledger.events() == events
+    time.sleep(0.4)  # past the first lease: the renewal holds the call
+    with pytest.raises(CallBusyError):
+        ledger.claim(IDENT, ref=REF, owner=ME)
+
+
+def test_renew_works_from_another_thread(ledger: Ledger) -> None:
+    # The heartbeat renews from its own thread while the call's thread uses the same ledger.
+    ledger.claim(IDENT, ref=REF, owner=ME, lease_seconds=0.5)
+    results: list[bool | Exception] = []
+
+    def renew() -> None:
+        try:
+            results.append(ledger.renew(IDENT.call_id, ME, lease_seconds=9))
+        except Exception as exc:
+            results.append(exc)
+
+    thread = threading.Thread(target=renew)
+    thread.start()
+    thread.join(timeout=30)
+    assert results == [True]
+    lease = row_of(ledger, IDENT.call_id).lease
+    assert lease is not None and lease.seconds == 9
+
+
+def test_renew_refuses_a_claim_that_is_not_its_own_any_more(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=DEAD)
+    assert ledger.claim(IDENT, ref=REF, owner=ME).outcome == "takeover"
+    row = row_of(ledger, IDENT.call_id)
+    assert ledger.renew(IDENT.call_id, DEAD) is False  # taken over: the old owner lost it
+    assert row_of(ledger, IDENT.call_id) == row
+    assert ledger.renew("f" * 64, ME) is False
+    claim = ledger.claim(ident(2), ref=REF, owner=ME)
+    ledger.record(
+        Event(
+            ident(2).call_id, claim.execution_id, EventKind.COMMITTED, RowChange(state="committed")
+        )
+    )
+    assert ledger.renew(ident(2).call_id, ME) is False  # terminal: nothing to hold
+
+
+def test_a_dead_owner_on_this_host_is_taken_over_before_its_lease_ends(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=DEAD, lease_seconds=3600)
+    assert ledger.claim(IDENT, ref=REF, owner=ME).outcome == "takeover"
+
+
+def test_a_lease_ending_far_ahead_of_the_clock_holds_and_says_what_to_do(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE)
+    _set_lease(ledger, Lease(stamp(time.time() + 86400 * 365), 30))  # a year ahead of this clock
+    events = ledger.events()
+    started = time.monotonic()
+    with pytest.raises(CallBusyError) as busy:
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert time.monotonic() - started < 2  # refused at once, never waited on
+    assert "more than a lease (30 s) ahead of this clock" in busy.value.message
+    assert f"applyonce resolve {IDENT.call_id[:12]} --release" in busy.value.hint
+    assert ledger.take_over(IDENT.call_id, ME) is None and ledger.events() == events
+    # Released by hand, the call is taken over by the next claim.
+    ledger.release(IDENT.call_id, by=ME, note="the clock of build-host-2 is wrong")
+    assert ledger.claim(IDENT, ref=REF, owner=ME).outcome == "takeover"
+
+
+def test_a_claim_without_a_lease_ends_a_lease_after_its_last_update(ledger: Ledger) -> None:
+    # Written by a version before leases: the claimant's lease, counted from the row's update.
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE)
+    _set_lease(ledger, None)
+    assert row_of(ledger, IDENT.call_id).lease is None
+    with pytest.raises(CallBusyError):
+        ledger.claim(IDENT, ref=REF, owner=ME, lease_seconds=0.3)
+    time.sleep(0.4)
+    assert ledger.claim(IDENT, ref=REF, owner=ME, lease_seconds=0.3).outcome == "takeover"
+
+
+def test_an_unreadable_lease_counts_as_ended(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=ELSEWHERE)
+    _set_lease(ledger, Lease("not a time", 30))
+    assert ledger.claim(IDENT, ref=REF, owner=ME).outcome == "takeover"
+
+
+def test_release_frees_a_stuck_claim_in_one_event(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ELSEWHERE)
+    ledger.record(
+        Event(IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared"))
+    )
+    before = row_of(ledger, IDENT.call_id)
+    was = ledger.release(IDENT.call_id, by=ME, note="  container\nrenamed ")
+    assert was == before
+    row = row_of(ledger, IDENT.call_id)
+    assert (row.state, row.execution_id, row.owner, row.lease) == (
+        "prepared",
+        claim.execution_id,
+        None,
+        None,
+    )
+    last = ledger.events(IDENT.call_id)[-1]
+    assert (last.kind, last.execution_id) == ("released", claim.execution_id)
+    assert last.data["note"] == "container renamed"  # one line
+    assert last.data["previous_owner"] == ELSEWHERE.as_dict()
+    assert last.data["by"] == ME.as_dict()
+    assert before.lease is not None and last.data["lease_expires_at"] == before.lease.expires_at
+    with pytest.raises(NothingToReleaseError, match="free already"):
+        ledger.release(IDENT.call_id, by=ME)
+    again = ledger.claim(IDENT, ref=REF, owner=ME)
+    assert again.outcome == "takeover" and again.row is not None and again.row.owner is None
+    folded = fold_events(ledger.events())[IDENT.call_id]
+    assert folded["owner_pid"] == ME.pid  # the release and the claim after it rebuild too
+
+
+def test_release_refuses_a_live_owner_here_and_calls_not_in_flight(ledger: Ledger) -> None:
+    ledger.claim(IDENT, ref=REF, owner=PARENT)
+    done = ledger.claim(ident(2), ref=REF, owner=ME)
+    ledger.record(
+        Event(
+            ident(2).call_id, done.execution_id, EventKind.COMMITTED, RowChange(state="committed")
+        )
+    )
+    events = ledger.events()
+    with pytest.raises(ClaimStillHeldError, match=f"process {PARENT.pid} on") as held:
+        ledger.release(IDENT.call_id, by=ME)
+    assert held.value.exit_code == 4
+    with pytest.raises(NothingToReleaseError, match="is committed"):
+        ledger.release(ident(2).call_id, by=ME)
+    with pytest.raises(NothingToReleaseError, match="no call"):
+        ledger.release("f" * 64, by=ME)
+    assert ledger.events() == events and row_of(ledger, IDENT.call_id).owner == PARENT

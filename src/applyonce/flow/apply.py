@@ -35,6 +35,7 @@ from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopte
 from applyonce.flow.approval import approval_gate
 from applyonce.flow.checks import run_checks
 from applyonce.flow.context import Context
+from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
@@ -48,7 +49,7 @@ from applyonce.flow.verify import (
 )
 from applyonce.git.publisher import TipMovedError
 from applyonce.patch import parse
-from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind, Owner
+from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
 
 MAX_RESTAGES = 32
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -133,26 +134,33 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
     """
     if not options.check_timeout > 0:
         raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
+    lease = lease_length(ctx, options.lease_seconds)
     args, ident = identify(ctx, patch_text, options)
-    with _running(ident.call_id):
-        known = _known_outcome(ctx, args, ident, patch_source(patch_text, options.format))
+    with _running(ident.call_id), Lessee(ctx, ident.call_id, lease) as lessee:
+        source = patch_source(patch_text, options.format)
+        known = _known_outcome(ctx, args, ident, source, lessee)
         if isinstance(known, CallOutcome):
             return known
         return _run(ctx, args, ident, known.execution_id, options)
 
 
 def _known_outcome(
-    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, source: dict[str, str]
+    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, source: dict[str, str], lessee: Lessee
 ) -> CallOutcome | Claim:
     """Claim the call; if it has an outcome already — recorded, or in Git — that outcome.
-    Otherwise the claim under which it runs now."""
+    Otherwise the claim under which it runs now (kept renewed by ``lessee``'s heartbeat)."""
     if ctx.receipts.read_bytes(ident.call_id) is None:
         # A new call's hostile paths are refused before any state exists (the tip's tree tells
         # symlinked parents). A known call is not re-judged: it replays what it was.
         tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
         for path in args.patch().touched_paths():
             check_parents(tip_tree, path)
-    claim = ctx.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args, source=source)
+    owner, lease = lessee.owner, lessee.seconds
+    claim = ctx.ledger.claim(
+        ident, ref=args.ref, owner=owner, lease_seconds=lease, args=args, source=source
+    )
+    if claim.outcome in ("run", "takeover"):
+        lessee.claimed()
     fault("after-claim")
     if claim.outcome == "replay":
         receipt = stored_receipt(ctx, ident.call_id)
@@ -172,7 +180,7 @@ def _known_outcome(
             return _landed(ctx, stored_receipt(ctx, ident.call_id), replayed=True)
         if outcome.now == "unknown":
             raise _unknown(ctx, ident)
-        claim = ctx.ledger.claim(ident, ref=args.ref, owner=Owner.me(), args=args)
+        claim = ctx.ledger.claim(ident, ref=args.ref, owner=owner, lease_seconds=lease, args=args)
     # Whatever the record says, Git has the last word before anything runs.
     found = _find_published(ctx, claim, args, ident)
     if found is not None:

@@ -28,6 +28,9 @@ from applyonce.state.files import ensure_dir
 from applyonce.state.locks import try_file_lock
 
 SCRATCH_SLOTS = 16
+# How long the output of a killed check is still read: a process it detached from its group
+# (setsid, a daemon) survives the kill and may hold the output pipe open for ever.
+DRAIN_S = 2.0
 
 
 def run_checks(
@@ -110,8 +113,7 @@ def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: flo
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        out += f"\n[applyonce: killed after {timeout:g}s]".encode()
+        out = _drain(proc) + f"\n[applyonce: killed after {timeout:g}s]".encode()
         code = None
     except BaseException:
         # Interrupted (Ctrl-C): the check must not outlive us in a slot we are about to release.
@@ -122,3 +124,15 @@ def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: flo
     elapsed = int((time.monotonic() - started) * 1000)
     tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
     return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> bytes:
+    """The rest of a killed check's output, read for :data:`DRAIN_S` at most."""
+    try:
+        return proc.communicate(timeout=DRAIN_S)[0]
+    except subprocess.TimeoutExpired:
+        if proc.stdout is not None:
+            proc.stdout.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=DRAIN_S)
+        return b"[applyonce: a process the check left running holds its output; stopped reading]"

@@ -79,6 +79,9 @@ class CallOptions:
     protect: Sequence[str] = ()
     approve: Approver | None = None
     require_approval: bool = False
+    # How long this call's claim holds without renewal (None: git config applyonce.leaseSeconds,
+    # else 30 s); not part of its identity.
+    lease_seconds: float | None = None
 
     def __post_init__(self) -> None:
         skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks

@@ -21,6 +21,7 @@ and with ``apply``: each call is taken over in the ledger before it is touched.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 
 from applyonce.core.identity import ApplyPatchArgs
@@ -30,16 +31,17 @@ from applyonce.flow import settle
 from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
+from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import Outcome, RecoveryReport
 from applyonce.flow.repair import adopt_receipts, repair_records
 from applyonce.flow.sync import sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
+from applyonce.state.lease import DEFAULT_LEASE_S, Owner, hold_of
 from applyonce.state.ledger import (
     IN_FLIGHT,
     CallRow,
     EventKind,
-    Owner,
     recorded_identity,
 )
 
@@ -53,6 +55,7 @@ class InterruptedCallError(ApplyOnceError):
 def recover(ctx: Context) -> RecoveryReport:
     """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
     report = RecoveryReport()
+    lease = lease_length(ctx, None)
     removed, notes = remove_debris(ctx)
     report.removed.extend(removed)
     report.notes.extend(notes)
@@ -60,9 +63,15 @@ def recover(ctx: Context) -> RecoveryReport:
     in_flight |= adopt_receipts(ctx, report)
     history = _history(ctx, in_flight.values(), report)
     for row in in_flight.values():
-        outcome = reconcile(ctx, row, history=history)
+        outcome = reconcile(ctx, row, history=history, lease_seconds=lease)
         if outcome is not None:
             report.outcomes.append(outcome)
+            continue
+        # Held: a running call is its owner's to finish. One whose lease ends implausibly far
+        # ahead (a clock that stepped back, a forged row) is not waited on: it is reported.
+        hold = hold_of(row, Owner.me(), now=time.time(), lease_seconds=lease)
+        if hold is not None and hold.suspicious:
+            report.notes.append(f"{hold.message}; {hold.hint}")
     repair_records(ctx, report)
     _sync_unsynced(ctx, report)
     return report
@@ -145,13 +154,29 @@ def reconcile(
     history: dict[str, dict[str, list[str]]] | None = None,
     already_claimed: str | None = None,
     args: ApplyPatchArgs | None = None,
+    lease_seconds: float = DEFAULT_LEASE_S,
 ) -> Outcome | None:
     """Settle one in-flight call (``history``: recover's one walk per ref, see :func:`_history`;
-    ``args``: the call's, when an apply of it takes it over). Returns None if a live process
-    still runs it."""
-    execution_id = already_claimed or ctx.ledger.take_over(row.call_id, Owner.me())
-    if execution_id is None:
-        return None
+    ``args``: the call's, when an apply of it takes it over), under a claim taken over here (kept
+    renewed while it settles) or ``already_claimed`` by the caller. Returns None if its claim
+    still holds."""
+    if already_claimed is not None:
+        return _reconcile(ctx, row, already_claimed, history, args)
+    with Lessee(ctx, row.call_id, lease_seconds) as lessee:
+        execution_id = ctx.ledger.take_over(row.call_id, lessee.owner, lease_seconds=lease_seconds)
+        if execution_id is None:
+            return None
+        lessee.claimed()
+        return _reconcile(ctx, row, execution_id, history, args)
+
+
+def _reconcile(
+    ctx: Context,
+    row: CallRow,
+    execution_id: str,
+    history: dict[str, dict[str, list[str]]] | None,
+    args: ApplyPatchArgs | None,
+) -> Outcome:
     receipt: Receipt | None = None
     with contextlib.suppress(ReceiptError):
         receipt = ctx.receipts.load(row.call_id)

@@ -1,15 +1,20 @@
-"""A person's decision on a call whose outcome is unknown (``applyonce resolve``)."""
+"""A person's decisions (``applyonce resolve``): the outcome of a call whose outcome is unknown,
+or (``--release``) freeing the claim of a call stuck in flight."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow import settle
 from applyonce.flow.adopt import adopt_commit
+from applyonce.flow.calls import MIN_PREFIX, find_call_id
 from applyonce.flow.context import Context
-from applyonce.state.ledger import Event, EventKind
+from applyonce.state.lease import Owner
+from applyonce.state.ledger import IN_FLIGHT, CallRow, Event, EventKind
 
 
 class ResolvedAsRejectedError(ApplyOnceError):
@@ -65,3 +70,51 @@ def resolve(
         Event(call_id, execution_id, EventKind.RESOLVED, data={"as": outcome, "note": note})
     )
     return receipt
+
+
+@dataclass(frozen=True)
+class Released:
+    """A claim freed by hand: the call's row as it was."""
+
+    row: CallRow
+
+    def line(self) -> str:
+        """What ``applyonce resolve --release`` prints."""
+        row, until = self.row, self.row.lease.expires_at if self.row.lease else None
+        held = row.owner.describe() if row.owner else "no process"
+        return (
+            f"call {row.call_id[:12]} released: {held} held it"
+            + (f" (lease until {until})" if until else "")
+            + "; repeat the call, or run 'applyonce recover', to settle it through Git"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        row = self.row
+        return {
+            "call_id": row.call_id,
+            "state": row.state,
+            "released": row.owner.as_dict() if row.owner else None,
+            "lease_until": row.lease.expires_at if row.lease else None,
+        }
+
+
+def release(ctx: Context, prefix: str, *, note: str = "") -> Released:
+    """Free the claim on the in-flight call ``prefix`` names (its owner crashed where this host
+    cannot see, or the record is wrong), in one ``released`` event with the person's ``note``.
+    The next claim takes the call over and settles it through Git.
+
+    Raises:
+        UsageError: no such call, or it is not in flight (nothing is written).
+        ClaimStillHeldError: its owner provably runs on this host (nothing is written).
+    """
+    wanted = prefix.strip().lower()
+    # A call killed right after its claim has no receipt yet: look among the calls in flight.
+    matches = [
+        row.call_id
+        for row in ctx.ledger.calls(states=IN_FLIGHT)
+        if len(wanted) >= MIN_PREFIX and row.call_id.startswith(wanted)
+    ]
+    if len(matches) > 1:
+        raise UsageError(f"{prefix!r} matches {len(matches)} calls", hint="give more characters")
+    call_id = matches[0] if matches else find_call_id(ctx, prefix)
+    return Released(ctx.ledger.release(call_id, by=Owner.me(), note=note))

@@ -256,6 +256,15 @@ class GitStore:
             return None
         return builder.write()
 
+    def config_value(self, name: str) -> str | None:
+        """``name`` (e.g. ``applyonce.leaseSeconds``) from the git config the repository sees —
+        its own, the user's, the system's — or None. Where a patch cannot change it."""
+        config = self.repo.config
+        try:
+            return str(config[name]) if name in config else None
+        except (pygit2.GitError, KeyError, ValueError):
+            return None
+
     def signature(self) -> pygit2.Signature:
         try:
             return self.repo.default_signature

@@ -6,7 +6,10 @@
 
 * ``claim`` decides atomically who executes a call: of any number of processes racing on one
   ``call_id``, exactly one gets ``run``; the others get ``replay`` (terminal), ``unknown``, or
-  :class:`CallBusyError` (a live owner holds it). A claim whose owner is gone is taken over.
+  :class:`CallBusyError` (its owner's lease holds). A claim is a lease
+  (:mod:`applyonce.state.lease`): renewed by its owner (``renew``), taken over once it ended
+  whatever host made it, or at once when its owner is a dead process on this host; ``release``
+  frees one by hand.
 * ``record`` appends events and applies the row changes they carry, all in one transaction.
 * ``events`` are append-only and each carries the columns it set (``data["set"]``), so the
   current rows can be rebuilt from the events alone (:func:`fold_events`).
@@ -17,8 +20,6 @@ Events are typed (:class:`EventKind`), and so are the row changes they carry (:c
 from __future__ import annotations
 
 import enum
-import os
-import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -28,6 +29,14 @@ from pydantic import BaseModel
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import ReceiptError
 from applyonce.errors import ConflictError, StateError
+from applyonce.state.lease import (
+    DEFAULT_LEASE_S,
+    ClaimStillHeldError,
+    Lease,
+    NothingToReleaseError,
+    hold_of,
+)
+from applyonce.state.lease import Owner as Owner  # re-exported: a claim's owner is a ledger term
 
 IN_FLIGHT = ("claimed", "prepared")
 TERMINAL = ("committed", "rejected")
@@ -51,6 +60,7 @@ class EventKind(enum.StrEnum):
     REPAIRED = "repaired"
     UNKNOWN = "unknown"
     RESOLVED = "resolved"
+    RELEASED = "released"  # a claim freed by hand ('applyonce resolve --release')
     SYNCED = "synced"
 
 
@@ -76,42 +86,6 @@ class KeyReusedError(ConflictError):
     default_hint = "use a new --idempotency-key for a different patch"
 
 
-@dataclass(frozen=True)
-class Owner:
-    """The process that holds a claim: pid, host, and the pid's start time (a reused pid is not
-    the same owner)."""
-
-    pid: int
-    host: str
-    start: str
-
-    @classmethod
-    def me(cls) -> Owner:
-        return cls(os.getpid(), socket.gethostname(), _process_start(os.getpid()) or "")
-
-    def alive(self) -> bool:
-        if self.host != socket.gethostname():
-            return True  # cannot tell from here: assume it runs
-        start = _process_start(self.pid)
-        return start is not None and (not self.start or start == self.start)
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of ``pid`` (clock ticks since boot), so a reused pid is not taken as alive."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return fields[19].decode()
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return ""
-        return ""
-
-
 class _Unset(enum.Enum):
     UNSET = "unset"
 
@@ -132,10 +106,12 @@ class RowChange:
     retryable: bool | _Unset = UNSET
     receipt_sha256: str | _Unset | None = UNSET
     synced: bool | _Unset = UNSET
-    owner: Owner | _Unset = UNSET
+    owner: Owner | _Unset | None = UNSET
+    lease: Lease | _Unset | None = UNSET
 
     def columns(self) -> dict[str, Any]:
-        """The change as column values (booleans as 0/1, the owner as its three columns)."""
+        """The change as column values (booleans as 0/1, the owner as its three columns, the
+        lease as two)."""
         out: dict[str, Any] = {}
         for name in (
             "state",
@@ -156,6 +132,12 @@ class RowChange:
                 "owner_host": self.owner.host,
                 "owner_start": self.owner.start,
             }
+        elif self.owner is None:
+            out |= {"owner_pid": None, "owner_host": None, "owner_start": None}
+        if isinstance(self.lease, Lease):
+            out |= {"lease_expires_at": self.lease.expires_at, "lease_seconds": self.lease.seconds}
+        elif self.lease is None:
+            out |= {"lease_expires_at": None, "lease_seconds": None}
         return out
 
 
@@ -202,6 +184,8 @@ class CallRow:
     synced: bool
     owner: Owner | None
     updated_at: str
+    # When the owner's claim ends unless renewed (None: written before leases, or released).
+    lease: Lease | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +193,8 @@ class Claim:
     """The outcome of :meth:`Ledger.claim`.
 
     ``run``: this process executes under ``execution_id``. ``replay``: the call is terminal; return
-    its receipt. ``takeover``: its previous owner died mid-call; reconcile with Git before running.
+    its receipt. ``takeover``: its previous owner died mid-call (or its lease ended, or it was
+    released); reconcile with Git before running.
     ``unknown``: a person must resolve it.
     """
 
@@ -227,20 +212,40 @@ class Ledger(Protocol):
         *,
         ref: str,
         owner: Owner,
+        lease_seconds: float = DEFAULT_LEASE_S,
         args: BaseModel | None = None,
         source: dict[str, str] | None = None,
     ) -> Claim:
-        """Atomically decide who executes ``ident``.
+        """Atomically decide who executes ``ident``; a claim it gives holds for
+        ``lease_seconds`` unless renewed.
 
         Raises:
-            CallBusyError: a live process holds the call.
+            CallBusyError: the claim of another process holds (see :func:`hold_of`).
             KeyReusedError: the idempotency key was used with other arguments.
         """
         ...
 
-    def take_over(self, call_id: str, owner: Owner) -> str | None:
-        """Take an in-flight call whose owner is gone (for recovery). Returns the new execution
-        ID, or None if the call is terminal or a live process holds it."""
+    def take_over(
+        self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> str | None:
+        """Take an in-flight call whose claim no longer holds (for recovery). Returns the new
+        execution ID, or None if the call is terminal or its claim holds."""
+        ...
+
+    def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
+        """Extend ``owner``'s claim on ``call_id`` to ``lease_seconds`` from now; False if the
+        call is not in flight under that owner any more. Not an event: a lease is liveness, not
+        history. May be called from any thread (the heartbeat's), while another uses the ledger."""
+        ...
+
+    def release(self, call_id: str, *, by: Owner, note: str = "") -> CallRow:
+        """Free the claim on an in-flight call by hand, in one ``released`` event; the next
+        claim takes the call over and settles it through Git. Returns the row as it was.
+
+        Raises:
+            NothingToReleaseError: no such call, or it is not in flight.
+            ClaimStillHeldError: its owner provably runs on this host.
+        """
         ...
 
     def record(self, *events: Event) -> None:
@@ -325,6 +330,7 @@ def first_claim(
     *,
     ref: str,
     owner: Owner,
+    lease: Lease,
     execution_id: str,
     args: BaseModel | None,
     source: dict[str, str] | None,
@@ -334,7 +340,7 @@ def first_claim(
         ident.call_id,
         execution_id,
         EventKind.CLAIMED,
-        RowChange(state="claimed", execution_id=execution_id, owner=owner),
+        RowChange(state="claimed", execution_id=execution_id, owner=owner, lease=lease),
         {
             **identity_data(ident, ref),
             "args": args.model_dump(mode="json") if args is not None else None,
@@ -346,13 +352,24 @@ def first_claim(
 
 
 def judge_claim(
-    row: CallRow, ident: CallIdentity, *, ref: str, owner: Owner, execution_id: str
+    row: CallRow,
+    ident: CallIdentity,
+    *,
+    ref: str,
+    owner: Owner,
+    lease: Lease,
+    execution_id: str,
+    now: float,
 ) -> tuple[Claim, Event | None]:
-    """What a claim of a call the ledger knows (``row``) gets, and the event to record for it.
+    """What a claim of a call the ledger knows (``row``) gets at ``now``, and the event to record
+    for it. An in-flight call is taken over when its claim no longer holds (:func:`hold_of`):
+    its owner is this process (an earlier apply here that failed halfway: the caller runs each
+    call at most once at a time per process), a dead process on this host, its lease ended, or it
+    was released.
 
     Raises:
         KeyReusedError: the key was used with other arguments.
-        CallBusyError: a live process holds the call.
+        CallBusyError: the claim holds.
     """
     if row.args_sha256 != ident.args_sha256 or row.ref != ref:
         raise KeyReusedError(
@@ -364,20 +381,17 @@ def judge_claim(
         return Claim("replay", row.execution_id or "", row), None
     if row.state == "unknown":
         return Claim("unknown", row.execution_id or "", row), None
-    # Held by this very process: the caller runs each call at most once at a time per process
-    # (flow.apply), so this is an earlier apply here that failed halfway (an exception, not a
-    # crash). That claim is as dead as a killed process's.
-    if (
-        row.state in IN_FLIGHT
-        and row.owner is not None
-        and row.owner.alive()
-        and row.owner != owner
-    ):
-        raise CallBusyError(
-            f"call {row.call_id[:12]} is running in process {row.owner.pid}",
-            call_id=row.call_id,
-            pid=row.owner.pid,
-        )
+    if row.state in IN_FLIGHT:
+        hold = hold_of(row, owner, now=now, lease_seconds=lease.seconds)
+        if hold is not None:
+            raise CallBusyError(
+                hold.message,
+                hint=hold.hint,
+                call_id=row.call_id,
+                pid=hold.owner.pid,
+                host=hold.owner.host,
+                lease_expires_at=hold.until,
+            )
     # Only a retryable rejection simply runs again; anything else (in flight, or a state this
     # version does not know) is settled through Git first.
     outcome: Literal["run", "takeover"] = "run" if row.state == "rejected" else "takeover"
@@ -385,22 +399,72 @@ def judge_claim(
         ident.call_id,
         execution_id,
         EventKind.CLAIMED,
-        RowChange(state="claimed", execution_id=execution_id, retryable=False, owner=owner),
+        RowChange(
+            state="claimed", execution_id=execution_id, retryable=False, owner=owner, lease=lease
+        ),
         {"previous_state": row.state, "previous_execution_id": row.execution_id},
     )
     return Claim(outcome, execution_id, row), event
 
 
-def judge_take_over(row: CallRow | None, owner: Owner, execution_id: str) -> Event | None:
-    """The event that takes over an in-flight call whose owner is gone (None: it may not be)."""
+def judge_take_over(
+    row: CallRow | None, owner: Owner, execution_id: str, *, lease: Lease, now: float
+) -> Event | None:
+    """The event that takes over an in-flight call whose claim no longer holds (None: it may
+    not be taken)."""
     if row is None or row.state not in IN_FLIGHT:
         return None
-    if row.owner is not None and row.owner.alive() and row.owner != owner:
+    if hold_of(row, owner, now=now, lease_seconds=lease.seconds) is not None:
         return None
     return Event(
         row.call_id,
         execution_id,
         EventKind.RECOVERING,
-        RowChange(execution_id=execution_id, owner=owner),
+        RowChange(execution_id=execution_id, owner=owner, lease=lease),
         {"previous_execution_id": row.execution_id},
+    )
+
+
+def judge_renew(row: CallRow | None, owner: Owner, lease: Lease) -> RowChange | None:
+    """The row change that renews ``owner``'s claim (None: it is no longer ``owner``'s)."""
+    if row is None or row.state not in IN_FLIGHT or row.owner != owner:
+        return None
+    return RowChange(lease=lease)
+
+
+def judge_release(row: CallRow | None, call_id: str, *, by: Owner, note: str) -> Event:
+    """The event that frees a claim by hand: no owner, no lease; state and execution kept, so
+    the next claim takes the call over and asks Git what happened.
+
+    Raises:
+        NothingToReleaseError: no such call, or it is not in flight.
+        ClaimStillHeldError: its owner provably runs on this host.
+    """
+    short = call_id[:12]
+    if row is None:
+        raise NothingToReleaseError(f"no call {short} in the ledger")
+    if row.state not in IN_FLIGHT:
+        raise NothingToReleaseError(f"call {short} is {row.state}; it holds no claim to release")
+    if row.owner is None:
+        raise NothingToReleaseError(
+            f"call {short}'s claim is free already",
+            hint="repeat the call, or run 'applyonce recover', to settle it through Git",
+        )
+    if row.owner is not None and row.owner.provably_alive() and row.owner != by:
+        raise ClaimStillHeldError(
+            f"call {short} is held by {row.owner.describe()}, which is running on this host",
+            call_id=call_id,
+            pid=row.owner.pid,
+        )
+    return Event(
+        call_id,
+        row.execution_id,
+        EventKind.RELEASED,
+        RowChange(owner=None, lease=None),
+        {
+            "note": " ".join(note.split()),
+            "previous_owner": None if row.owner is None else row.owner.as_dict(),
+            "lease_expires_at": None if row.lease is None else row.lease.expires_at,
+            "by": by.as_dict(),
+        },
     )

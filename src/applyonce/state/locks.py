@@ -1,8 +1,8 @@
 """Every lock applyonce takes or judges, in one place.
 
 * :func:`file_lock` — an exclusive ``flock`` on a lock file, held for a block (the ledger's first
-  open, the checkout sync); :func:`try_file_lock` takes it only if it is free (a scratch slot);
-  :func:`lock_is_held` asks without taking it.
+  open, the checkout sync), waited for a few seconds at most; :func:`try_file_lock` takes it only
+  if it is free (a scratch slot); :func:`lock_is_held` asks without taking it.
 * Stale-lock probing for ``applyonce recover``: a Git lock file (``index.lock``, a ref's
   ``.lock``) that no live process holds open, and that is old enough not to belong to a writer in
   another PID namespace that has only just made it, is debris of a killed writer
@@ -20,20 +20,78 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from applyonce.errors import ConflictError
+
 # A lock file younger than this may belong to a writer we cannot see; it is given time to age.
 LOCK_MIN_AGE_S = 2.0
+# The longest applyonce waits for one of its own lock files (the sync lock, a database's first
+# open): every wait of applyonce is bounded (DESIGN §11).
+LOCK_WAIT_S = 5.0
+
+
+class LockBusyError(ConflictError):
+    """A lock file of applyonce stayed held by another process for the whole bounded wait."""
+
+    kind = "lock-busy"
+    default_retryable = True
 
 
 @contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block."""
+def file_lock(path: Path, *, wait: float | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block.
+
+    The wait is bounded: a holder that hangs (stopped, or stuck on a dead network disk) must not
+    hang every applyonce after it. The lock is polled for ``wait`` seconds (default
+    :data:`LOCK_WAIT_S`), then given up.
+
+    Raises:
+        LockBusyError: another process held it for the whole wait (exit 4, retryable).
+    """
+    wait = LOCK_WAIT_S if wait is None else wait
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        deadline = time.monotonic() + wait
+        pause = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = flock_holder(path)
+                    by = f" by process {holder}" if holder else ""
+                    raise LockBusyError(
+                        f"{path} is held{by} for more than {wait:g} s",
+                        hint="if that process is stuck, stop it (the lock is freed when it "
+                        "exits); otherwise retry in a moment",
+                        path=str(path),
+                        pid=holder,
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def flock_holder(path: Path) -> int | None:
+    """The pid holding a ``flock`` on ``path``, as ``/proc/locks`` shows it (None: unknown)."""
+    try:
+        st = path.stat()
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; "->" marks a waiter, not a holder.
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
+            return int(fields[4]) if fields[4].isdigit() and int(fields[4]) > 0 else None
+    return None
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """Opening a SQLite database of applyonce: WAL, a busy timeout, named migrations.
 
 Switching a new database to WAL and migrating it are serialised between processes by a lock file
-beside it: two first-time openers would otherwise get ``SQLITE_BUSY`` without waiting.
+beside it: two first-time openers would otherwise get ``SQLITE_BUSY`` without waiting. Both waits
+are bounded (:data:`BUSY_TIMEOUT_S`, :data:`applyonce.state.locks.LOCK_WAIT_S`): a writer that
+hangs makes the others fail with "busy" (exit 4), never hang with it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,21 @@ from applyonce.core.receipt import now
 from applyonce.errors import ApplyOnceError
 from applyonce.state.files import ensure_dir
 from applyonce.state.ledger import LedgerBusyError, LedgerError
-from applyonce.state.locks import file_lock
+from applyonce.state.locks import LockBusyError, file_lock
 
 Migrations = Sequence[tuple[str, str]]
+# How long a statement waits for another connection's write transaction (they last milliseconds).
+BUSY_TIMEOUT_S = 5.0
 
 
 def database_error(path: Path, exc: sqlite3.Error) -> ApplyOnceError:
     """The applyonce error for a SQLite failure: busy (retry) or unreadable (move it aside)."""
     if "locked" in str(exc) or "busy" in str(exc):
-        return LedgerBusyError(f"the ledger {path} is busy ({exc})")
+        return LedgerBusyError(
+            f"the ledger {path} is busy ({exc}; waited {BUSY_TIMEOUT_S:g} s)",
+            hint="another applyonce process holds the ledger; retry in a moment, or stop that "
+            "process if it is stuck",
+        )
     return LedgerError(f"the ledger {path} is unreadable ({exc})")
 
 
@@ -41,17 +49,25 @@ class Database:
         self.path = path
         self._error = error
         ensure_dir(path.parent)
-        with file_lock(path.parent / f"{path.stem.split('.')[0]}.lock"):
-            try:
-                self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
-                self.db.execute("PRAGMA busy_timeout = 60000")
-                mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                self.db.execute(f"PRAGMA synchronous = {synchronous}")
-                if mode != "wal":
-                    raise sqlite3.DatabaseError(f"journal mode is {mode}, not wal")
-                self._migrate(migrations)
-            except sqlite3.Error as exc:
-                raise error(path, exc) from None
+        self._synchronous = synchronous
+        try:
+            with file_lock(path.parent / f"{path.stem.split('.')[0]}.lock"):
+                try:
+                    self.db = self._connect()
+                    mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                    if mode != "wal":
+                        raise sqlite3.DatabaseError(f"journal mode is {mode}, not wal")
+                    self._migrate(migrations)
+                except sqlite3.Error as exc:
+                    raise error(path, exc) from None
+        except LockBusyError as exc:
+            raise LedgerBusyError(exc.message, hint=exc.hint, path=str(path)) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        db.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return db
 
     @classmethod
     def in_memory(cls, path: Path, migrations: Migrations) -> Database:
@@ -60,6 +76,7 @@ class Database:
         database = cls.__new__(cls)
         database.path = path
         database._error = database_error
+        database._synchronous = ""  # no file: side_transaction() has nothing to open
         database.db = sqlite3.connect(":memory:", isolation_level=None)
         database._migrate(migrations)
         return database
@@ -68,23 +85,25 @@ class Database:
         self.db.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``: one writer at a time, all or nothing."""
+    def side_transaction(self) -> Iterator[sqlite3.Connection]:
+        """A transaction on a connection of its own, opened and closed here: usable from a thread
+        other than the one that opened this database (a lease's heartbeat), while that one works.
+        """
+        if not self._synchronous:
+            raise LedgerError(f"the ledger {self.path} is only in memory here")
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            db = self._connect()
         except sqlite3.Error as exc:
             raise self._error(self.path, exc) from None
         try:
-            yield self.db
-            self.db.execute("COMMIT")
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                self.db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and (
-                "locked" in str(exc) or "disk" in str(exc) or "busy" in str(exc)
-            ):
-                raise self._error(self.path, exc) from None
-            raise
+            with _transaction(db, self.path, self._error) as inside:
+                yield inside
+        finally:
+            db.close()
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``: one writer at a time, all or nothing."""
+        return _transaction(self.db, self.path, self._error)
 
     def _migrate(self, migrations: Migrations) -> None:
         with self.transaction() as db:
@@ -99,3 +118,24 @@ class Database:
                 for statement in filter(str.strip, sql.split(";")):
                     db.execute(statement)
                 db.execute("INSERT INTO migrations VALUES (?, ?)", (name, now()))
+
+
+@contextlib.contextmanager
+def _transaction(
+    db: sqlite3.Connection, path: Path, error: Callable[[Path, sqlite3.Error], ApplyOnceError]
+) -> Iterator[sqlite3.Connection]:
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise error(path, exc) from None
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException as exc:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.OperationalError) and (
+            "locked" in str(exc) or "disk" in str(exc) or "busy" in str(exc)
+        ):
+            raise error(path, exc) from None
+        raise

@@ -2,13 +2,16 @@
 
 WAL and ``synchronous=FULL``: a transaction that returned is on disk. ``events`` is append-only;
 ``calls`` is the current state of each call; every event and the row change it carries are written
-in one transaction. Claiming is one ``BEGIN IMMEDIATE`` transaction on ``calls``.
+in one transaction. Claiming is one ``BEGIN IMMEDIATE`` transaction on ``calls``. A claim's lease
+(``lease_expires_at``, ``lease_seconds``) is renewed on a connection of its own, so the heartbeat's
+thread can renew while the call's thread works.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from pydantic import BaseModel
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import now
+from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
     NO_CHANGE,
     UNSET,
@@ -31,6 +35,8 @@ from applyonce.state.ledger import (
     first_claim,
     identity_data,
     judge_claim,
+    judge_release,
+    judge_renew,
     judge_take_over,
 )
 from applyonce.state.sqlite.connection import Database
@@ -84,6 +90,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE scanned (ref TEXT PRIMARY KEY, tip TEXT NOT NULL);
         """,
     ),
+    (
+        # Columns added at the end, nullable: the versions before this one read rows by column
+        # name and insert naming their columns, so they keep working on a migrated ledger (and
+        # judge its claims by pid and host, as they always did).
+        "0003_claim_leases",
+        """
+        ALTER TABLE calls ADD COLUMN lease_expires_at TEXT;
+        ALTER TABLE calls ADD COLUMN lease_seconds REAL;
+        """,
+    ),
 ]
 
 
@@ -113,7 +129,7 @@ class SqliteLedger:
 
     def _find(self, db: sqlite3.Connection, call_id: str) -> CallRow | None:
         row = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
-        return None if row is None else self._row(row)
+        return None if row is None else self._row(row, db)
 
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
         sql = "SELECT * FROM calls"
@@ -140,18 +156,23 @@ class SqliteLedger:
         )
         return [LoggedEvent(s, c, e, k, a, orjson.loads(d)) for s, c, e, k, a, d in rows]
 
-    def _call_columns(self) -> list[str]:
-        """The columns of ``calls`` (asked once per connection, not once per row)."""
+    def _call_columns(self, db: sqlite3.Connection | None = None) -> list[str]:
+        """The columns of ``calls`` (asked once per ledger, not once per row)."""
         if not hasattr(self, "_columns"):
-            cursor = self.db.execute("SELECT * FROM calls LIMIT 0")
+            cursor = (db or self.db).execute("SELECT * FROM calls LIMIT 0")
             self._columns = [d[0] for d in cursor.description]
         return self._columns
 
-    def _row(self, row: tuple[Any, ...]) -> CallRow:
-        r = dict(zip(self._call_columns(), row, strict=True))
+    def _row(self, row: tuple[Any, ...], db: sqlite3.Connection | None = None) -> CallRow:
+        r = dict(zip(self._call_columns(db), row, strict=True))
         owner = (
             Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
             if r["owner_pid"] is not None
+            else None
+        )
+        lease = (
+            Lease(str(r["lease_expires_at"]), _seconds(r["lease_seconds"]))
+            if r["lease_expires_at"] is not None
             else None
         )
         return CallRow(
@@ -169,6 +190,7 @@ class SqliteLedger:
             synced=bool(r["synced"]),
             owner=owner,
             updated_at=r["updated_at"],
+            lease=lease,
         )
 
     # --- writing ------------------------------------------------------------------------------
@@ -199,11 +221,14 @@ class SqliteLedger:
         *,
         ref: str,
         owner: Owner,
+        lease_seconds: float = DEFAULT_LEASE_S,
         args: BaseModel | None = None,
         source: dict[str, str] | None = None,
     ) -> Claim:
         execution_id = uuid.uuid4().hex
         with self.database.transaction() as db:
+            now = time.time()
+            lease = Lease.starting(now, lease_seconds)
             row = self._find(db, ident.call_id)
             if row is None:
                 self._insert_call(db, ident, ref)
@@ -213,25 +238,54 @@ class SqliteLedger:
                         ident,
                         ref=ref,
                         owner=owner,
+                        lease=lease,
                         execution_id=execution_id,
                         args=args,
                         source=source,
                     ),
                 )
                 return Claim("run", execution_id, None)
-            claim, event = judge_claim(row, ident, ref=ref, owner=owner, execution_id=execution_id)
+            claim, event = judge_claim(
+                row, ident, ref=ref, owner=owner, lease=lease, execution_id=execution_id, now=now
+            )
             if event is not None:
                 self._append(db, event)
             return claim
 
-    def take_over(self, call_id: str, owner: Owner) -> str | None:
+    def take_over(
+        self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> str | None:
         execution_id = uuid.uuid4().hex
         with self.database.transaction() as db:
-            event = judge_take_over(self._find(db, call_id), owner, execution_id)
+            now = time.time()
+            lease = Lease.starting(now, lease_seconds)
+            row = self._find(db, call_id)
+            event = judge_take_over(row, owner, execution_id, lease=lease, now=now)
             if event is None:
                 return None
             self._append(db, event)
             return execution_id
+
+    def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
+        with self.database.side_transaction() as db:
+            lease = Lease.starting(time.time(), lease_seconds)
+            change = judge_renew(self._find(db, call_id), owner, lease)
+            if change is None:
+                return False
+            columns = change.columns()
+            assignments = ", ".join(f"{col} = ?" for col in columns)
+            # Not an event, and not an update of the row's state: updated_at stays.
+            db.execute(
+                f"UPDATE calls SET {assignments} WHERE call_id = ?", (*columns.values(), call_id)
+            )
+            return True
+
+    def release(self, call_id: str, *, by: Owner, note: str = "") -> CallRow:
+        with self.database.transaction() as db:
+            row = self._find(db, call_id)
+            self._append(db, judge_release(row, call_id, by=by, note=note))
+            assert row is not None  # judge_release refuses a call with no row
+            return row
 
     def ensure_row(
         self, ident: CallIdentity, ref: str, *, reason: str, change: RowChange = NO_CHANGE
@@ -262,3 +316,8 @@ class SqliteLedger:
             " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
             (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
         )
+
+
+def _seconds(value: Any) -> float:
+    """A lease length as read back (an untrusted row: anything but a number counts as none)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
