@@ -35,14 +35,20 @@ def test_odd_inputs_get_one_line_errors(repo: Repo, tmp_path: Path) -> None:
 )
 def test_interrupting_a_check_kills_it(repo: Repo, tmp_path: Path, sig: int, code: int) -> None:
     marker = tmp_path / "marker"
+    started = tmp_path / "started"
     proc = subprocess.Popen(
         [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-         "--check", f"sleep 2; touch {marker}"],
+         "--check", f"touch {started}; sleep 2; touch {marker}"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     proc.stdin.write(PATCH.encode())  # type: ignore[union-attr]
     proc.stdin.close()  # type: ignore[union-attr]
-    time.sleep(1.0)
+    # Signal once the check runs, not after a fixed delay: a loaded machine may still be
+    # importing the interpreter after a second, before applyonce's handlers exist.
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert started.exists(), "the check never started"
     proc.send_signal(sig)
     assert proc.wait(timeout=30) == code
     time.sleep(2.0)
