@@ -99,3 +99,15 @@ def parents(path: str) -> list[str]:
     """``a/b/c`` -> ``["a", "a/b"]``."""
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether the absolute, normalised ``path`` is ``root`` or below it (compared by whole
+    components: ``/a/bc`` is not within ``/a/b``)."""
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root if root == "/" else root + "/")
+
+
+def is_git_dir_name(component: str) -> bool:
+    """Whether ``component`` names ``.git`` in any spelling a file system folds to it."""
+    return _is_git_dir_name(component)

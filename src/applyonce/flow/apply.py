@@ -39,6 +39,7 @@ from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
+from applyonce.flow.state_guard import refuse_state_paths
 from applyonce.flow.sync import sync_after_publish
 from applyonce.flow.verify import (
     UnknownOutcomeError,
@@ -116,6 +117,7 @@ def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
     """What ``apply`` would do on the current tip. Writes nothing at all."""
     args, ident = identify(ctx, patch_text, options)
     base = ctx.publisher.tip(args.ref)
+    refuse_state_paths(ctx.store, ctx.state_dir, args.patch().touched_paths())
     tree_plan = plan(args.patch(), ctx.store.tree_at(base), limits=read_limits(ctx))
     return PlanView(ident.call_id, args.ref, base, tree_plan)
 
@@ -155,6 +157,7 @@ def _known_outcome(
         tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
         for path in args.patch().touched_paths():
             check_parents(tip_tree, path)
+        refuse_state_paths(ctx.store, ctx.state_dir, args.patch().touched_paths())
     owner, lease = lessee.owner, lessee.seconds
     claim = ctx.ledger.claim(
         ident, ref=args.ref, owner=owner, lease_seconds=lease, args=args, source=source

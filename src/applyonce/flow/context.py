@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from applyonce.errors import ApplyOnceError, UsageError
+from applyonce.flow.state_guard import check_state_location
 from applyonce.git.checkouts import Checkouts
 from applyonce.git.history import CallIdIndex, HistoryCache, MemoryHistoryCache
 from applyonce.git.publisher import LocalRefPublisher, Publisher
@@ -77,7 +78,8 @@ def open_context(
 
     Raises:
         NotARepositoryError: ``repo`` is not inside a Git repository.
-        UsageError: the state directory cannot be one.
+        UsageError: the state directory cannot be one (not a directory, or where a patch could
+            write it).
     """
     store = GitStore(repo)
     state = Path(state_dir) if state_dir else store.common_dir / "applyonce"
@@ -87,6 +89,7 @@ def open_context(
             f"cannot use state directory {state}: {existing} is not a directory",
             hint="pass --state-dir with a writable directory",
         )
+    check_state_location(store, state)
     index = CallIdIndex(store, lambda: _history_cache(state, read_only=read_only))
     return Context(
         store=store,

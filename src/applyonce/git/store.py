@@ -155,6 +155,16 @@ class GitStore:
             return (gitdir / pointer.read_text().strip()).resolve()
         return gitdir.resolve()
 
+    def worktree_roots(self) -> list[Path]:
+        """The roots of every work tree of the repository (main and linked), as Git records
+        them (not resolved)."""
+        main = pygit2.Repository(str(self.common_dir))
+        roots = [] if main.is_bare else [Path(main.workdir)]
+        for name in main.list_worktrees():
+            with contextlib.suppress(pygit2.GitError, KeyError):
+                roots.append(Path(main.lookup_worktree(name).path))
+        return roots
+
     def resolve_branch(self, branch: str | None) -> str:
         """``main`` -> ``refs/heads/main``; None -> the branch HEAD points at."""
         if branch is None:

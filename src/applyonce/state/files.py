@@ -28,8 +28,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def ensure_dir(path: Path) -> None:
-    """``mkdir -p`` that makes each directory it creates durable (fsync of its parent)."""
+# applyonce's state (receipts, ledger, locks, temp files) is private to its user: files are made
+# 0600 and directories 0700, then narrowed further by the umask, never widened.
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def ensure_dir(path: Path, *, mode: int = PRIVATE_DIR) -> None:
+    """``mkdir -p`` that makes each directory it creates durable (fsync of its parent); the
+    directories it creates get ``mode`` (narrowed by the umask)."""
     missing: list[Path] = []
     current = path
     while not current.exists():
@@ -37,7 +44,7 @@ def ensure_dir(path: Path) -> None:
         current = current.parent
     for directory in reversed(missing):
         try:
-            os.mkdir(directory)
+            os.mkdir(directory, mode)
         except FileExistsError:
             continue
         fsync_dir(directory.parent)
@@ -47,7 +54,7 @@ def atomic_write(
     path: Path,
     data: bytes,
     *,
-    mode: int = 0o644,
+    mode: int = PRIVATE_FILE,
     durable: bool = True,
     before_replace: Callable[[], None] | None = None,
 ) -> None:
@@ -56,7 +63,7 @@ def atomic_write(
     Args:
         path: the destination; its directory must exist.
         data: the full new content.
-        mode: permission bits of the new file.
+        mode: permission bits of the new file, narrowed by the umask (as ``open(2)`` does).
         durable: fsync the file and the directory (receipts, ledger-adjacent state). Checkout
             files skip it: Git's objects are the durable copy of their content.
         before_replace: called after the temp file is complete and before the rename (the
@@ -70,7 +77,6 @@ def atomic_write(
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)
         finally:

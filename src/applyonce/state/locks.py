@@ -48,7 +48,7 @@ def file_lock(path: Path, *, wait: float | None = None) -> Iterator[None]:
         LockBusyError: another process held it for the whole wait (exit 4, retryable).
     """
     wait = LOCK_WAIT_S if wait is None else wait
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait
         pause = 0.005
@@ -97,7 +97,7 @@ def flock_holder(path: Path) -> int | None:
 @contextlib.contextmanager
 def try_file_lock(path: Path) -> Iterator[bool]:
     """Take the ``flock`` on ``path`` if nobody holds it; yields whether it was taken."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

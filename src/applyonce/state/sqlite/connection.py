@@ -9,13 +9,14 @@ hangs makes the others fail with "busy" (exit 4), never hang with it.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from applyonce.core.receipt import now
 from applyonce.errors import ApplyOnceError
-from applyonce.state.files import ensure_dir
+from applyonce.state.files import PRIVATE_FILE, ensure_dir
 from applyonce.state.ledger import LedgerBusyError, LedgerError
 from applyonce.state.locks import LockBusyError, file_lock
 
@@ -52,6 +53,9 @@ class Database:
         self._synchronous = synchronous
         try:
             with file_lock(path.parent / f"{path.stem.split('.')[0]}.lock"):
+                # SQLite would create the file 0644; made first, 0600, it also sets the mode of
+                # the -wal and -shm files, which SQLite copies from the database file.
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE))
                 try:
                     self.db = self._connect()
                     mode = self.db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
