@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from applyonce.core.gitmeta import check_git_metadata
 from applyonce.core.paths import UnsafePathError, parents
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import apply_hunks
@@ -206,6 +207,8 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
         raise PlanError(
             "the patch changes nothing", hint="send a patch that changes at least one file"
         )
+    # .gitmodules and friends: what 'git fsck --strict' would refuse is never committed.
+    check_git_metadata((change.path, change.content, change.mode) for change in changes)
     return TreePlan(changes=tuple(changes), removed=tuple(removed))
 
 
