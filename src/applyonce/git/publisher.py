@@ -81,7 +81,16 @@ class LocalRefPublisher:
 
         Raises:
             TipMovedError: the ref is not at ``expected`` (another writer got there first).
+            ObjectsMissingError: the commit needs objects that are gone (nothing changed).
         """
+        # Never a branch pointing at missing objects: what a concurrent prune removed is
+        # rewritten first, and again after the move (a prune that judged them unreachable just
+        # before it may still be deleting).
+        self.store.ensure_complete(new)
+        self._compare_and_swap(ref, expected, new, reason=reason)
+        self.store.restore_written()
+
+    def _compare_and_swap(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
         for attempt in range(_LOCK_RETRIES):
             current_tip = self.store.tip(ref)
             if current_tip != expected:

@@ -44,7 +44,13 @@ class ScratchRepo:
             | pygit2.enums.CheckoutStrategy.REMOVE_UNTRACKED
             | pygit2.enums.CheckoutStrategy.REMOVE_IGNORED
         )
-        self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
+        try:
+            self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
+        except pygit2.NotFoundError:
+            # The tree HEAD held was a rejected call's, and 'git gc --prune=now' removed it:
+            # forget it (an unborn HEAD) and check the whole tree out.
+            self.repo.references.create("HEAD", "refs/heads/scratch-unborn", force=True)
+            self.repo.checkout_tree(tree, strategy=strategy)  # type: ignore[no-untyped-call]
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
         commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
         self.repo.set_head(commit)
