@@ -28,7 +28,7 @@ from applyonce.core.receipt import (
     parse_receipt,
     records_of_plan,
 )
-from applyonce.errors import ApplyOnceError, ConflictError, UsageError
+from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
 from applyonce.faults import fault
 from applyonce.flow import settle
 from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopted
@@ -51,6 +51,7 @@ from applyonce.flow.verify import (
 from applyonce.git.publisher import TipMovedError
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
+from applyonce.state.storage import StorageError
 
 MAX_RESTAGES = 32
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -59,6 +60,16 @@ _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 # that failed halfway, and may be taken over.
 _RUNNING: set[str] = set()
 _RUNNING_LOCK = threading.Lock()
+
+
+class UnrecordedCommitError(StateError):
+    """The commit is on the branch, but its receipt or ledger entry could not be written."""
+
+    kind = "unrecorded-commit"
+    default_hint = (
+        "the patch IS applied (do not send it as a new call); make the state directory"
+        " writable, then run 'applyonce recover' to finish its record"
+    )
 
 
 class BaseMovedError(ConflictError):
@@ -308,7 +319,17 @@ def _run(
     except ApplyOnceError as exc:
         return CallOutcome(settle.reject(ctx, prepared, exc, checks))
     fault("after-publish")
-    committed = _settle_published(ctx, prepared, tree_plan, blobs, base, commit_id, checks)
+    try:
+        committed = _settle_published(ctx, prepared, tree_plan, blobs, base, commit_id, checks)
+    except StorageError as exc:
+        # Exit 5 until recorded: never "rejected" for a change that landed, and no "committed"
+        # without its receipt. Repeating the call, or 'applyonce recover', finds the commit.
+        raise UnrecordedCommitError(
+            f"commit {commit_id[:12]} is on {ref}, but its record could not be written"
+            f" ({exc.message})",
+            call_id=ident.call_id,
+            commit=commit_id,
+        ) from None
     outcome = _landed(ctx, committed, replayed=False)
     fault("after-sync")
     return outcome

@@ -13,6 +13,7 @@ from pathlib import Path
 from applyonce.core.identity import is_sha256_hex
 from applyonce.core.receipt import Receipt, ReceiptError, parse_receipt
 from applyonce.state.files import atomic_write, ensure_dir, stale_temp_files
+from applyonce.state.storage import storage_cause, storage_error
 
 
 class ReceiptStore:
@@ -27,12 +28,22 @@ class ReceiptStore:
         return self.dir / f"{call_id}.json"
 
     def write(self, receipt: Receipt, *, before_replace: Callable[[], None] | None = None) -> str:
-        """Write ``receipt`` atomically. Returns the sha256 of the bytes written."""
-        ensure_dir(self.dir)
-        for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
-            tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
+        """Write ``receipt`` atomically. Returns the sha256 of the bytes written.
+
+        Raises:
+            StorageError: the disk is full or the file system read-only (nothing was replaced).
+        """
         data = receipt.to_json()
-        atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
+        try:
+            ensure_dir(self.dir)
+            for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
+                tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
+            atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
+        except OSError as exc:
+            cause = storage_cause(self.dir, exc)
+            if cause is None:
+                raise
+            raise storage_error(self.dir, cause, exc.strerror or "") from None
         return hashlib.sha256(data).hexdigest()
 
     def read_bytes(self, call_id: str) -> bytes | None:

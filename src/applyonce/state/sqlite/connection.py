@@ -19,6 +19,7 @@ from applyonce.errors import ApplyOnceError
 from applyonce.state.files import PRIVATE_FILE, ensure_dir
 from applyonce.state.ledger import LedgerBusyError, LedgerError
 from applyonce.state.locks import LockBusyError, file_lock
+from applyonce.state.storage import storage_cause, storage_error
 
 Migrations = Sequence[tuple[str, str]]
 # How long a statement waits for another connection's write transaction (they last milliseconds).
@@ -26,14 +27,28 @@ BUSY_TIMEOUT_S = 5.0
 
 
 def database_error(path: Path, exc: sqlite3.Error) -> ApplyOnceError:
-    """The applyonce error for a SQLite failure: busy (retry) or unreadable (move it aside)."""
-    if "locked" in str(exc) or "busy" in str(exc):
+    """The applyonce error for a SQLite failure: busy (retry), the storage (a full disk, a
+    read-only file system: said so, the ledger is fine), or a damaged file (move it aside)."""
+    text = str(exc)
+    name = getattr(exc, "sqlite_errorname", "")
+    if "locked" in text or "busy" in text:
         return LedgerBusyError(
             f"the ledger {path} is busy ({exc}; waited {BUSY_TIMEOUT_S:g} s)",
             hint="another applyonce process holds the ledger; retry in a moment, or stop that "
             "process if it is stuck",
         )
-    return LedgerError(f"the ledger {path} is unreadable ({exc})")
+    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or "malformed" in text:
+        return LedgerError(f"the ledger {path} is unreadable ({exc})")
+    cause = storage_cause(path.parent)
+    if cause is None and name == "SQLITE_FULL":
+        cause = "the disk is full"
+    if cause is not None:
+        return storage_error(path.parent, cause, f"SQLite: {exc}")
+    return LedgerError(
+        f"the ledger {path} could not be read or written ({exc})",
+        hint="check the disk that holds it, then repeat the call (this error does not mean the"
+        " ledger is damaged: keep it)",
+    )
 
 
 class Database:
@@ -49,8 +64,18 @@ class Database:
     ) -> None:
         self.path = path
         self._error = error
-        ensure_dir(path.parent)
         self._synchronous = synchronous
+        try:
+            self._open(migrations)
+        except OSError as exc:
+            cause = storage_cause(path.parent, exc)
+            if cause is None:
+                raise
+            raise storage_error(path.parent, cause, exc.strerror or "") from None
+
+    def _open(self, migrations: Migrations) -> None:
+        path, error = self.path, self._error
+        ensure_dir(path.parent)
         try:
             with file_lock(path.parent / f"{path.stem.split('.')[0]}.lock"):
                 # SQLite would create the file 0644; made first, 0600, it also sets the mode of
@@ -138,8 +163,8 @@ def _transaction(
     except BaseException as exc:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.OperationalError) and (
-            "locked" in str(exc) or "disk" in str(exc) or "busy" in str(exc)
-        ):
+        # An operational error is the database's or its storage's (locked, disk full,
+        # read-only, I/O): said for what it is, never a traceback.
+        if isinstance(exc, sqlite3.OperationalError):
             raise error(path, exc) from None
         raise
