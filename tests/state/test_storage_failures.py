@@ -121,3 +121,28 @@ def test_a_full_disk_after_the_publish_says_the_patch_landed(repo: Repo, tmp_pat
     assert code == 0, err
     assert repo.commit_count() == 2 and len(repo.call_ids()) == 1
     assert repo.git("fsck", "--strict").strip() == ""
+
+
+def test_a_full_disk_under_the_repository_rejects_the_call_as_retryable(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo")
+    repo.path.mkdir()
+    state = tmp_path / "state"
+    commits = tmp_path / "commits"
+    # The repository on a tiny disk of its own: the call's blobs cannot be written.
+    _in_namespace(
+        f"mount -t tmpfs -o size=512k tmpfs {repo.path}\ncd {repo.path}\n"
+        "git init -q -b main . && mkdir src && echo 'VALUE = 1' > src/util.py\n"
+        "git add -A && git commit -q -m base\n"
+        f"dd if=/dev/zero of={repo.path}/.fill bs=4k count=1000 2>/dev/null || true\n"
+        + _cli(tmp_path, "full", repo, state, "apply", "-") + "\n"
+        + f"git rev-list --count HEAD > {commits}.before\nrm {repo.path}/.fill\n"
+        + _cli(tmp_path, "again", repo, state, "apply", "-") + "\n"
+        + f"git rev-list --count HEAD > {commits}.after\n"
+    )
+    code, err = _result(tmp_path, "full")
+    assert code == 1, err
+    _assert_named(err, f"cannot write Git objects in {repo.path}/.git/objects: the disk is full")
+    assert (tmp_path / "commits.before").read_text().strip() == "1"
+    code, err = _result(tmp_path, "again")  # rejected as retryable: it runs again
+    assert code == 0, err
+    assert (tmp_path / "commits.after").read_text().strip() == "2"

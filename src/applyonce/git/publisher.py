@@ -86,9 +86,9 @@ class LocalRefPublisher:
         # Never a branch pointing at missing objects: what a concurrent prune removed is
         # rewritten first, and again after the move (a prune that judged them unreachable just
         # before it may still be deleting).
-        self.store.ensure_complete(new)
+        self.store.written.ensure_complete(new)
         self._compare_and_swap(ref, expected, new, reason=reason)
-        self.store.restore_written()
+        self.store.written.restore()
 
     def _compare_and_swap(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
         for attempt in range(_LOCK_RETRIES):

@@ -25,6 +25,7 @@ from applyonce.core.paths import UnsafePathError
 from applyonce.core.plan import MODE_GITLINK, MODE_LINK, MODE_TREE, EntryKind, TreePlan
 from applyonce.core.trailers import Trailers, parse_trailers
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
+from applyonce.git.objects import WrittenObjects, writing_objects
 
 pygit2.settings.enable_fsync_gitdir(True)
 
@@ -36,16 +37,6 @@ class NotARepositoryError(ApplyOnceError):
     kind = "not-a-repository"
     exit_code = 2
     default_hint = "pass --repo with the path of a Git repository"
-
-
-class ObjectsMissingError(ApplyOnceError):
-    """Objects a commit needs are gone from the object database and cannot be rewritten."""
-
-    kind = "objects-missing"
-    default_retryable = True
-    default_hint = (
-        "repeat the call; do not run 'git gc --prune=now' or 'git prune' while applyonce runs"
-    )
 
 
 class LockedError(ConflictError):
@@ -136,10 +127,8 @@ class GitStore:
             raise NotARepositoryError(f"{path} is not inside a Git repository")
         self.repo = pygit2.Repository(found)
         self._comment_char: bytes | None = None
-        # Every object written for the current staging, raw, by ID (blobs, then trees bottom-up,
-        # then the commit): a concurrent 'git gc --prune=now' or 'git prune' deletes unreachable
-        # objects however young, and these are unreachable until the publish.
-        self._written: dict[str, tuple[int, bytes]] = {}
+        # What the current staging wrote, to write again if a concurrent prune removes it.
+        self.written = WrittenObjects(self.repo, self.objects_dir)
 
     def config_int(self, name: str) -> int | None:
         """Git config ``name`` as an integer, read as git reads one (``k``, ``m``, ``g``
@@ -231,18 +220,18 @@ class GitStore:
         """
         edits: dict[str, tuple[pygit2.Oid, int] | None] = {path: None for path in plan.removed}
         blobs: dict[str, str] = {}
-        self._written = {}
-        for change in plan.changes:
-            if change.content is None:
-                edits[change.path] = None
-                continue
-            oid = self.repo.create_blob(change.content)
-            self._written[str(oid)] = (pygit2.enums.ObjectType.BLOB, change.content)
-            edits[change.path] = (oid, change.mode)
-            blobs[change.path] = str(oid)
-        root = self._build(base.tree, edits)
-        if root is None:
-            root = self.repo.TreeBuilder().write()
+        self.written.reset()
+        with writing_objects(self.objects_dir):
+            for change in plan.changes:
+                if change.content is None:
+                    edits[change.path] = None
+                    continue
+                oid = self.written.blob(self.repo.create_blob(change.content), change.content)
+                edits[change.path] = (oid, change.mode)
+                blobs[change.path] = str(oid)
+            root = self._build(base.tree, edits)
+            if root is None:
+                root = self.repo.TreeBuilder().write()
         return str(root), blobs
 
     def _build(
@@ -280,13 +269,7 @@ class GitStore:
                 builder.insert(head, new, MODE_TREE)
         if len(builder) == 0:
             return None
-        return self._remember(builder.write())
-
-    def _remember(self, oid: pygit2.Oid) -> pygit2.Oid:
-        """Keep the raw bytes of the object ``oid`` just written (see ``_written``)."""
-        kind, data = self.repo.odb.read(oid)
-        self._written[str(oid)] = (kind, data)
-        return oid
+        return self.written.remember(builder.write())
 
     def config_value(self, name: str) -> str | None:
         """``name`` (e.g. ``applyonce.leaseSeconds``) from the git config the repository sees —
@@ -307,81 +290,11 @@ class GitStore:
         """Create the commit object. No ref moves."""
         sig = self.signature()
         parents = [pygit2.Oid(hex=parent)] if parent else []
-        self.restore_written()  # libgit2 refuses a commit whose tree is missing
-        oid = self.repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree_id), parents)
-        return str(self._remember(oid))
-
-    # --- objects a concurrent prune may remove -----------------------------------------------
-
-    def _disk_odb(self) -> pygit2.Odb:
-        # A fresh object database: the repository's own caches objects it has read, and would
-        # answer for an object that is no longer on disk.
-        return pygit2.Odb(str(self.objects_dir))
-
-    def restore_written(self) -> list[str]:
-        """Write back, from memory, the objects of the current staging that a concurrent
-        ``git gc --prune=now`` or ``git prune`` removed. Returns their IDs."""
-        if not self._written:
-            return []
-        odb = self._disk_odb()
-        missing = [oid for oid in self._written if oid not in odb]
-        for oid in missing:
-            kind, data = self._written[oid]
-            written = self.repo.odb.write(kind, data)
-            assert str(written) == oid, (written, oid)
-        return missing
-
-    def ensure_complete(self, commit_id: str) -> None:
-        """Make sure the commit and every object it adds to its first parent's tree exist on
-        disk, rewriting from memory what this process wrote and a prune removed.
-
-        Raises:
-            ObjectsMissingError: an object is missing and not known here (nothing is published).
-        """
-        self.restore_written()
-        missing = self.missing_objects(commit_id)
-        if missing:
-            raise ObjectsMissingError(
-                f"commit {commit_id[:12]} needs {len(missing)} objects that are gone"
-                f" (first {missing[0][:12]}; a concurrent 'git gc --prune=now'?)",
-                commit=commit_id,
-            )
-
-    def missing_objects(self, commit_id: str) -> list[str]:
-        """The objects the commit needs beyond its first parent's tree that are not on disk:
-        the commit, its tree, and the trees and blobs that differ from the parent's (cost:
-        the changed paths, not the repository)."""
-        odb = self._disk_odb()
-        if commit_id not in odb:
-            return [commit_id]
-        _, raw = odb.read(commit_id)
-        tree_id = raw.split(b"\n", 1)[0].removeprefix(b"tree ").decode()
-        parent = self.parent_of(commit_id)
-        base_tree = str(self.repo[parent].peel(pygit2.Tree).id) if parent else None
-        missing: list[str] = []
-        self._missing_below(odb, tree_id, base_tree, missing)
-        return missing
-
-    def _missing_below(
-        self, odb: pygit2.Odb, tree_id: str, base_id: str | None, missing: list[str]
-    ) -> None:
-        if tree_id == base_id:
-            return
-        if tree_id not in odb:
-            missing.append(tree_id)
-            return
-        tree = self.repo[tree_id]
-        base = self.repo[base_id] if base_id is not None else None
-        assert isinstance(tree, pygit2.Tree)
-        for entry in tree:
-            old = _child(base, entry.name or "")
-            if old is not None and old.id == entry.id:
-                continue
-            if entry.filemode == MODE_TREE:
-                old_tree = str(old.id) if old is not None and old.filemode == MODE_TREE else None
-                self._missing_below(odb, str(entry.id), old_tree, missing)
-            elif entry.filemode != MODE_GITLINK and str(entry.id) not in odb:
-                missing.append(str(entry.id))
+        self.written.restore()  # libgit2 refuses a commit whose tree is missing
+        with writing_objects(self.objects_dir):
+            tree = pygit2.Oid(hex=tree_id)
+            oid = self.repo.create_commit(None, sig, sig, message, tree, parents)
+        return str(self.written.remember(oid))
 
     # --- reading history ----------------------------------------------------------------------
 
@@ -466,15 +379,6 @@ class GitStore:
         """Where this repository's objects are (a linked work tree shares the main one's)."""
         objects = Path(self.repo.path).resolve() / "objects"
         return objects if objects.is_dir() else self.common_dir / "objects"
-
-
-def _child(tree: pygit2.Object | None, name: str) -> pygit2.Object | None:
-    if not isinstance(tree, pygit2.Tree):
-        return None
-    try:
-        return tree[name]
-    except KeyError:
-        return None
 
 
 def blob_id_of(data: bytes) -> str:
