@@ -115,7 +115,7 @@ def test_a_full_disk_after_the_publish_says_the_patch_landed(repo: Repo, tmp_pat
     code, err = _result(tmp_path, "landed")
     assert code == 5, err
     _assert_named(err, "is on refs/heads/main, but its record could not be written")
-    assert "the disk is full" in err and "the patch IS applied" in err
+    assert "the disk is full" in err and "the patch is applied" in err
     assert _result(tmp_path, "recover")[0] == 0
     code, err = _result(tmp_path, "repeat")
     assert code == 0, err

@@ -67,7 +67,7 @@ class UnrecordedCommitError(StateError):
 
     kind = "unrecorded-commit"
     default_hint = (
-        "the patch IS applied (do not send it as a new call); make the state directory"
+        "the patch is applied (do not send it as a new call); make the state directory"
         " writable, then run 'applyonce recover' to finish its record"
     )
 
@@ -166,9 +166,10 @@ def _known_outcome(
         # A new call's hostile paths are refused before any state exists (the tip's tree tells
         # symlinked parents). A known call is not re-judged: it replays what it was.
         tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
-        for path in args.patch().touched_paths():
+        touched = args.patch().touched_paths()
+        for path in touched:
             check_parents(tip_tree, path)
-        refuse_state_paths(ctx.store, ctx.state_dir, args.patch().touched_paths())
+        refuse_state_paths(ctx.store, ctx.state_dir, touched)
     owner, lease = lessee.owner, lessee.seconds
     claim = ctx.ledger.claim(
         ident, ref=args.ref, owner=owner, lease_seconds=lease, args=args, source=source
