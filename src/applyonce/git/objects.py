@@ -13,6 +13,7 @@ Writing objects on a full disk or a read-only file system is said for what it is
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,11 +67,19 @@ class WrittenObjects:
     def __init__(self, repo: pygit2.Repository, objects_dir: Path) -> None:
         self.repo = repo
         self.objects_dir = objects_dir
-        self._raw: dict[str, tuple[int, bytes]] = {}
+        # Per thread: two calls staged at once in one process keep apart what each wrote.
+        self._local = threading.local()
+
+    @property
+    def _raw(self) -> dict[str, tuple[int, bytes]]:
+        raw: dict[str, tuple[int, bytes]] | None = getattr(self._local, "raw", None)
+        if raw is None:
+            raw = self._local.raw = {}
+        return raw
 
     def reset(self) -> None:
         """A new staging begins: forget the previous one's objects."""
-        self._raw = {}
+        self._local.raw = {}
 
     def blob(self, oid: pygit2.Oid, data: bytes) -> pygit2.Oid:
         self._raw[str(oid)] = (pygit2.enums.ObjectType.BLOB, data)
