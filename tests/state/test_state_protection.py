@@ -121,3 +121,19 @@ def test_state_files_are_private(repo: Repo, tmp_path: Path, umask: int) -> None
     for path in [state.parent, state, state / "receipts", *(state / "receipts").iterdir()]:
         mode = stat.S_IMODE(os.stat(path).st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_state_files_of_a_sync_killed_halfway_are_private(repo: Repo) -> None:
+    # Killed while the index lock is held: the lock journal's entry and its index copy remain.
+    old = os.umask(0o022)
+    try:
+        killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "during-sync"})
+    finally:
+        os.umask(old)
+    assert killed.returncode == -9, killed
+    state = repo.state_dir()
+    found = [p for p in state.rglob("*") if "scratch" not in p.relative_to(state).parts]
+    assert any(p.suffix == ".data" for p in found), found  # the copy of the index
+    for path in [state, *found]:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))

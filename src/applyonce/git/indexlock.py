@@ -97,6 +97,8 @@ def locked_index(
                     ) from None
                 time.sleep(0.02)
         with contextlib.suppress(FileNotFoundError):
+            # Made 0600 first (applyonce's state is private): copyfile keeps an existing mode.
+            os.close(os.open(held.scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
             shutil.copyfile(index_path, held.scratch)
         try:
             index = pygit2.Index(str(held.scratch))
