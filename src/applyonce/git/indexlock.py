@@ -96,10 +96,11 @@ def locked_index(
                         f"{lock} stays held by another git process", path=str(lock)
                     ) from None
                 time.sleep(0.02)
-        with contextlib.suppress(FileNotFoundError):
-            # Made 0600 first (applyonce's state is private): copyfile keeps an existing mode.
-            os.close(os.open(held.scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-            shutil.copyfile(index_path, held.scratch)
+        with contextlib.suppress(FileNotFoundError), open(index_path, "rb") as source:
+            # The copy is 0600, as all of applyonce's state (none at all without an index).
+            fd = os.open(held.scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as copy:
+                shutil.copyfileobj(source, copy)
         try:
             index = pygit2.Index(str(held.scratch))
         except pygit2.GitError as exc:
