@@ -15,6 +15,7 @@ POINTS = (
     "after-stage",
     "after-check",
     "after-commit-object",
+    "during-publish",  # the branch's ref lock journaled, libgit2 not yet called
     "after-publish",
     "after-receipt-tmp",
     "after-receipt",

@@ -19,6 +19,7 @@ from applyonce.git.history import CallIdIndex, HistoryCache, MemoryHistoryCache
 from applyonce.git.publisher import LocalRefPublisher, Publisher
 from applyonce.git.store import GitStore
 from applyonce.state.ledger import Ledger, LedgerBusyError
+from applyonce.state.lockjournal import JOURNAL_DIR
 from applyonce.state.receipts import ReceiptStore
 from applyonce.state.sqlite.history import SqliteHistoryCache
 from applyonce.state.sqlite.ledger import SqliteLedger
@@ -93,7 +94,7 @@ def open_context(
     index = CallIdIndex(store, lambda: _history_cache(state, read_only=read_only))
     return Context(
         store=store,
-        publisher=LocalRefPublisher(store, index),
+        publisher=LocalRefPublisher(store, index, state / JOURNAL_DIR),
         checkouts=Checkouts(store),
         receipts=ReceiptStore(state),
         state_dir=state,

@@ -2,9 +2,10 @@
 lock files, temp files in the work tree, and scratch checkouts that no longer open.
 
 In the user's repository only what applyonce can prove its own is removed: the lock files its
-journal records (:mod:`applyonce.state.lockjournal`) and the temp files of its killed syncs. Any
-other lock file nobody holds open (the user's ``git commit`` waiting for its editor, a lock libgit2
-took while publishing) is reported with what to do, never removed.
+journal records (:mod:`applyonce.state.lockjournal`: a killed sync's ``index.lock``, the branch's
+ref lock libgit2 took for a killed publish) and the temp files of its killed syncs. Any other lock
+file nobody holds open (the user's ``git commit`` waiting for its editor, a killed git's ref lock)
+is reported with what to do, never removed.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def remove_debris(ctx: Context) -> tuple[list[str], list[str]]:
             removed.append(str(tmp))
     journal = lock_journal(ctx)
     if journal.is_dir():
-        # No sync can run while we hold its lock, so every journaled holder is dead.
+        # No sync can run while we hold its lock, so every journaled index.lock holder is dead;
+        # a publish's entry says itself whether its holder lives.
         with try_file_lock(ctx.state_dir / SYNC_LOCK) as free:
-            if free:
-                removed.extend(remove_own_locks(journal))
+            removed.extend(remove_own_locks(journal, holders_dead=free, ref_at=ctx.store.tip))
     # A running sync's own lock is not the user's business.
     notes.extend(foreign_lock_notes(_git_locks(ctx) - journaled_locks(journal)))
     removed.extend(_remove_stale_scratch_locks(ctx))

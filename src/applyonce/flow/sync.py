@@ -15,10 +15,11 @@ from applyonce.flow.context import Context
 from applyonce.git.checkouts import SyncReport
 from applyonce.state.files import ensure_dir
 from applyonce.state.ledger import Event, EventKind, RowChange
+from applyonce.state.lockjournal import JOURNAL_DIR
 from applyonce.state.locks import file_lock
 
 SYNC_LOCK = "sync.lock"  # held by every sync, so around every Git lock applyonce takes
-LOCK_JOURNAL = "locks"
+LOCK_JOURNAL = JOURNAL_DIR
 
 
 def lock_journal(ctx: Context) -> Path:

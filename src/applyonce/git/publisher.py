@@ -7,19 +7,26 @@ audit all ask the same publisher, so "did call X land?" has one answer.
 
 :class:`LocalRefPublisher` publishes to ``refs/heads/<branch>`` of the repository itself: libgit2
 checks the old value under the ref's lock, and fsyncs the ref (switched on in
-:mod:`applyonce.git.store`).
+:mod:`applyonce.git.store`). Given a lock journal, it journals that lock before libgit2 takes it
+(:func:`applyonce.state.lockjournal.journaled_ref_lock`), so that ``applyonce recover`` can prove a
+lock left by a publish killed inside libgit2 its own, and remove it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from pathlib import Path
 from typing import Protocol
 
 import pygit2
 
 from applyonce.errors import ConflictError
+from applyonce.faults import fault
 from applyonce.git.history import CallIdIndex
 from applyonce.git.store import GitStore, LockedError
+from applyonce.state.lockjournal import journaled_ref_lock
 
 _LOCK_RETRIES = 50
 
@@ -66,12 +73,20 @@ class Publisher(Protocol):
         ...
 
 
-class LocalRefPublisher:
-    """A :class:`Publisher` over a branch of the repository itself."""
+class _RefLockedError(Exception):
+    """The ref's lock file exists: another writer holds it (libgit2 is not even asked)."""
 
-    def __init__(self, store: GitStore, index: CallIdIndex) -> None:
+
+class LocalRefPublisher:
+    """A :class:`Publisher` over a branch of the repository itself.
+
+    ``journal``: where the ref locks libgit2 takes for it are journaled (None: not journaled; a
+    lock left by a killed publish is then only reported by ``recover``)."""
+
+    def __init__(self, store: GitStore, index: CallIdIndex, journal: Path | None = None) -> None:
         self.store = store
         self.index = index
+        self.journal = journal
 
     def tip(self, ref: str) -> str | None:
         return self.store.tip(ref)
@@ -96,23 +111,9 @@ class LocalRefPublisher:
             if current_tip != expected:
                 raise TipMovedError(ref, expected, current_tip)
             try:
-                if expected is None:
-                    if self.store.repo.references.get(ref) is not None:
-                        raise TipMovedError(ref, None, self.store.tip(ref))
-                    self.store.repo.create_reference_direct(
-                        ref, pygit2.Oid(hex=new), False, message=reason
-                    )
-                    return
-                current = self.store.repo.references.get(ref)
-                if current is None or str(current.target) != expected:
-                    raise TipMovedError(
-                        ref, expected, None if current is None else str(current.target)
-                    )
-                # set_target passes the value read above to libgit2 as the expected old value,
-                # checked under the ref's lock: a writer between the read and here makes it fail.
-                current.set_target(pygit2.Oid(hex=new), reason)
+                self._swap(ref, expected, new, reason)
                 return
-            except (pygit2.GitError, OSError, KeyError) as exc:
+            except (pygit2.GitError, OSError, KeyError, _RefLockedError) as exc:
                 text = str(exc)
                 now_at = self.store.tip(ref)
                 if now_at != expected:  # moved or deleted under us: the CAS did its job
@@ -125,6 +126,37 @@ class LocalRefPublisher:
                 raise LockedError(
                     f"{ref} stays locked by another writer ({text.strip()})"
                 ) from None
+
+    def _swap(self, ref: str, expected: str | None, new: str, reason: str) -> None:
+        """One compare-and-swap by libgit2. The lock it takes (``<ref>.lock`` in the common
+        directory, filled with ``<new>\\n``; libgit2 1.9 takes no reflog or packed-refs lock to
+        update a branch) is journaled for as long as libgit2 may hold it."""
+        journaled: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if self.journal is not None:
+            lock = self.store.common_dir / f"{ref}.lock"
+            if os.path.lexists(lock):
+                # Someone else's: journaling it now would name their lock as ours.
+                raise _RefLockedError(f"failed to lock file '{lock}' for writing")
+            journaled = journaled_ref_lock(
+                self.journal, lock, ref=ref, expected=expected, content=f"{new}\n".encode()
+            )
+        with journaled:
+            fault("during-publish")
+            if expected is None:
+                if self.store.repo.references.get(ref) is not None:
+                    raise TipMovedError(ref, None, self.store.tip(ref))
+                self.store.repo.create_reference_direct(
+                    ref, pygit2.Oid(hex=new), False, message=reason
+                )
+                return
+            current = self.store.repo.references.get(ref)
+            if current is None or str(current.target) != expected:
+                raise TipMovedError(
+                    ref, expected, None if current is None else str(current.target)
+                )
+            # set_target passes the value read above to libgit2 as the expected old value,
+            # checked under the ref's lock: a writer between the read and here makes it fail.
+            current.set_target(pygit2.Oid(hex=new), reason)
 
     def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
         if since is None:

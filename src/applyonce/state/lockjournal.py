@@ -13,18 +13,37 @@ removes a lock only when it can prove it made it:
 4. the lock is renamed over its target, then the entry is removed.
 
 :func:`remove_own_locks` (``applyonce recover``) removes a journaled lock only if its content is
-the marker or the recorded content; anything else is someone else's and stays. It is called only
-while no applyonce sync can be running (the caller holds the sync lock), so the owner is dead.
+the marker or the recorded content; anything else is someone else's and stays. It judges these
+entries only while no applyonce sync can be running (the caller holds the sync lock), so the
+owner is dead.
+
+A branch's ref lock is taken by libgit2 during the publish, not by applyonce, so it cannot carry a
+marker. :func:`journaled_ref_lock` journals it before libgit2 is called: the lock's path, the ref,
+the value the ref must still have (``expected``) and the bytes libgit2 writes into the lock (the
+new oid and a newline, in one write after the reflog is appended; a killed publish leaves the lock
+empty or holding them). The entry is ``flock``-ed by its holder while it exists, so a live holder
+is told from a dead one without the sync lock, across PID namespaces too. Such a lock is the dead
+holder's, and removed, only if all of these hold:
+
+* its content is a prefix of the bytes libgit2 writes (empty, partial or whole);
+* it was made soon after the entry was written: libgit2 creates it a millisecond later (an empty
+  lock: within :data:`REF_LOCK_TAKEN_WITHIN_S`), and fills it after appending the reflogs, each
+  fsynced (within :data:`REF_LOCK_FILLED_WITHIN_S`); a lock someone took later, once the holder
+  was dead, is younger;
+* the ref still has the ``expected`` value: while that lock stands no git can have moved it, and a
+  publish that completed moved it away from ``expected``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import hashlib
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -39,6 +58,9 @@ from applyonce.state.files import (
 )
 
 MARKER_PREFIX = b"applyonce lock "
+JOURNAL_DIR = "locks"  # under the state directory
+REF_LOCK_TAKEN_WITHIN_S = 2.0
+REF_LOCK_FILLED_WITHIN_S = 60.0
 
 
 class LockTakenError(Exception):
@@ -134,15 +156,67 @@ def held_lock(
         os.unlink(entry)
 
 
-def remove_own_locks(journal: Path) -> list[str]:
-    """Remove what killed holders left: their lock files (only those whose content is what they
-    wrote), temp files and work-tree temp files; returns the paths removed.
+@contextlib.contextmanager
+def journaled_ref_lock(
+    journal: Path, lock: Path, *, ref: str, expected: str | None, content: bytes
+) -> Iterator[None]:
+    """Journal ``lock``, which libgit2 takes (and fills with ``content``) to move ``ref`` from
+    ``expected`` while the block runs; the entry is removed when the block ends, however it ends.
 
-    The caller must make sure no holder is alive (it holds the lock every holder takes)."""
+    Costs no fsync: a killed process loses nothing from the page cache, and after a power cut a
+    lock whose entry was lost is only reported, never removed. The entry appears complete and
+    already ``flock``-ed (written to a temp file, locked, renamed)."""
+    ensure_dir(journal)
+    nonce = secrets.token_hex(8)
+    record = {
+        "kind": "ref",
+        "lock": str(lock),
+        "ref": ref,
+        "expected": expected,
+        "content": content.decode(),
+        "pid": os.getpid(),
+    }
+    entry = journal / f"{nonce}.json"
+    tmp = journal / f"{TMP_PREFIX}{entry.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(orjson.dumps(record))
+        while view:
+            view = view[os.write(fd, view) :]
+        os.rename(tmp, entry)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    try:
+        yield
+    finally:
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry)  # while still flock-ed: recover never judges a live holder's
+        finally:
+            os.close(fd)
+
+
+def remove_own_locks(
+    journal: Path,
+    *,
+    holders_dead: bool = True,
+    ref_at: Callable[[str], str | None] | None = None,
+) -> list[str]:
+    """Remove what killed holders left: their lock files (only those proven theirs), temp files
+    and work-tree temp files; returns the paths removed.
+
+    ``holders_dead``: the caller holds the lock every :func:`held_lock` holder takes, so their
+    entries can be judged (False: they are left for later). ``ref_at``: a ref's current value
+    (None: no such ref), to judge the entries of :func:`journaled_ref_lock`, whose holders are
+    told alive by their ``flock`` (None: those entries are left)."""
     removed: list[str] = []
     if not journal.is_dir():
         return removed
-    for tmp in stale_temp_files(journal):  # an entry's own atomic_write, killed
+    for tmp in stale_temp_files(journal):  # an entry's own write, killed
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
             removed.append(str(tmp))
@@ -151,6 +225,12 @@ def remove_own_locks(journal: Path) -> list[str]:
             record = orjson.loads(entry.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue  # a torn entry: its lock, if any, cannot be proven ours
+        if record.get("kind") == "ref":
+            if ref_at is not None:
+                removed.extend(_remove_dead_ref_lock(entry, record, ref_at))
+            continue
+        if not holders_dead:
+            continue
         pid = record.get("pid")
         if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
             continue
@@ -179,6 +259,54 @@ def journaled_locks(journal: Path) -> set[Path]:
             with contextlib.suppress(OSError, orjson.JSONDecodeError):
                 locks.add(Path(str(orjson.loads(entry.read_bytes()).get("lock"))))
     return locks
+
+
+def _remove_dead_ref_lock(
+    entry: Path, record: dict[str, object], ref_at: Callable[[str], str | None]
+) -> list[str]:
+    """Judge a :func:`journaled_ref_lock` entry if its holder is dead: remove the lock if it is
+    proven the holder's (see the module docstring), then the entry."""
+    try:
+        fd = os.open(entry, os.O_RDWR)
+    except FileNotFoundError:
+        return []  # its holder finished meanwhile
+    removed = []
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []  # alive: publishing right now
+        lock = Path(str(record.get("lock")))
+        if _is_dead_ref_lock(lock, record, os.fstat(fd).st_mtime, ref_at):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+                removed.append(str(lock))
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+    finally:
+        os.close(fd)
+    return removed
+
+
+def _is_dead_ref_lock(
+    lock: Path, record: dict[str, object], written_at: float, ref_at: Callable[[str], str | None]
+) -> bool:
+    content, ref, expected = record.get("content"), record.get("ref"), record.get("expected")
+    if not isinstance(content, str) or not isinstance(ref, str):
+        return False
+    if expected is not None and not isinstance(expected, str):
+        return False
+    try:
+        st = os.lstat(lock)
+        found = lock.read_bytes() if stat.S_ISREG(st.st_mode) else None
+    except OSError:
+        return False
+    if found is None or not content.encode().startswith(found):
+        return False
+    within = REF_LOCK_FILLED_WITHIN_S if found else REF_LOCK_TAKEN_WITHIN_S
+    if not written_at - 1.0 <= st.st_mtime <= written_at + within:
+        return False
+    return ref_at(ref) == expected
 
 
 def _is_ours(lock: Path, record: dict[str, object]) -> bool:
