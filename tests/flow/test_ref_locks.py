@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -55,6 +56,10 @@ def _publish_killed_inside_libgit2(repo: Repo) -> str:
             time.sleep(0.02)
         time.sleep(0.1)  # the reflog line is written: now blocked opening logs/HEAD
         assert proc.poll() is None
+        # Journaled before libgit2 took it, private like all of applyonce's state.
+        (entry,) = (repo.state_dir() / "locks").glob("*.json")
+        assert orjson.loads(entry.read_bytes())["lock"] == str(lock)
+        assert stat.S_IMODE(entry.stat().st_mode) == 0o600
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

@@ -49,6 +49,7 @@ from pathlib import Path
 import orjson
 
 from applyonce.state.files import (
+    PRIVATE_FILE,
     TMP_PREFIX,
     atomic_write,
     ensure_dir,
@@ -178,7 +179,7 @@ def journaled_ref_lock(
     }
     entry = journal / f"{nonce}.json"
     tmp = journal / f"{TMP_PREFIX}{entry.name}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         view = memoryview(orjson.dumps(record))
