@@ -79,9 +79,12 @@ def source_text(source: dict[str, str]) -> str:
     Raises:
         KeyError, ValueError: not a record it made.
     """
-    if "text_utf8b" in source:
-        return raw_from_base64(source["text_utf8b"])
-    return source["text"]
+    if not isinstance(source, dict):
+        raise ValueError("a patch source is a JSON object")
+    text = raw_from_base64(source["text_utf8b"]) if "text_utf8b" in source else source["text"]
+    if not isinstance(text, str):
+        raise ValueError("a patch source's text is a string")
+    return text
 
 
 def sha256_hex(data: bytes) -> str:

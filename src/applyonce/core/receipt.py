@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from typing import Any, Literal
 
 import orjson
@@ -22,6 +23,10 @@ from applyonce.errors import StateError
 SCHEMA = 1
 Status = Literal["prepared", "committed", "rejected", "unknown"]
 TERMINAL: frozenset[str] = frozenset({"committed", "rejected"})
+# A Git object ID, SHA-1 or SHA-256: what a receipt's commits and blobs must look like before
+# anything asks Git about them.
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class ReceiptError(StateError):
@@ -165,7 +170,23 @@ def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = No
         hashlib.sha256(receipt.output.encode()).hexdigest() != receipt.output_sha256
     ):
         raise ReceiptError(f"receipt {short}: output does not match output_sha256", call_id=call_id)
+    malformed = _malformed_ids(receipt)
+    if malformed:
+        raise ReceiptError(f"receipt {short}: {malformed} is not an object ID", call_id=call_id)
     return receipt
+
+
+def _malformed_ids(receipt: Receipt) -> str | None:
+    """The first field that should hold a Git object ID or a sha256 and does not."""
+    ids = [("commit", receipt.commit), ("base_commit", receipt.base_commit)]
+    ids += [(f"the blob of {f.path!r}", f.blob) for f in receipt.files]
+    for name, value in ids:
+        if value is not None and not _OBJECT_ID.fullmatch(value):
+            return name
+    for f in receipt.files:
+        if f.sha256 is not None and not _SHA256.fullmatch(f.sha256):
+            return f"the sha256 of {f.path!r}"
+    return None
 
 
 def records_of_plan(

@@ -30,6 +30,12 @@ def verify_against_git(ctx: Context, receipt: Receipt) -> None:
         raise ReceiptError(f"receipt {short}: its commit is not in the repository")
     if receipt.call_id not in store.trailers_of(receipt.commit).all("Call-Id"):
         raise ReceiptError(f"receipt {short}: commit {receipt.commit[:12]} has another Call-Id")
+    # Every committed receipt is written with its commit's parent as its base (the sync of the
+    # checkouts starts from it): another base is an edited receipt.
+    if store.parent_of(receipt.commit) != receipt.base_commit:
+        raise ReceiptError(
+            f"receipt {short}: its base commit is not the parent of commit {receipt.commit[:12]}"
+        )
     tree = store.tree_at(receipt.commit)
     for record in receipt.files:
         if tree.blob_id(record.path) != record.blob:

@@ -64,8 +64,10 @@ def raw_from_base64(data: str) -> str:
     """The inverse of :func:`raw_to_base64`.
 
     Raises:
-        ValueError: not base64.
+        ValueError: not base64 (nor a string: a record read back may hold anything).
     """
+    if not isinstance(data, str):
+        raise ValueError("base64 text must be a string")
     return base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")
 
 

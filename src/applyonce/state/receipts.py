@@ -7,6 +7,8 @@ Written atomically (:func:`applyonce.state.files.atomic_write`); every read is v
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,11 +36,20 @@ class ReceiptStore:
             StorageError: the disk is full or the file system read-only (nothing was replaced).
         """
         data = receipt.to_json()
+        path = self.path(receipt.call_id)
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            # Put there by hand: replacing it would fail halfway (a directory) or write elsewhere.
+            raise ReceiptError(
+                f"receipt {receipt.call_id[:12]} cannot be written: {path.name} is not a regular"
+                " file",
+                call_id=receipt.call_id,
+                hint=f"move {path} aside, then run 'applyonce recover'",
+            )
         try:
             ensure_dir(self.dir)
             for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
                 tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
-            atomic_write(self.path(receipt.call_id), data, before_replace=before_replace)
+            atomic_write(path, data, before_replace=before_replace)
         except OSError as exc:
             cause = storage_cause(self.dir, exc)
             if cause is None:
@@ -47,10 +58,36 @@ class ReceiptStore:
         return hashlib.sha256(data).hexdigest()
 
     def read_bytes(self, call_id: str) -> bytes | None:
+        """The receipt file's bytes (None: there is none).
+
+        Raises:
+            ReceiptError: it is not a regular file (a directory, a symlink, a device or a FIFO,
+                which would never end) or cannot be read. applyonce writes only regular files
+                here; anything else was put there by hand.
+        """
+        path = self.path(call_id)
         try:
-            return self.path(call_id).read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            kind = "a symlink" if path.is_symlink() else exc.strerror
+            raise ReceiptError(
+                f"receipt {call_id[:12]} is unreadable ({kind})", call_id=call_id
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ReceiptError(
+                    f"receipt {call_id[:12]} is unreadable (not a regular file)", call_id=call_id
+                )
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                return handle.read()
+        except OSError as exc:
+            raise ReceiptError(
+                f"receipt {call_id[:12]} is unreadable ({exc.strerror})", call_id=call_id
+            ) from None
+        finally:
+            os.close(fd)
 
     def load(self, call_id: str, *, expected_sha256: str | None = None) -> Receipt | None:
         """Read and verify the receipt of ``call_id`` (None if there is none).

@@ -9,17 +9,19 @@ thread can renew while the call's thread works.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sqlite3
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from applyonce.core.identity import CallIdentity
+from applyonce.core.identity import CallIdentity, is_sha256_hex
 from applyonce.core.receipt import now
 from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
@@ -29,6 +31,7 @@ from applyonce.state.ledger import (
     Claim,
     Event,
     EventKind,
+    LedgerError,
     LoggedEvent,
     Owner,
     RowChange,
@@ -39,7 +42,7 @@ from applyonce.state.ledger import (
     judge_renew,
     judge_take_over,
 )
-from applyonce.state.sqlite.connection import Database
+from applyonce.state.sqlite.connection import Database, database_error
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -103,6 +106,48 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+# What a row read back may hold, column by column: the ledger is a file anyone can edit, and a row
+# of another shape must be refused as unreadable, not crash whatever reads it (None: NULL). A state
+# this version does not know is not refused here: a claim settles such a call from Git. (The lease
+# columns are read leniently by _row itself.)
+_ROW_TYPES: dict[str, tuple[type | None, ...]] = {
+    "call_id": (str,),
+    "state": (str,),
+    "execution_id": (str, None),
+    "args_sha256": (str,),
+    "idempotency_key": (str, None),
+    "ref": (str,),
+    "base_commit": (str, None),
+    "commit_id": (str, None),
+    "exit_code": (int, None),
+    "retryable": (int,),
+    "receipt_sha256": (str, None),
+    "synced": (int,),
+    "owner_pid": (int, None),
+    "owner_host": (str, None),
+    "owner_start": (str, None),
+    "created_at": (str,),
+    "updated_at": (str,),
+}
+
+
+def _is(value: Any, types: tuple[type | None, ...]) -> bool:
+    return (value is None and None in types) or any(
+        t is not None and isinstance(value, t) for t in types
+    )
+
+
+def _identity_ok(data: dict[str, Any]) -> bool:
+    """An event's recorded identity, if it has one, is one (recover rebuilds receipts from it)."""
+    if "identity" not in data:
+        return True
+    try:
+        CallIdentity.model_validate(data["identity"])
+    except ValidationError:
+        return False
+    return True
+
+
 class SqliteLedger:
     """The local ledger. See :class:`applyonce.state.ledger.Ledger` for the contract."""
 
@@ -124,8 +169,23 @@ class SqliteLedger:
 
     # --- reading ------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _readable(self) -> Iterator[None]:
+        """SQLite's own errors (a dropped table, a damaged file) as the one-line ledger error."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc) from None
+
+    def _malformed(self, what: str, call_id: Any) -> LedgerError:
+        return LedgerError(
+            f"the ledger {self.path} has a malformed {what} (call {str(call_id)[:16]!r})",
+            call_id=call_id if isinstance(call_id, str) else None,
+        )
+
     def get(self, call_id: str) -> CallRow | None:
-        return self._find(self.db, call_id)
+        with self._readable():
+            return self._find(self.db, call_id)
 
     def _find(self, db: sqlite3.Connection, call_id: str) -> CallRow | None:
         row = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
@@ -137,7 +197,10 @@ class SqliteLedger:
         if states:
             sql += f" WHERE state IN ({','.join('?' * len(states))})"
             params = states
-        return [self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, rowid", params)]
+        with self._readable():
+            return [
+                self._row(r) for r in self.db.execute(sql + " ORDER BY created_at, rowid", params)
+            ]
 
     def unsynced(self, ref: str | None = None) -> list[CallRow]:
         sql = "SELECT * FROM calls WHERE state = 'committed' AND synced = 0"
@@ -145,16 +208,41 @@ class SqliteLedger:
         if ref is not None:
             sql += " AND ref = ?"
             params = (ref,)
-        return [self._row(r) for r in self.db.execute(sql + " ORDER BY updated_at, rowid", params)]
+        with self._readable():
+            return [
+                self._row(r) for r in self.db.execute(sql + " ORDER BY updated_at, rowid", params)
+            ]
 
     def events(self, call_id: str | None = None) -> list[LoggedEvent]:
         sql = "SELECT seq, call_id, execution_id, kind, at, data FROM events"
-        rows = (
-            self.db.execute(sql + " WHERE call_id = ? ORDER BY seq", (call_id,))
-            if call_id
-            else self.db.execute(sql + " ORDER BY seq")
-        )
-        return [LoggedEvent(s, c, e, k, a, orjson.loads(d)) for s, c, e, k, a, d in rows]
+        with self._readable():
+            rows = (
+                self.db.execute(sql + " WHERE call_id = ? ORDER BY seq", (call_id,))
+                if call_id
+                else self.db.execute(sql + " ORDER BY seq")
+            ).fetchall()
+        return [self._event(*row) for row in rows]
+
+    def _event(
+        self, seq: Any, call_id: Any, execution_id: Any, kind: Any, at: Any, data: Any
+    ) -> LoggedEvent:
+        """An event read back, refused unless it has the shape :meth:`_append` writes."""
+        try:
+            decoded = orjson.loads(data) if isinstance(data, str) else None
+        except orjson.JSONDecodeError:
+            decoded = None
+        if not (
+            isinstance(seq, int)
+            and isinstance(call_id, str)
+            and _is(execution_id, (str, None))
+            and isinstance(kind, str)
+            and isinstance(at, str)
+            and isinstance(decoded, dict)
+            and isinstance(decoded.get("set", {}), dict)
+            and _identity_ok(decoded)
+        ):
+            raise self._malformed(f"event #{seq}", call_id)
+        return LoggedEvent(seq, call_id, execution_id, kind, at, decoded)
 
     def _call_columns(self, db: sqlite3.Connection | None = None) -> list[str]:
         """The columns of ``calls`` (asked once per ledger, not once per row)."""
@@ -165,6 +253,11 @@ class SqliteLedger:
 
     def _row(self, row: tuple[Any, ...], db: sqlite3.Connection | None = None) -> CallRow:
         r = dict(zip(self._call_columns(db), row, strict=True))
+        if not (
+            all(_is(r.get(column), types) for column, types in _ROW_TYPES.items())
+            and is_sha256_hex(r["call_id"])
+        ):
+            raise self._malformed("row", r.get("call_id"))
         owner = (
             Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
             if r["owner_pid"] is not None
@@ -211,7 +304,7 @@ class SqliteLedger:
             )
 
     def record(self, *events: Event) -> None:
-        with self.database.transaction() as db:
+        with self._readable(), self.database.transaction() as db:
             for event in events:
                 self._append(db, event)
 
@@ -226,7 +319,7 @@ class SqliteLedger:
         source: dict[str, str] | None = None,
     ) -> Claim:
         execution_id = uuid.uuid4().hex
-        with self.database.transaction() as db:
+        with self._readable(), self.database.transaction() as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
             row = self._find(db, ident.call_id)
@@ -256,7 +349,7 @@ class SqliteLedger:
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> str | None:
         execution_id = uuid.uuid4().hex
-        with self.database.transaction() as db:
+        with self._readable(), self.database.transaction() as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
             row = self._find(db, call_id)
@@ -267,7 +360,7 @@ class SqliteLedger:
             return execution_id
 
     def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
-        with self.database.side_transaction() as db:
+        with self._readable(), self.database.side_transaction() as db:
             lease = Lease.starting(time.time(), lease_seconds)
             change = judge_renew(self._find(db, call_id), owner, lease)
             if change is None:
@@ -281,7 +374,7 @@ class SqliteLedger:
             return True
 
     def release(self, call_id: str, *, by: Owner, note: str = "") -> CallRow:
-        with self.database.transaction() as db:
+        with self._readable(), self.database.transaction() as db:
             row = self._find(db, call_id)
             self._append(db, judge_release(row, call_id, by=by, note=note))
             assert row is not None  # judge_release refuses a call with no row
@@ -290,7 +383,7 @@ class SqliteLedger:
     def ensure_row(
         self, ident: CallIdentity, ref: str, *, reason: str, change: RowChange = NO_CHANGE
     ) -> bool:
-        with self.database.transaction() as db:
+        with self._readable(), self.database.transaction() as db:
             if db.execute("SELECT 1 FROM calls WHERE call_id = ?", (ident.call_id,)).fetchone():
                 return False
             self._insert_call(db, ident, ref)
