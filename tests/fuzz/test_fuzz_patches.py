@@ -1,0 +1,72 @@
+"""Fuzz: mutated patches in all three formats through the real executor and the real CLI.
+
+Bounded for CI (hypothesis's "ci" profile derandomizes it; a few dozen cases). The long run is
+``benchmarks/bench_fuzz.py``. The properties are in ``tests/fuzz/harness.py``: no internal error,
+no write on failure, one good commit on success.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+
+from tests.fuzz.harness import Harness, run_cli_case
+from tests.fuzz.inputs import Case, cases
+
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    h = Harness(tmp_path, fsck_every=5)
+    yield h
+    h.close()
+
+
+def test_mutated_patches_in_process(harness: Harness) -> None:
+    @FUZZ
+    @given(case=cases())
+    # Hostile paths, well-formed: each is refused before anything is written.
+    @example(Case("codex", b"*** Begin Patch\n*** Add File: .GIT/config\n+x\n*** End Patch\n"))
+    @example(Case("codex", b"*** Begin Patch\n*** Add File: out/x.txt\n+x\n*** End Patch\n"))
+    @example(
+        Case(
+            "unified",
+            b"diff --git a/x b/../x\nnew file mode 100644\n--- /dev/null\n"
+            b"+++ b/../x\n@@ -0,0 +1 @@\n+x\n",
+        )
+    )
+    @example(Case("edit-json", b'[{"command": "create", "path": "a\\u0000b", "file_text": "x"}]'))
+    # And one that commits, so the success path is checked by every run.
+    @example(
+        Case("auto", b"*** Begin Patch\n*** Update File: crlf.txt\n@@\n-two\n+TWO\n*** End Patch\n")
+    )
+    def run(case: Case) -> None:
+        result = harness.run(case)
+        assert result.ok, harness.report()
+
+    run()
+    assert harness.outcomes["committed"] >= 1 and harness.fscks >= 1
+
+
+def test_mutated_patches_through_the_cli(harness: Harness) -> None:
+    @settings(FUZZ, max_examples=3)
+    @given(case=cases())
+    @example(
+        Case(
+            "auto",
+            b"\xef\xbb\xbf*** Begin Patch\r\n*** Delete File: .gitmodules\r\n*** End Patch\r\n",
+        )
+    )
+    def run(case: Case) -> None:
+        result = run_cli_case(harness, case)
+        assert result.ok, harness.report()
+
+    run()
