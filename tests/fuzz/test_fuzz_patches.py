@@ -7,12 +7,15 @@ no write on failure, one good commit on success.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.fuzz.harness import Harness, run_cli_case
+from tests.fuzz.harness import Harness, files_under, run_cli_case
 from tests.fuzz.inputs import Case, cases
 
 FUZZ = settings(
@@ -24,7 +27,7 @@ FUZZ = settings(
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Harness:
+def harness(tmp_path: Path) -> Iterator[Harness]:
     h = Harness(tmp_path, fsck_every=5)
     yield h
     h.close()
@@ -70,3 +73,39 @@ def test_mutated_patches_through_the_cli(harness: Harness) -> None:
         assert result.ok, harness.report()
 
     run()
+
+
+@pytest.mark.parametrize(("command", "code"), [(b"echo \xe9; false", 1), (b"true \xe9", 0)])
+def test_a_check_command_that_is_not_utf8_is_recorded_not_a_crash(
+    harness: Harness, command: bytes, code: int
+) -> None:
+    """Found by fuzzing the options: a ``--check`` in bytes that are not UTF-8 (surrogate escapes
+    in argv) made the receipt unwritable, an exit 3 that left the call prepared."""
+    before = files_under(harness.root)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            "-",
+            "--repo",
+            str(harness.repo),
+            "--check",
+            command,
+        ],
+        input=b"*** Begin Patch\n*** Add File: n.txt\n+x\n*** End Patch\n",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == code, proc.stderr
+    assert b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr
+    if code:
+        assert files_under(harness.root) == before
+    receipt = harness.executor.show(harness.executor.calls()[-1].call_id)
+    assert receipt.status == ("rejected" if code else "committed")
+    assert (
+        receipt.checks[-1].name
+        == command.decode("utf-8", "surrogateescape").encode("utf-8", "backslashreplace").decode()
+    )

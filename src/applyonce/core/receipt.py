@@ -14,7 +14,7 @@ import re
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.plan import TreePlan
@@ -34,6 +34,12 @@ class ReceiptError(StateError):
 
     kind = "receipt-invalid"
     default_hint = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
+
+
+def _utf8(value: str) -> str:
+    """``value`` with its surrogate escapes (bytes of a command line that are not UTF-8: a check
+    command, a note) written as the text ``\\udcXX``: a receipt is JSON in UTF-8."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def now() -> str:
@@ -60,6 +66,11 @@ class CheckRecord(BaseModel):
     exit_code: int | None
     duration_ms: int
     output_tail: str
+
+    @field_validator("name", "output_tail")
+    @classmethod
+    def _utf8(cls, value: str) -> str:
+        return _utf8(value)
 
 
 class Receipt(BaseModel):
@@ -92,6 +103,11 @@ class Receipt(BaseModel):
     note: str | None = None  # a person's words, from 'applyonce resolve'
     created_at: str
     updated_at: str
+
+    @field_validator("note")
+    @classmethod
+    def _note_utf8(cls, value: str | None) -> str | None:
+        return None if value is None else _utf8(value)
 
     @classmethod
     def of_call(
