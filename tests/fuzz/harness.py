@@ -143,8 +143,10 @@ class Harness:
         """Apply ``case`` through :meth:`Executor.call` and check the properties."""
         before = files_under(self.root)
         tip = self._tip()
-        options = CallOptions(**{**vars(self.options), "format": case.format})
         try:
+            options = CallOptions(
+                **{**vars(self.options), "format": case.format, **dict(case.options)}
+            )
             outcome = self.executor.call(case.text, options)
         except ApplyOnceError as exc:
             result = Result(f"refused:{exc.kind}")
@@ -245,9 +247,8 @@ def run_cli_case(harness: Harness, case: Case, timeout: float = 60) -> Result:
             "-",
             "--repo",
             str(harness.repo),
-            "--format",
-            case.format,
             "--json",
+            *case.argv(),
         ],
         input=case.data,
         capture_output=True,
