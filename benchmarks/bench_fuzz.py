@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.fuzz.harness import Harness
+from tests.fuzz.harness import KNOWN_ISSUES, Harness
 from tests.fuzz.inputs import Case, cases
 
 BUFFER_BYTES = 8192
@@ -40,8 +40,18 @@ def main() -> int:
     parser.add_argument("--first", type=int, default=0, help="index of the first case")
     parser.add_argument("--fsck-every", type=int, default=50, help="fsck every Nth commit")
     parser.add_argument("--show", type=int, default=5, help="failures to print in full")
+    parser.add_argument(
+        "--records", type=int, default=0, help="also run this many tampered-record cases"
+    )
     ns = parser.parse_args()
+    status = fuzz_patches(ns)
+    if ns.records:
+        status |= fuzz_records(ns)
+    return status
 
+
+def fuzz_patches(ns: argparse.Namespace) -> int:
+    """The patch cases: ``--cases`` of them from ``--seed``."""
     harness: Harness | None = None
 
     @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
@@ -51,6 +61,7 @@ def main() -> int:
         harness.run(case)
 
     outcomes: Counter[str] = Counter()
+    known: Counter[str] = Counter()
     failures: list[str] = []
     internal = wrote = bad_commits = commits = fscks = invalid = 0
     started = time.perf_counter()
@@ -81,6 +92,8 @@ def main() -> int:
                 i - ns.first
             ) % CASES_PER_REPO == CASES_PER_REPO - 1 or i == ns.first + ns.cases - 1:
                 outcomes.update(harness.outcomes)
+                known.update(harness.known)
+                harness.known.clear()
                 commits += harness.commits
                 fscks += harness.fscks
                 harness.outcomes.clear()
@@ -106,10 +119,56 @@ def main() -> int:
     print(f"internal errors: {internal}")
     print(f"writes on failure: {wrote}")
     print(f"bad commits: {bad_commits} (of {commits}; {fscks} checked by git fsck --strict)")
+    for name, text in KNOWN_ISSUES.items():
+        print(f"known issue {name}, reported, not fixed here ({known[name]} cases): {text}")
     print(f"time: {elapsed:.1f} s ({1000 * elapsed / max(run, 1):.1f} ms a case)")
     for failure in failures:
         print(failure)
     return 1 if internal or wrote or bad_commits else 0
+
+
+def fuzz_records(ns: argparse.Namespace) -> int:
+    """The tampered-record cases (``tests/fuzz/records.py``): ``--records`` of them."""
+    from tests.fuzz.records import RecordsHarness, Tamper, tamper_cases
+
+    failures: list[str] = []
+    counts = Counter[str]()
+
+    @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=tamper_cases())
+    def one(case: list[Tamper]) -> None:
+        result = records.run(case)
+        counts["cases"] += 1
+        counts["internal errors"] += bool(result.internal_errors)
+        counts["wrong committed"] += bool(result.wrong_committed)
+        counts["writes"] += bool(result.wrote)
+        if not result.ok and len(failures) < ns.show:
+            failures.append(f"{case}: {result}")
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aofuzz-records-") as top:
+        records = RecordsHarness(Path(top))
+        for i in range(ns.records):
+            rng = random.Random(f"records:{ns.seed}:{i}")
+            before = counts["cases"]
+            while counts["cases"] == before:
+                one.hypothesis.fuzz_one_input(rng.randbytes(BUFFER_BYTES))
+    elapsed = time.perf_counter() - started
+    print(f"tampered records: {counts['cases']} cases (seed {ns.seed})")
+    for step in ("show committed", "calls", "audit", "replay", "recover", "apply committed"):
+        said = ", ".join(
+            f"{label.split(': ', 1)[1]} {n}"
+            for label, n in records.outcomes.most_common()
+            if label.startswith(step + ":")
+        )
+        print(f"  {step}: {said}")
+    print(f"internal errors: {counts['internal errors']}")
+    print(f"wrong committed: {counts['wrong committed']}")
+    print(f"writes to the work tree, index or refs: {counts['writes']}")
+    print(f"time: {elapsed:.1f} s")
+    for failure in failures:
+        print(failure)
+    return 1 if counts["internal errors"] or counts["wrong committed"] or counts["writes"] else 0
 
 
 if __name__ == "__main__":

@@ -126,7 +126,7 @@ def test_tampered_record_regressions(records: RecordsHarness, name: str) -> None
 
 def test_tampered_records_in_process(records: RecordsHarness) -> None:
     @settings(
-        max_examples=20, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+        max_examples=15, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
     )
     @given(case=tamper_cases())
     def run(case: list[Tamper]) -> None:
