@@ -101,7 +101,9 @@ def files_under(root: Path, skip: tuple[str, ...] = _MAY_CHANGE) -> dict[str, tu
     return out
 
 
-def _diff(before: dict[str, tuple[int, bytes]], after: dict[str, tuple[int, bytes]]) -> list[str]:
+def changed_paths(
+    before: dict[str, tuple[int, bytes]], after: dict[str, tuple[int, bytes]]
+) -> list[str]:
     return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
 
 
@@ -186,7 +188,7 @@ class Harness:
                 self._reset()
                 self._tally(case, result)
                 return result
-        result.wrote_on_failure = _diff(before, files_under(self.root))
+        result.wrote_on_failure = changed_paths(before, files_under(self.root))
         if self._tip() != tip:
             result.wrote_on_failure.append("refs/heads/main moved")
         self._tally(case, result)
@@ -222,7 +224,7 @@ class Harness:
         after = files_under(self.root)
         outside = [
             k
-            for k in _diff(before, after)
+            for k in changed_paths(before, after)
             if not (k.startswith("repo/") and not k.startswith("repo/.git/"))
             and k not in _COMMIT_WRITES
         ]
@@ -294,7 +296,7 @@ def run_cli_case(harness: Harness, case: Case, timeout: float = 60) -> Result:
     result = Result(f"exit:{proc.returncode}")
     if proc.returncode not in ALLOWED_EXITS or "Traceback" in stderr or "internal error" in stderr:
         result.internal_error = f"exit {proc.returncode}: {stderr[-500:]}"
-    result.wrote_on_failure = _diff(before, files_under(harness.root))
+    result.wrote_on_failure = changed_paths(before, files_under(harness.root))
     if harness._tip() != tip:
         result.wrote_on_failure.append("refs/heads/main moved")
     harness._tally(case, result)

@@ -32,7 +32,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from applyonce import ApplyOnceError, Executor
-from tests.fuzz.harness import ALLOWED_EXITS, _diff, files_under, git, make_fuzz_repo
+from tests.fuzz.harness import ALLOWED_EXITS, changed_paths, files_under, git, make_fuzz_repo
 from tests.fuzz.inputs import HOSTILE_PATHS
 
 PATCHES = {
@@ -47,125 +47,44 @@ KEYS = {"keyed": "run-1:step-2"}
 # Values a tampered field or column is set to; two stand for IDs known once the repository exists.
 OTHER_COMMIT = "<the commit of the call 'committed'>"
 A_BLOB = "<a blob that is in the repository>"
+# fmt: off
 HOSTILE_VALUES: tuple[Any, ...] = (
-    OTHER_COMMIT,
-    A_BLOB,
-    None,
-    "",
-    "committed",
-    "rejected",
-    "prepared",
-    "unknown",
-    "claimed",
-    "bogus",
-    0,
-    -1,
-    1,
-    2,
-    2**63 - 1,
-    2**64,
-    1.5,
-    float("inf"),
-    True,
-    [],
-    {},
-    ["x"],
-    {"kind": 1},
-    "0" * 40,
-    "z" * 40,
-    "0" * 64,
-    "../escape",
-    "/etc/passwd",
-    ".git/config",
-    "a\x00b",
-    "\udce9",
-    "x" * 5000,
-    "refs/heads/main",
-    "refs/heads/other",
-    "HEAD",
+    OTHER_COMMIT, A_BLOB, None, "", "committed", "rejected", "prepared", "unknown", "claimed",
+    "bogus", 0, -1, 1, 2, 2**63 - 1, 2**64, 1.5, float("inf"), True, [], {}, ["x"], {"kind": 1},
+    "0" * 40, "z" * 40, "0" * 64, "../escape", "/etc/passwd", ".git/config", "a\x00b", "\udce9",
+    "x" * 5000, "refs/heads/main", "refs/heads/other", "HEAD",
 )
+# fmt: on
+# fmt: off
 RECEIPT_FIELDS = (
-    "schema",
-    "call_id",
-    "status",
-    "execution_id",
-    "tool",
-    "tool_version",
-    "contract_sha256",
-    "attempt",
-    "args_sha256",
-    "idempotency_key",
-    "tool_call_id",
-    "ref",
-    "base_commit",
-    "commit",
-    "files",
-    "match_levels",
-    "checks",
-    "output",
-    "output_sha256",
-    "exit_code",
-    "error",
-    "reconciled",
-    "note",
-    "created_at",
-    "updated_at",
-    "extra",
+    "schema", "call_id", "status", "execution_id", "tool", "tool_version", "contract_sha256",
+    "attempt", "args_sha256", "idempotency_key", "tool_call_id", "ref", "base_commit", "commit",
+    "files", "match_levels", "checks", "output", "output_sha256", "exit_code", "error",
+    "reconciled", "note", "created_at", "updated_at", "extra",
 )
+# fmt: on
+# fmt: off
 CALL_COLUMNS = (
-    "call_id",
-    "state",
-    "execution_id",
-    "args_sha256",
-    "idempotency_key",
-    "ref",
-    "base_commit",
-    "commit_id",
-    "exit_code",
-    "retryable",
-    "receipt_sha256",
-    "synced",
-    "owner_pid",
-    "owner_host",
-    "owner_start",
-    "created_at",
-    "updated_at",
+    "call_id", "state", "execution_id", "args_sha256", "idempotency_key", "ref", "base_commit",
+    "commit_id", "exit_code", "retryable", "receipt_sha256", "synced", "owner_pid", "owner_host",
+    "owner_start", "created_at", "updated_at",
 )
+# fmt: on
+# fmt: off
 EVENT_DATA = (
-    "not json",
-    "[]",
-    "1",
-    "null",
-    '{"set": 5}',
-    '{"set": {"state": 7}}',
-    '{"set": []}',
-    '{"set": {"nope": 1}}',
-    '{"identity": 5}',
-    '{"identity": {"call_id": 1}}',
-    '{"args": "x"}',
-    '{"source": {"text_utf8b": "!!"}}',
-    '{"source": 3}',
-    '{"source": {"text": 5}}',
-    '{"source": {"text_utf8b": 5}}',
-    '{"source": {"text": "x", "format": 5}}',
-    '{"args": 5}',
-    "{" * 2000,
-    '{"set": {"state": "committed", "commit_id": "' + "0" * 40 + '"}}',
+    "not json", "[]", "1", "null", '{"set": 5}', '{"set": {"state": 7}}', '{"set": []}',
+    '{"set": {"nope": 1}}', '{"identity": 5}', '{"identity": {"call_id": 1}}', '{"args": "x"}',
+    '{"source": {"text_utf8b": "!!"}}', '{"source": 3}', '{"source": {"text": 5}}',
+    '{"source": {"text_utf8b": 5}}', '{"source": {"text": "x", "format": 5}}', '{"args": 5}',
+    "{" * 2000, '{"set": {"state": "committed", "commit_id": "' + "0" * 40 + '"}}',
 )
+# fmt: on
+# fmt: off
 FILE_BYTES = (
-    b"",
-    b"\x00",
-    b"\xff\xfe{}",
-    b"\xef\xbb\xbf{}",
-    b"[" * 5000 + b"]" * 5000,
-    b"1e999",
-    b'{"schema": NaN}',
-    b"null",
-    b"[]",
-    b'"x"',
-    b"{}",
-    b"SQLite format 3\x00" + b"\x00" * 100,
+    b"", b"\x00", b"\xff\xfe{}", b"\xef\xbb\xbf{}", b"[" * 5000 + b"]" * 5000, b"1e999",
+    b'{"schema": NaN}', b"null", b"[]", b'"x"', b"{}", b"SQLite format 3\x00" + b"\x00" * 100,
 )
+# fmt: on
 
 
 @dataclass(frozen=True)
@@ -440,7 +359,7 @@ class RecordsHarness:
         after = files_under(
             self.root, skip=("repo/.git/applyonce", "repo/.git/objects", "pristine-state")
         )
-        result.wrote = _diff(before, after)
+        result.wrote = changed_paths(before, after)
         if self.executor_tip() != self.tip:
             result.wrote.append("refs/heads/main moved")
         if hasattr(self, "executor"):
@@ -553,6 +472,6 @@ def run_cli_readers(
             receipt = json.loads(proc.stdout)
             if receipt["status"] == "committed":
                 harness._committed_ok("show", receipt["call_id"], receipt["commit"], result)
-    result.wrote = _diff(before, files_under(harness.root, skip=skip))
+    result.wrote = changed_paths(before, files_under(harness.root, skip=skip))
     harness.outcomes.update(result.outcomes)
     return result
