@@ -66,26 +66,27 @@ class ReceiptStore:
                 here; anything else was put there by hand.
         """
         path = self.path(call_id)
+
+        def unreadable(why: str | None) -> ReceiptError:
+            return ReceiptError(
+                f"receipt {call_id[:12]} is unreadable ({why})",
+                call_id=call_id,
+                hint=f"move {path} aside, then run 'applyonce recover' to rebuild it",
+            )
+
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            kind = "a symlink" if path.is_symlink() else exc.strerror
-            raise ReceiptError(
-                f"receipt {call_id[:12]} is unreadable ({kind})", call_id=call_id
-            ) from None
+            raise unreadable("a symlink" if path.is_symlink() else exc.strerror) from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ReceiptError(
-                    f"receipt {call_id[:12]} is unreadable (not a regular file)", call_id=call_id
-                )
+                raise unreadable("not a regular file")
             with os.fdopen(fd, "rb", closefd=False) as handle:
                 return handle.read()
         except OSError as exc:
-            raise ReceiptError(
-                f"receipt {call_id[:12]} is unreadable ({exc.strerror})", call_id=call_id
-            ) from None
+            raise unreadable(exc.strerror) from None
         finally:
             os.close(fd)
 
