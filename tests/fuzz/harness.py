@@ -126,15 +126,8 @@ class Result:
 # Bugs this fuzzer found outside the code it may fix, reported with their reproducer: a result they
 # explain is counted apart, so the bounded run stays green until they are fixed, and the benchmark
 # shows how often they occur. test_fuzz_patches.py pins each one with a strict xfail.
-KNOWN_ISSUES = {
-    "dir-file": "a patch that adds both P and P/Q commits only one of them, and its receipt lists"
-    " both (core/plan.py: written paths are not checked against each other's parents)",
-}
-
-
-def _dir_and_file(paths: list[str]) -> bool:
-    """Whether one of ``paths`` is a parent directory of another."""
-    return any(q.startswith(p + "/") for p in paths for q in paths)
+# None is open now ("dir-file", a patch adding both P and P/Q, was fixed in core/plan.py).
+KNOWN_ISSUES: dict[str, str] = {}
 
 
 class Harness:
@@ -183,8 +176,6 @@ class Harness:
                 result = Result(f"rejected:{kind}")
             if receipt.status == "committed" and not outcome.replayed:
                 result.bad_commit = self._check_commit(tip, receipt.commit, receipt.call_id, before)
-                if result.bad_commit and _dir_and_file([f.path for f in receipt.files]):
-                    result.known, result.bad_commit = "dir-file", None
                 self._reset()
                 self._tally(case, result)
                 return result
@@ -288,8 +279,6 @@ def run_cli_case(harness: Harness, case: Case, timeout: float = 60) -> Result:
         result.bad_commit = harness._check_commit(
             tip, receipt["commit"], receipt["call_id"], before
         )
-        if result.bad_commit and _dir_and_file([f["path"] for f in receipt["files"]]):
-            result.known, result.bad_commit = "dir-file", None
         harness._reset()
         harness._tally(case, result)
         return result

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.fuzz.harness import KNOWN_ISSUES, Harness, files_under, run_cli_case
+from tests.fuzz.harness import Harness, files_under, run_cli_case
 from tests.fuzz.inputs import Case, cases
 
 FUZZ = settings(
@@ -111,16 +111,15 @@ def test_a_check_command_that_is_not_utf8_is_recorded_not_a_crash(
     )
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_ISSUES["dir-file"])
 @pytest.mark.parametrize("order", ["parent-first", "child-first"])
 def test_a_patch_adding_a_file_and_a_file_under_it_is_not_committed(
     harness: Harness, order: str
 ) -> None:
-    """Found by atheris: 'Add File: a' and 'Add File: a/b' in one patch say "Success" for both,
-    and the commit has only a/b. Reported for core/plan.py; when it is fixed this XPASSes."""
+    """Found by atheris: 'Add File: a' and 'Add File: a/b' in one patch said "Success" for both,
+    and the commit had only a/b. Now refused by the plan, nothing written."""
     ops = [b"*** Add File: a\n+x\n", b"*** Add File: a/b\n+y\n"]
     if order == "child-first":
         ops.reverse()
     result = harness.run(Case("codex", b"*** Begin Patch\n" + b"".join(ops) + b"*** End Patch\n"))
     assert result.ok and result.known is None, harness.report()
-    assert not result.outcome.startswith("committed"), result
+    assert result.outcome == "rejected:plan", result

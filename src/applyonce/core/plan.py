@@ -123,6 +123,21 @@ def check_unique_paths(patch: Patch) -> None:
             seen[target] = number
 
 
+def _check_no_file_under_a_file(changes: list[FileChange]) -> None:
+    """Refuse a plan that writes a file at ``a`` and another at ``a/b``: a tree cannot hold both,
+    and one of them would silently be missing from the commit. (``check_parents`` asks the base
+    tree; this asks the plan itself.)"""
+    files = {change.path for change in changes if change.content is not None}
+    for path in sorted(files):
+        for parent in parents(path):
+            if parent in files:
+                raise PlanError(
+                    f"{path}: parent {parent} is a file this patch writes, not a directory",
+                    path=path,
+                    hint=f"write {parent} or {path}, not both",
+                )
+
+
 def check_parents(base: TreeReader, path: str) -> None:
     for parent in parents(path):
         kind = base.kind(parent)
@@ -201,6 +216,7 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
     written.check(changes)
+    _check_no_file_under_a_file(changes)
     # An operation that leaves its file as it was is no change: it is left out above, and a patch
     # of only such is refused, never published as an empty commit.
     if not changes:
