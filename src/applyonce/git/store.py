@@ -176,7 +176,12 @@ class GitStore:
                 raise UsageError("HEAD is detached", hint="pass --branch NAME")
             branch = str(head.target)
         ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
-        if not ref.startswith("refs/heads/") or not pygit2.reference_is_valid_name(ref):
+        if (
+            not ref.startswith("refs/heads/")
+            or not ref.isprintable()
+            or not _encodable(ref)
+            or not pygit2.reference_is_valid_name(ref)
+        ):
             raise UsageError(f"{branch!r} is not a valid branch name", hint="pass --branch NAME")
         # A symbolic branch (an alias of another) means the branch it points at.
         for _ in range(5):
@@ -384,3 +389,13 @@ class GitStore:
 def blob_id_of(data: bytes) -> str:
     """The Git blob ID ``data`` would have (nothing is written)."""
     return str(pygit2.hash(data))
+
+
+def _encodable(name: str) -> bool:
+    """Whether ``name`` is valid UTF-8 text (an argument that was not decodes to surrogates,
+    which libgit2 cannot be given)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
