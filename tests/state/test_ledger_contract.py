@@ -43,6 +43,7 @@ from applyonce.state.ledger import (
     EventKind,
     KeyReusedError,
     Ledger,
+    LedgerError,
     Owner,
     RowChange,
     claimed_data,
@@ -232,6 +233,14 @@ def test_the_same_call_on_another_ref_is_refused_even_when_terminal(ledger: Ledg
     )
     with pytest.raises(KeyReusedError):
         ledger.claim(IDENT, ref="refs/heads/other", owner=ME)
+
+
+def test_a_recorded_identity_of_the_wrong_shape_is_a_ledger_error(ledger: Ledger) -> None:
+    """Rows read back are untrusted, whatever the backend: a garbage identity is a one-line
+    LedgerError, never a pydantic ValidationError escaping as an internal error."""
+    ledger.record(Event("b" * 64, "x1", EventKind.ADOPTED, data={"identity": {"call_id": 7}}))
+    with pytest.raises(LedgerError):
+        recorded_identity(ledger, "b" * 64)
 
 
 def test_the_claim_records_identity_args_and_source(ledger: Ledger) -> None:

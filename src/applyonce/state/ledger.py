@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import ReceiptError
@@ -313,10 +313,17 @@ def recorded_identity(ledger: Ledger, call_id: str) -> CallIdentity:
 
     Raises:
         ReceiptError: no event records it.
+        LedgerError: what it records is not an identity.
     """
     identity = claimed_data(ledger, call_id, "identity")
     if identity:
-        return CallIdentity.model_validate(identity)
+        # Read back from any Ledger, so untrusted: a row of the wrong shape is a one-line error.
+        try:
+            return CallIdentity.model_validate(identity)
+        except ValidationError:
+            raise LedgerError(
+                f"call {call_id[:12]}'s recorded identity is not an identity", call_id=call_id
+            ) from None
     raise ReceiptError(
         f"call {call_id[:12]} has neither a receipt nor a recorded identity", call_id=call_id
     )
