@@ -97,3 +97,16 @@ def test_refuses_move_into_dot_git(repo: Repo) -> None:
 def test_refuses_oversized_patch(repo: Repo) -> None:
     big = "*** Begin Patch\n*** Add File: big.txt\n" + ("+" + "x" * 1023 + "\n") * (33 * 1024) + "*** End Patch\n"
     _assert_refused(repo, big, "larger than 32 MiB")
+
+
+def test_refuses_a_path_deeper_than_the_tree_builder_goes(repo: Repo) -> None:
+    """Found by review: 1,100 nested folders in a 2 KB patch crashed the recursive tree builder
+    (exit 3, the call left prepared); the depth is capped with the other path rules."""
+    _assert_refused(repo, _patch("a/" * 1100 + "f"), "folders deep")
+
+
+def test_a_path_at_the_depth_cap_is_committed(repo: Repo) -> None:
+    path = "d/" * 256 + "f"
+    result = run_cli("apply", "-", "--repo", str(repo.path), input=_patch(path))
+    assert result.returncode == 0, result
+    assert path in repo.files()

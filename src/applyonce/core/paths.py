@@ -3,7 +3,8 @@
 Every path a patch names is checked and normalised here before anything is staged. The rules:
 
 * no NUL byte and no control character (they break file systems, commit messages and terminals);
-* not empty; no component longer than 255 bytes; no path longer than 4096 bytes;
+* not empty; no component longer than 255 bytes; no path longer than 4096 bytes, nor deeper than
+  256 folders (a deeper one has no use, and the tree is built one level a frame);
 * no ``..`` component, anywhere (even one that would stay inside the repo: patches have no reason
   to spell paths that way, and refusing is simpler to trust than resolving);
 * an absolute path is accepted only inside the repository and becomes repo-relative;
@@ -23,6 +24,7 @@ from applyonce.errors import ApplyOnceError
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
+MAX_DEPTH = 256  # folders above a file
 
 
 class UnsafePathError(ApplyOnceError):
@@ -83,6 +85,12 @@ def normalise_path(raw: str, *, repo_root: str | None = None) -> str:
         raise UnsafePathError(f"path {shown} names the repository root, not a file", path=raw)
     if path.endswith("/"):
         raise UnsafePathError(f"path {shown} names a directory, not a file", path=raw)
+    if len(components) > MAX_DEPTH + 1:
+        raise UnsafePathError(
+            f"path {shown}… is more than {MAX_DEPTH} folders deep",
+            path=raw,
+            hint="use a shallower path",
+        )
     for component in components:
         if component == "..":
             raise UnsafePathError(f"path {shown} contains '..'", path=raw)
