@@ -295,6 +295,11 @@ def audit(
         for p in report.problems:
             typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
         verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
+        if report.copies:
+            typer.echo(
+                f"{report.copies} commit(s) copy a call that landed on another branch "
+                "(cherry-picks); that branch's audit checks them"
+            )
         typer.echo(
             f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
             f"{report.receipts} receipt(s): {verdict}"

@@ -89,7 +89,7 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
         for call_id, commits in sorted(calls.items()):
             row = rows.get(call_id)
             on_branch = [c for c in commits if c in reachable]
-            problem = _record_problem(ctx, call_id, row, on_branch)
+            problem = _record_problem(ctx, call_id, row, ref, on_branch)
             if problem is None:
                 continue
             if len(on_branch) > 1 and row is None:
@@ -148,11 +148,15 @@ def _record_duplicate(
 
 
 def _record_problem(
-    ctx: Context, call_id: str, row: CallRow | None, on_branch: list[str]
+    ctx: Context, call_id: str, row: CallRow | None, ref: str, on_branch: list[str]
 ) -> str | None:
-    """Why the record of a call seen on the branch needs rebuilding (None: it does not)."""
+    """Why the record of a call seen on ``ref`` needs rebuilding (None: it does not)."""
     if row is not None and row.state != "committed":
         return None  # in flight (reconciled above), rejected or unknown: not ours to rewrite
+    if row is not None and row.ref != ref:
+        # A copy of the call's commit on another branch (a cherry-pick): the record belongs to
+        # the call's own branch, and rewriting it here would make it flip between the two.
+        return None
     try:
         receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
     except ReceiptError:
