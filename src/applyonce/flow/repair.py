@@ -24,6 +24,14 @@ from applyonce.flow.verify import verify_against_git
 from applyonce.state.ledger import CallRow, Event, EventKind, RowChange, recorded_identity
 
 
+# Without a record of the call's arguments, only the commit's own trailers speak for it: a commit
+# that copied another call's trailers cannot be told apart until the call itself is sent again.
+UNCHECKED = (
+    " (its change could not be checked against the call's arguments, which no record kept;"
+    " the next apply of the call checks it)"
+)
+
+
 def adopt_receipts(ctx: Context, report: RecoveryReport) -> dict[str, CallRow]:
     """Give receipts without a ledger row (the ledger was lost, or moved aside because it broke)
     their row back. Returns the rows of the prepared ones: they are in flight."""
@@ -121,7 +129,8 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
                     call_id,
                     row.state if row else "-",
                     "committed",
-                    f"{problem}; rebuilt it from commit {on_branch[0][:12]}",
+                    f"{problem}; rebuilt it from commit {on_branch[0][:12]}"
+                    + (UNCHECKED if row is None else ""),
                 )
             )
 
