@@ -23,7 +23,6 @@ from applyonce.flow.recovery_report import Outcome, RecoveryReport
 from applyonce.flow.verify import verify_against_git
 from applyonce.state.ledger import CallRow, Event, EventKind, RowChange, recorded_identity
 
-
 # Without a record of the call's arguments, only the commit's own trailers speak for it: a commit
 # that copied another call's trailers cannot be told apart until the call itself is sent again.
 UNCHECKED = (
