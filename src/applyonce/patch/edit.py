@@ -23,7 +23,9 @@ so ``"a\\nb\\n"`` and ``"a\\nb"`` both have 2 lines and an empty file has none.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from applyonce.errors import ApplyOnceError
 from applyonce.patch.match import BOM, decode_text
@@ -62,38 +64,53 @@ def apply_edit_commands(
         BinaryFileError: the file to edit is not UTF-8 text.
     """
     raw = data  # decoded only when a command reads it
+    # The file is held as text (for str_replace) or as lines (for insert), switching only when
+    # the next command needs the other form: a run of inserts splits the file once and joins it
+    # once, so it costs O(file + commands), not O(file) per command.
     text: str | None = None
+    lines: _Lines | None = None
     for command in commands:
         if isinstance(command, CreateCommand):
-            raw, text = None, command.file_text
+            raw, text, lines = None, command.file_text, None
             continue
         if isinstance(command, DeleteCommand):
-            if raw is None and text is None:
+            if raw is None and text is None and lines is None:
                 raise EditCommandError(
                     f"{path}: {_label(command)}: cannot delete {path}: no such file",
                     path=path,
                     command=command.index,
                 )
-            raw, text = None, None
+            raw, text, lines = None, None, None
             continue
-        if raw is None and text is None:
+        if raw is None and text is None and lines is None:
             raise EditCommandError(
                 f"{path}: {_label(command)}: cannot edit {path}: no such file",
                 path=path,
                 command=command.index,
                 hint="create the file first, or check the path",
             )
-        if text is None:
-            assert raw is not None
-            decoded = decode_text(raw, path=path)
-            text = (BOM if decoded.bom else "") + "".join(
-                body + end for body, end in zip(decoded.bodies, decoded.ends, strict=True)
-            )
-            raw = None
         if isinstance(command, StrReplaceCommand):
+            if lines is not None:
+                text, lines = lines.join(), None
+            elif text is None:
+                assert raw is not None
+                text, raw = _Lines.of(raw, path).join(), None
             text = _str_replace(text, command, path)
-        else:
-            text = _insert(text, command, path)
+            continue
+        if lines is None:
+            if text is not None:
+                # As read back from the text, so a str_replace's new lines count as lines.
+                lines, text = _Lines.of(text.encode("utf-8"), path), None
+            else:
+                assert raw is not None
+                lines, raw = _Lines.of(raw, path), None
+        lines.insert(command, path)
+        if any(c in command.insert_text.replace("\r\n", "\n") for c in "\r\x00" + BOM):
+            # Text that reads back otherwise than it was inserted (a lone CR ends a line, a NUL
+            # makes the file binary, a BOM is set apart): read it back before the next command.
+            text, lines = lines.join(), None
+    if lines is not None:
+        return lines.join().encode("utf-8")
     if text is None:
         return raw
     return text.encode("utf-8")
@@ -140,32 +157,46 @@ def _str_replace(text: str, command: StrReplaceCommand, path: str) -> str:
     return bom + body[:at] + new + body[at + len(old) :]
 
 
-def _insert(text: str, command: InsertCommand, path: str) -> str:
-    split = decode_text(text.encode("utf-8"), path=path)
-    bodies, ends = split.bodies, split.ends
-    count = len(bodies)
-    if command.insert_line > count:
-        raise EditCommandError(
-            f"{path}: {_label(command)}: insert_line {command.insert_line} is out of range; "
-            f"{path} has {count} lines (use 0 to {count})",
-            path=path,
-            command=command.index,
-            insert_line=command.insert_line,
-            line_count=count,
-            hint="re-read the file and count its lines again",
-        )
-    newline = split.dominant_end()
-    new_bodies = command.insert_text.replace("\r\n", "\n").split("\n")
-    if command.insert_text.endswith(("\n", "\r\n")):
-        new_bodies.pop()
-    new_ends = [newline] * len(new_bodies)
-    at = command.insert_line
-    if at == count and count and not ends[-1]:
-        # After a last line without an ending: it gets one, and the file still ends without.
-        ends[-1] = newline
-        new_ends[-1] = ""
-    bodies[at:at] = new_bodies
-    ends[at:at] = new_ends
-    return (BOM if split.bom else "") + "".join(
-        body + end for body, end in zip(bodies, ends, strict=True)
-    )
+@dataclass
+class _Lines:
+    """A text file as lines; ``newline`` is its dominant line ending, which inserting lines
+    (they take it) never changes."""
+
+    bom: bool
+    bodies: list[str]
+    ends: list[str]
+    newline: str
+
+    @classmethod
+    def of(cls, data: bytes, path: str) -> _Lines:
+        split = decode_text(data, path=path)
+        return cls(split.bom, split.bodies, split.ends, split.dominant_end())
+
+    def join(self) -> str:
+        return (BOM if self.bom else "") + "".join(map(operator.add, self.bodies, self.ends))
+
+    def insert(self, command: InsertCommand, path: str) -> None:
+        bodies, ends = self.bodies, self.ends
+        count = len(bodies)
+        if command.insert_line > count:
+            raise EditCommandError(
+                f"{path}: {_label(command)}: insert_line {command.insert_line} is out of range; "
+                f"{path} has {count} lines (use 0 to {count})",
+                path=path,
+                command=command.index,
+                insert_line=command.insert_line,
+                line_count=count,
+                hint="re-read the file and count its lines again",
+            )
+        newline = self.newline
+        new_bodies = command.insert_text.replace("\r\n", "\n").split("\n")
+        if command.insert_text.endswith(("\n", "\r\n")):
+            new_bodies.pop()
+        new_ends = [newline] * len(new_bodies)
+        at = command.insert_line
+        if at == count and count and not ends[-1]:
+            # After a last line without an ending: it gets one, and the file still ends without.
+            ends[-1] = newline
+            new_ends[-1] = ""
+        bodies[at:at] = new_bodies
+        ends[at:at] = new_ends
