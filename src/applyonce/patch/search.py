@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections.abc import Hashable, Mapping, Sequence
 
 _steps = 0
+_interned = 0
 
 
 def steps() -> int:
@@ -25,11 +26,18 @@ def steps() -> int:
     return _steps
 
 
+def interned() -> int:
+    """Lines turned into ids by every search in this process so far (each is hashed once)."""
+    return _interned
+
+
 def intern(
     hay: Sequence[Hashable], needle: Sequence[Hashable]
 ) -> tuple[list[int], list[int]]:
     """``hay`` and ``needle`` as ids: equal lines get equal ids; a line of ``hay`` that is not in
     ``needle`` gets -1, which matches nothing."""
+    global _interned
+    _interned += len(hay) + len(needle)
     table: dict[Hashable, int] = {}
     pattern = [table.setdefault(line, len(table)) for line in needle]
     get = table.get
