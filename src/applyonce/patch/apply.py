@@ -56,7 +56,7 @@ level), so a whitespace-only difference is not a rejection.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 from applyonce.patch.match import (
@@ -71,7 +71,7 @@ from applyonce.patch.match import (
     decode_text,
 )
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
-from applyonce.patch.search import find_all
+from applyonce.patch.search import find_ids, intern_into
 
 
 @dataclass(frozen=True)
@@ -266,11 +266,26 @@ FIRST_RADIUS = 1024
 
 @dataclass
 class _Image:
-    """The file as earlier hunks left it; ``patched[i]``: line i was written by a hunk."""
+    """The file as earlier hunks left it; ``patched[i]``: line i was written by a hunk.
+
+    ``_ids[level]``: the lines' keys at ``level`` as ids, and the key -> id table; made the first
+    time a hunk is searched at that level and kept up to date by :meth:`replace`, so the lines are
+    hashed once, not once per search window of every hunk (many hunks with stale line numbers
+    would make that quadratic).
+    """
 
     bodies: list[str]
     ends: list[str]
     patched: list[bool]
+    _ids: dict[MatchLevel, tuple[list[int], dict[str, int]]] = field(default_factory=dict)
+
+    def _level_ids(self, level: MatchLevel) -> tuple[list[int], dict[str, int]]:
+        if level not in self._ids:
+            normalise = _NORMALISERS[level]
+            keys = self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
+            table: dict[str, int] = {}
+            self._ids[level] = intern_into(table, keys), table
+        return self._ids[level]
 
     def find(
         self,
@@ -310,16 +325,18 @@ class _Image:
         # ``pos`` and double it until a match fits or the window holds the whole file. A match in
         # a window of radius d is nearer than any outside it, and the windows' sizes add up to
         # O(file + hunk): the search is linear, and short when the hint is near.
+        ids, table = self._level_ids(level)
+        pattern = [table.get(line, -1) for line in want]
+        if -1 in pattern:
+            return None  # a line the file does not have
         radius = max(2 * m, FIRST_RADIUS)
         while True:
             lo = max(pos - radius, 0)
             hi = min(pos + radius, n - m)  # the last start in the window
-            window = self.bodies[lo : hi + m]
-            keys = window if level is MatchLevel.EXACT else [normalise(b) for b in window]
             patched = list(accumulate(self.patched[lo : hi + m], initial=0))
             best: int | None = None
-            for offset in find_all(keys, want):
-                start = lo + offset
+            for start in find_ids(ids, pattern, lo, stop=hi + m):
+                offset = start - lo
                 if patched[offset + m] != patched[offset]:
                     continue  # an earlier hunk wrote some of these lines
                 if not self._fits(start, m, level, old_no_final_newline):
@@ -359,6 +376,9 @@ class _Image:
         self.bodies[start:stop] = bodies
         self.ends[start:stop] = ends
         self.patched[start:stop] = [True] * len(bodies)
+        for level, (ids, table) in self._ids.items():
+            normalise = _NORMALISERS[level]
+            ids[start:stop] = intern_into(table, [normalise(b) for b in bodies])
 
 
 def _apply_positioned(

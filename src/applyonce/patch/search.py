@@ -44,6 +44,14 @@ def intern(
     return [get(line, -1) for line in hay], pattern
 
 
+def intern_into(table: dict[str, int], lines: Sequence[str]) -> list[int]:
+    """``lines`` as ids from ``table`` (equal lines, equal ids), adding the lines it lacks: one
+    table kept for a file gives its lines and any hunk's lines comparable ids."""
+    global _interned
+    _interned += len(lines)
+    return [table.setdefault(line, len(table)) for line in lines]
+
+
 def _failure(pattern: Sequence[int]) -> list[int]:
     """KMP's failure function: ``fail[k]`` is the length of the longest proper border of
     ``pattern[: k + 1]``."""
@@ -65,13 +73,18 @@ def _failure(pattern: Sequence[int]) -> list[int]:
 
 
 def find_ids(
-    ids: Sequence[int], pattern: Sequence[int], start: int = 0, limit: int | None = None
+    ids: Sequence[int],
+    pattern: Sequence[int],
+    start: int = 0,
+    limit: int | None = None,
+    stop: int | None = None,
 ) -> list[int]:
-    """Every index ``i >= start`` with ``ids[i : i + len(pattern)] == pattern``, ascending (all
-    of them, overlapping ones included, or the first ``limit``). O(len(ids) + len(pattern))."""
+    """Every index ``i >= start`` with ``ids[i : i + len(pattern)] == pattern`` that lies within
+    ``ids[:stop]``, ascending (all of them, overlapping ones included, or the first ``limit``).
+    O(stop - start + len(pattern))."""
     global _steps
     m = len(pattern)
-    n = len(ids)
+    n = len(ids) if stop is None else min(stop, len(ids))
     if m == 0 or n - start < m or -1 in pattern:
         return []  # -1: a line the file does not have
     fail = _failure(pattern)
@@ -84,7 +97,7 @@ def find_ids(
         if j == 0:
             # Waiting for the first line: jump to its next occurrence (the skipped places count).
             try:
-                at = ids.index(first, i)
+                at = ids.index(first, i, n)
             except ValueError:
                 count += n - i
                 break
