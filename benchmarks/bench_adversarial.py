@@ -16,6 +16,10 @@ Cases:
                        (line 2: the search goes outward from there, as git apply's does)
     codex-many-hunks   a 46 KB Codex patch of 2,000 small hunks on a 200,000-line file
     unified-many-hunks a unified diff of 2,000 small hunks on the same file, line numbers right
+    unified-stale-hints an 85 KB unified diff of 1,428 small hunks all headed ``@@ -2,3 +2,3 @@``
+                       (stale line numbers) on a 100,000-line file: every hunk searched outward
+                       from line 2
+    editjson-inserts   a 95 KB edit-json patch of 1,200 inserts at line 0 on a 100,000-line file
     copies             a 264 KB unified diff of 2,900 copies of a 2 MB file (about 6 GB written)
 """
 
@@ -100,6 +104,38 @@ def unified_many_hunks() -> None:
     assert b"w199900\n" in out
 
 
+def unified_stale_hints() -> None:
+    from applyonce.patch import apply_hunks, parse
+
+    data = "".join(f"line {i}\n" for i in range(100_000)).encode()
+    parts = ["--- a/big.txt\n+++ b/big.txt\n"]
+    for i in range(70, 100_000, 70):
+        parts.append(f"@@ -2,3 +2,3 @@\n line {i - 1}\n-line {i}\n+L{i}\n line {i + 1}\n")
+    patch_hunks = parse("".join(parts)).operations[0].hunks  # type: ignore[union-attr]
+    out, _ = _timed(apply_hunks, data, patch_hunks, path="big.txt")
+    assert b"\nL99960\n" in out
+
+
+def editjson_inserts() -> None:
+    import json
+
+    from applyonce.patch import apply_edit_commands, parse
+
+    data = "".join(f"s{i}\n" for i in range(100_000)).encode()
+    text = json.dumps(
+        [
+            {"command": "insert", "path": "big.txt", "insert_line": 0, "new_str": f"i{i}"}
+            for i in range(1200)
+        ]
+    )
+    assert len(text) < 100_000, len(text)
+    commands = parse(text).operations[0].commands  # type: ignore[union-attr]
+    start = time.perf_counter()
+    out = apply_edit_commands(data, commands, path="big.txt")
+    print(f"    apply_edit_commands alone {time.perf_counter() - start:8.3f} s")
+    assert out is not None and out.startswith(b"i1199\n")
+
+
 def copies() -> None:
     from applyonce.core.plan import plan
     from applyonce.errors import ApplyOnceError
@@ -143,6 +179,8 @@ CASES: dict[str, Callable[[], None]] = {
     "unified-repeated": unified_repeated,
     "codex-many-hunks": codex_many_hunks,
     "unified-many-hunks": unified_many_hunks,
+    "unified-stale-hints": unified_stale_hints,
+    "editjson-inserts": editjson_inserts,
     "copies": copies,
 }
 

@@ -329,23 +329,33 @@ class _Image:
         pattern = [table.get(line, -1) for line in want]
         if -1 in pattern:
             return None  # a line the file does not have
+        # Each window searches only the starts the smaller one before it did not hold.
         radius = max(2 * m, FIRST_RADIUS)
+        done_lo, done_hi = pos, pos - 1  # the starts searched so far: none
         while True:
             lo = max(pos - radius, 0)
             hi = min(pos + radius, n - m)  # the last start in the window
-            patched = list(accumulate(self.patched[lo : hi + m], initial=0))
             best: int | None = None
-            for start in find_ids(ids, pattern, lo, stop=hi + m):
-                offset = start - lo
-                if patched[offset + m] != patched[offset]:
-                    continue  # an earlier hunk wrote some of these lines
-                if not self._fits(start, m, level, old_no_final_newline):
+            for a, b in ((lo, min(done_lo - 1, hi)), (max(done_hi + 1, lo), hi)):
+                if a > b:
                     continue
-                if best is None or _search_rank(start, pos) < _search_rank(best, pos):
-                    best = start
+                for start in self._unpatched(find_ids(ids, pattern, a, stop=b + m), m, a, b):
+                    if not self._fits(start, m, level, old_no_final_newline):
+                        continue
+                    if best is None or _search_rank(start, pos) < _search_rank(best, pos):
+                        best = start
             if best is not None or (lo == 0 and hi == n - m):
                 return best
+            done_lo, done_hi = lo, hi
             radius *= 2
+
+    def _unpatched(self, starts: list[int], m: int, a: int, b: int) -> list[int]:
+        """The ``starts`` (all in ``a..b``) whose ``m`` lines no earlier hunk wrote: each checked
+        alone when that costs less than a running count over the lines ``a..b + m``."""
+        if len(starts) * m <= b - a + m:
+            return [s for s in starts if True not in self.patched[s : s + m]]
+        written = list(accumulate(self.patched[a : b + m], initial=0))
+        return [s for s in starts if written[s - a + m] == written[s - a]]
 
     def _fits(self, start: int, m: int, level: MatchLevel, old_no_final_newline: bool) -> bool:
         """At the exact level, a match that reaches the end of the file must end as the hunk says
