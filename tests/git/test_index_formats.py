@@ -77,17 +77,62 @@ def test_filter_drivers_clean_and_smudge_as_git_does(tmp_path: Path) -> None:
     assert {p: (repo.path / p).read_bytes() for p in written} == written
 
 
-def test_a_filter_without_a_driver_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+def test_a_filter_without_a_driver_passes_through_as_in_git_unless_required(
+    tmp_path: Path,
+) -> None:
     repo = _filtered_repo(tmp_path)
     repo.git("config", "--unset", "filter.tag.clean")
     repo.git("config", "--unset", "filter.tag.smudge")
+    repo.git("config", "filter.tag.required", "true")
     head, files = repo.head(), repo.files()
     result = apply(repo, FILTERED_PATCH, "--json")
     assert result.returncode == 2, result.stderr
     error = orjson.loads(result.stdout)["error"]
     assert error["kind"] == "filter-driver"
-    assert "names the filter 'tag', but no driver is configured" in error["message"]
+    assert "names the required filter 'tag', but no driver is configured" in error["message"]
     assert repo.head() == head and repo.files() == files
+    repo.git("config", "--unset", "filter.tag.required")
+    # git itself now passes the bytes through: the blob's bytes are the work tree's
+    (repo.path / "conf.txt").write_text("value = 1\n")
+    repo.git("add", "conf.txt")  # the same blob: only the stat data is refreshed
+    result = apply(repo, FILTERED_PATCH.replace("new.txt", "other.txt"))  # another call
+    assert result.returncode == 0, result.stderr
+    assert (repo.path / "conf.txt").read_bytes() == b"value = 2\n"
+    assert (repo.path / "other.txt").read_bytes() == b"fresh\n"
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_patch_adding_an_unconfigured_filter_commits_and_syncs_completely(repo: Repo) -> None:
+    patch = (
+        "*** Begin Patch\n*** Add File: .gitattributes\n+* filter=nope\n"
+        "*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    )
+    result = apply(repo, patch)
+    assert result.returncode == 0, result.stderr
+    assert "warning" not in result.stderr
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert repo.git("status", "--porcelain") == ""
+    assert apply(repo, PATCH.replace("1", "X").replace("2", "1").replace("X", "2")).returncode == 0
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 1\n"
+
+
+def test_a_failing_smudge_writes_no_path_of_the_sync(tmp_path: Path) -> None:
+    repo = _filtered_repo(tmp_path)
+    repo.git("config", "filter.tag.smudge", "false")
+    patch = (
+        "*** Begin Patch\n*** Add File: a.md\n+plain\n"
+        "*** Update File: conf.txt\n@@\n-value = 1\n+value = 2\n*** End Patch\n"
+    )
+    index = (repo.path / ".git" / "index").read_bytes()
+    result = apply(repo, patch)
+    assert result.returncode == 0, result.stderr
+    assert "the smudge filter 'tag' failed" in result.stderr
+    assert not (repo.path / "a.md").exists()
+    assert (repo.path / ".git" / "index").read_bytes() == index
+    repo.git("config", "filter.tag.smudge", "sed -e 's/^/smudged: /'")
+    assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
+    assert (repo.path / "a.md").read_text() == "plain\n"
+    assert repo.git("status", "--porcelain") == ""
 
 
 def test_a_failing_smudge_after_the_publish_is_a_sync_warning(tmp_path: Path) -> None:

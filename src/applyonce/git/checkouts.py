@@ -160,6 +160,9 @@ class Checkouts:
         written: list[str] = []
         left: list[str] = []
         trusts_mode = _trusts_filemode(checkout)
+        # Everything that can fail on the user's setup (a clean or smudge filter) runs before the
+        # first write: the sync writes all the paths it may write, or none.
+        planned: list[tuple[str, Version, Version, Version, bytes | None]] = []
         for path in paths:
             target = tip_tree.version(path)
             staged = _index_version(index, path)
@@ -176,6 +179,13 @@ class Checkouts:
             if full.is_dir() and not full.is_symlink():
                 left.append(path)
                 continue
+            data: bytes | None = None
+            entry = tip_tree.entry(path) if target[0] is not None else None
+            if entry is not None and entry.filemode != MODE_LINK:
+                data = self._checkout_bytes(checkout, root, path, entry.id)
+            planned.append((path, target, staged, current, data))
+        for path, target, staged, current, data in planned:
+            full = root / path
             if target[0] is None:
                 remove_file(full)
                 prune_empty_dirs(full.parent, root)
@@ -200,7 +210,7 @@ class Checkouts:
                     assert isinstance(link, pygit2.Blob)
                     os.symlink(link.data, full)
                 else:
-                    data = self._checkout_bytes(checkout, root, path, entry.id)
+                    assert data is not None
                     atomic_write(
                         full,
                         data,

@@ -3,8 +3,10 @@
 libgit2 runs only its built-in filters (end-of-line, ident): it silently skips a configured driver,
 so it would hash a work-tree file as the wrong blob (a false "uncommitted changes") and write the
 committed bytes instead of the smudged ones. For a path whose attributes name a driver, git itself
-cleans (``git hash-object --path``) and smudges (``git cat-file --filters``). A driver that is not
-configured, or whose command fails, is an error (git alone would pass the bytes through unchanged).
+cleans (``git hash-object --path``) and smudges (``git cat-file --filters``). As in git, a name with
+no driver configured (no clean, smudge or process command) passes the bytes through unchanged,
+unless ``filter.<name>.required`` is set; a configured driver whose command fails is an error (git
+alone would pass the bytes through unchanged there).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GI
 
 
 class FilterDriverError(UsageError):
-    """A path's ``filter`` attribute names a driver that is not configured or that fails."""
+    """A path's ``filter`` attribute names a driver that fails, or a required one that is missing."""
 
     kind = "filter-driver"
     default_hint = (
@@ -32,12 +34,28 @@ class FilterDriverError(UsageError):
 
 
 def filter_of(repo: pygit2.Repository, path: str) -> str | None:
-    """The filter driver ``path``'s attributes name, if any."""
+    """The filter driver ``path``'s attributes name, if git would run one for it: a name with no
+    command configured is a pass-through in git (see gitattributes(5)), unless it is required."""
     try:
         value = repo.get_attr(path, "filter")
     except pygit2.GitError:
         return None
-    return value if isinstance(value, str) and value else None
+    if not isinstance(value, str) or not value:
+        return None
+    if _has_command(repo.config, value) or _required(repo.config, value):
+        return value
+    return None
+
+
+def _has_command(config: pygit2.Config, driver: str) -> bool:
+    return any(f"filter.{driver}.{key}" in config for key in ("clean", "smudge", "process"))
+
+
+def _required(config: pygit2.Config, driver: str) -> bool:
+    try:
+        return bool(config.get_bool(f"filter.{driver}.required"))
+    except (KeyError, pygit2.GitError, ValueError):
+        return False
 
 
 def clean_blob(repo: pygit2.Repository, root: Path, path: str, driver: str) -> str:
@@ -68,10 +86,10 @@ def _git(
 ) -> bytes:
     config = repo.config
     configured = {key for key in (step, "process") if f"filter.{driver}.{key}" in config}
-    if not configured and not any(f"filter.{driver}.{k}" in config for k in ("clean", "smudge")):
+    if not _has_command(config, driver):
         raise FilterDriverError(
-            f"{path}: .gitattributes names the filter '{driver}', but no driver is configured "
-            f"(filter.{driver}.clean / .smudge)",
+            f"{path}: .gitattributes names the required filter '{driver}', but no driver is "
+            f"configured (filter.{driver}.clean / .smudge)",
             path=path,
         )
     env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
