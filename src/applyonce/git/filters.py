@@ -24,7 +24,7 @@ _REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GI
 
 
 class FilterDriverError(UsageError):
-    """A path's ``filter`` attribute names a driver that fails, or a required one that is missing."""
+    """A path's ``filter`` attribute names a failing driver, or a required one that is missing."""
 
     kind = "filter-driver"
     default_hint = (
