@@ -148,3 +148,31 @@ def test_a_failing_smudge_after_the_publish_is_a_sync_warning(tmp_path: Path) ->
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
     assert (repo.path / "conf.txt").read_bytes() == b"smudged: value = 2\n"
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_damaged_index_is_refused_in_one_line_before_anything_is_written(repo: Repo) -> None:
+    index_file = repo.path / ".git" / "index"
+    index_file.write_bytes(b"DIRCgarbage")
+    head, files = repo.head(), repo.files()
+    result = apply(repo, PATCH)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{index_file} has no valid index header" in lines[0]
+    assert repo.head() == head and repo.files() == files
+    assert index_file.read_bytes() == b"DIRCgarbage"
+
+
+def test_a_damaged_index_after_the_publish_is_a_sync_warning_naming_the_index(repo: Repo) -> None:
+    assert apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    index_file = repo.path / ".git" / "index"
+    good = index_file.read_bytes()
+    index_file.write_bytes(good[:12] + b"garbage")
+    result = run_cli("recover", "--repo", str(repo.path))
+    assert result.returncode == 0, result.stderr
+    assert "checkout not updated" in result.stdout
+    assert f"damaged: {index_file} cannot be read" in result.stdout
+    assert "applyonce/locks" not in result.stdout and "Exception ignored" not in result.stderr
+    assert index_file.read_bytes() == good[:12] + b"garbage"
+    index_file.write_bytes(good)
+    assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
+    assert repo.git("status", "--porcelain") == ""

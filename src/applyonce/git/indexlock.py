@@ -7,7 +7,8 @@ it over the index. A ``git add`` that ran before holds its change in the copy; o
 meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
 
 libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension):
-that is an :class:`UnsupportedIndexError`, raised before anything is written.
+that is an :class:`UnsupportedIndexError`, raised before anything is written. An index that
+cannot be read at all (damaged) is an :class:`UnreadableIndexError`.
 """
 
 from __future__ import annotations
@@ -42,11 +43,22 @@ class UnsupportedIndexError(UsageError):
     )
 
 
+class UnreadableIndexError(UsageError):
+    """The checkout's index is damaged: neither libgit2 nor git can read it."""
+
+    kind = "unreadable-index"
+    default_hint = (
+        "if git status fails too, rebuild the index from HEAD (the work tree stays as it is): "
+        "rm <index> && git reset; then repeat the call"
+    )
+
+
 def read_index(checkout: pygit2.Repository) -> pygit2.Index:
     """The checkout's index as it is on disk (for reading only).
 
     Raises:
         UnsupportedIndexError: a split index (or another extension libgit2 cannot read).
+        UnreadableIndexError: a damaged index.
     """
     try:
         index: pygit2.Index = checkout.index
@@ -79,6 +91,7 @@ def locked_index(
     Raises:
         LockedError: another writer keeps the lock for longer than :data:`INDEX_LOCK_WAIT_S`.
         UnsupportedIndexError: the index is a split index.
+        UnreadableIndexError: the index is damaged.
     """
     index_path = Path(checkout.path) / "index"
     lock = index_path.with_name("index.lock")
@@ -102,9 +115,10 @@ def locked_index(
             with os.fdopen(fd, "wb") as copy:
                 shutil.copyfileobj(source, copy)
         try:
-            index = pygit2.Index(str(held.scratch))
+            index = _open_index(held.scratch)
         except pygit2.GitError as exc:
-            raise _unsupported(checkout, exc) from None
+            # libgit2 names the private copy: the user's file is the index itself.
+            raise _unsupported(checkout, exc, str(held.scratch)) from None
         yield LockedIndex(held, index_path, index)
 
 
@@ -133,11 +147,40 @@ def stage_file(index: pygit2.Index, path: str, blob: str, mode: int, full: Path)
     check_error(C.git_index_add(index._index, entry))
 
 
-def _unsupported(checkout: pygit2.Repository, exc: pygit2.GitError) -> Exception:
-    text = str(exc)
+def _open_index(path: Path) -> pygit2.Index:
+    """``pygit2.Index(path)``, but a file libgit2 cannot read leaves no half-built object behind
+    (whose ``__del__`` would print "Exception ignored ... AttributeError" on stderr)."""
+    cindex = ffi.new("git_index **")
+    check_error(C.git_index_open(cindex, os.fsencode(path)))
+    return pygit2.Index.from_c(None, cindex)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _unsupported(
+    checkout: pygit2.Repository, exc: pygit2.GitError, read_from: str | None = None
+) -> Exception:
+    index_path = str(Path(checkout.path) / "index")
+    text = str(exc).replace(read_from, index_path) if read_from else str(exc)
     if "extension" in text:
         return UnsupportedIndexError(
             f"the index of the checkout at {checkout.workdir} is a split index "
             f"(core.splitIndex), which libgit2 cannot read ({text})"
         )
-    return exc
+    return UnreadableIndexError(
+        f"the index of the checkout at {checkout.workdir} is damaged: {index_path} "
+        f"{_damage(Path(index_path), text)}",
+        path=index_path,
+        hint=UnreadableIndexError.default_hint.replace("<index>", index_path),
+    )
+
+
+def _damage(index_path: Path, text: str) -> str:
+    """What is wrong with the index file, in words (libgit2 says "no longer exists" of a file
+    that exists with a bad header)."""
+    try:
+        with open(index_path, "rb") as stream:
+            header = stream.read(12)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if len(header) < 12 or header[:4] != b"DIRC" or int.from_bytes(header[4:8]) not in (2, 3, 4):
+        return "has no valid index header"
+    return f"cannot be read ({text})"
