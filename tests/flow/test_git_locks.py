@@ -129,3 +129,28 @@ def test_recover_keeps_a_users_lock_where_its_killed_sync_had_one(
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_foreign_lock_left_over_gives_up_in_seconds_and_says_how_to_remove_it(
+    repo: Repo,
+) -> None:
+    """Neither lock is applyonce's (not journaled): recover would only report it, so the error
+    names the rm command, not recover; and a leftover lock costs seconds, not a dozen."""
+    ref_lock = repo.path / ".git" / "refs" / "heads" / "main.lock"
+    ref_lock.write_text("")
+    head = repo.head()
+    started = time.monotonic()
+    result = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
+    assert time.monotonic() - started < 6
+    assert result.returncode == 4, result.stderr
+    assert f"if no git command is running, remove it with rm {ref_lock}" in result.stderr
+    assert "recover" not in result.stderr
+    assert repo.head() == head and ref_lock.exists()
+    ref_lock.unlink()
+    index_lock = repo.path / ".git" / "index.lock"
+    index_lock.write_text("")
+    result = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
+    assert result.returncode == 0, result.stderr
+    assert "warning: committed, but the checkout was not updated" in result.stderr
+    assert f"if no git command is running, remove it with rm {index_lock}" in result.stderr
+    assert index_lock.exists()

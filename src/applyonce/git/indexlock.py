@@ -27,7 +27,7 @@ from pygit2.ffi import C, ffi
 
 from applyonce.errors import UsageError
 from applyonce.git.store import LockedError
-from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock
+from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock, stale_lock_hint
 
 INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
 _U32 = 0xFFFFFFFF
@@ -106,7 +106,9 @@ def locked_index(
             except LockTakenError:
                 if time.monotonic() >= deadline:
                     raise LockedError(
-                        f"{lock} stays held by another git process", path=str(lock)
+                        f"{lock} stays held by another git process",
+                        path=str(lock),
+                        hint=stale_lock_hint(journal, lock),
                     ) from None
                 time.sleep(0.02)
         with contextlib.suppress(FileNotFoundError), open(index_path, "rb") as source:

@@ -26,9 +26,11 @@ from applyonce.errors import ConflictError
 from applyonce.faults import fault
 from applyonce.git.history import CallIdIndex
 from applyonce.git.store import GitStore, LockedError
-from applyonce.state.lockjournal import journaled_ref_lock
+from applyonce.state.lockjournal import journaled_ref_lock, stale_lock_hint
 
-_LOCK_RETRIES = 50
+# Another git holds a ref's lock for milliseconds; a lock that stays is left over, so the call
+# gives up after this long (as for the index lock) and says how to remove it.
+REF_LOCK_WAIT_S = 3.0
 
 
 class TipMovedError(ConflictError):
@@ -106,7 +108,10 @@ class LocalRefPublisher:
         self.store.written.restore()
 
     def _compare_and_swap(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
-        for attempt in range(_LOCK_RETRIES):
+        deadline = time.monotonic() + REF_LOCK_WAIT_S
+        attempt = 0
+        while True:
+            attempt += 1
             current_tip = self.store.tip(ref)
             if current_tip != expected:
                 raise TipMovedError(ref, expected, current_tip)
@@ -120,11 +125,13 @@ class LocalRefPublisher:
                     raise TipMovedError(ref, expected, now_at) from None
                 if "lock" not in text:
                     raise
-                if attempt + 1 < _LOCK_RETRIES:
-                    time.sleep(0.01 * (attempt + 1))
+                if time.monotonic() < deadline:
+                    time.sleep(min(0.01 * attempt, 0.1))
                     continue
+                lock = self.store.common_dir / f"{ref}.lock"
                 raise LockedError(
-                    f"{ref} stays locked by another writer ({text.strip()})"
+                    f"{ref} stays locked by another writer ({text.strip()})",
+                    hint=stale_lock_hint(self.journal, lock),
                 ) from None
 
     def _swap(self, ref: str, expected: str | None, new: str, reason: str) -> None:

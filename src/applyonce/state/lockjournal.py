@@ -262,6 +262,14 @@ def journaled_locks(journal: Path) -> set[Path]:
     return locks
 
 
+def stale_lock_hint(journal: Path | None, lock: Path) -> str:
+    """What to do about ``lock`` when it stays taken: ``recover`` removes only a lock the journal
+    names (applyonce's own); any other is the user's git's, and only the user can remove it."""
+    if journal is not None and lock in journaled_locks(journal):
+        return "if no git or applyonce process is running, run 'applyonce recover' (it removes it)"
+    return f"if no git command is running, remove it with rm {lock}"
+
+
 def _remove_dead_ref_lock(
     entry: Path, record: dict[str, object], ref_at: Callable[[str], str | None]
 ) -> list[str]:
