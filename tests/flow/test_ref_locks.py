@@ -23,6 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from applyonce.state.lockjournal import stale_lock_hint
 from tests.conftest import APP_PATCH, Repo, run_cli
 from tests.conftest import UTIL_PATCH as PATCH
 
@@ -81,6 +82,9 @@ def test_kill_inside_libgit2s_ref_update_then_recover_removes_its_lock(
         # newline, refdb_fs.c loose_commit) and not yet renamed it.
         lock.write_bytes(f"{new}\n".encode())
     assert repo.head() == base
+    # What an apply that finds this lock taken says: recover removes it (it is journaled).
+    assert "run 'applyonce recover'" in stale_lock_hint(repo.state_dir() / "locks", lock)
+    assert "rm " in stale_lock_hint(repo.state_dir() / "locks", lock.with_name("x.lock"))
     recovered = run_cli("recover", "--repo", str(repo.path), "--json")
     assert recovered.returncode == 0, recovered.stderr
     report = orjson.loads(recovered.stdout)
