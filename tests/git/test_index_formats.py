@@ -176,3 +176,39 @@ def test_a_damaged_index_after_the_publish_is_a_sync_warning_naming_the_index(re
     index_file.write_bytes(good)
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_sparse_index_is_named_as_such_with_the_command_that_expands_it(repo: Repo) -> None:
+    repo.git("sparse-checkout", "init", "--cone", "--sparse-index")
+    repo.git("sparse-checkout", "set", "src")
+    head, files = repo.head(), repo.files()
+    index_file = repo.path / ".git" / "index"
+    index = index_file.read_bytes()
+    assert b"sdir" in index
+    result = apply(repo, PATCH)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is a sparse index (index.sparse)" in lines[0]
+    assert "split" not in lines[0]
+    assert repo.head() == head and repo.files() == files and index_file.read_bytes() == index
+    # the hint's command, run as given, makes the call go through
+    assert "git sparse-checkout init --no-sparse-index" in lines[0]
+    repo.git("sparse-checkout", "init", "--no-sparse-index")
+    assert b"sdir" not in index_file.read_bytes()
+    result = apply(repo, PATCH.replace("VALUE = 2", "VALUE = 3"))  # another call
+    assert result.returncode == 0, result.stderr
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 3\n"
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_skip_worktree_path_is_clean_and_only_its_index_entry_is_updated(repo: Repo) -> None:
+    """What git does for a path outside a sparse checkout: no work-tree file, the index entry
+    follows the branch, the skip-worktree bit stays."""
+    repo.git("update-index", "--skip-worktree", "src/util.py")
+    (repo.path / "src/util.py").unlink()
+    result = apply(repo, PATCH)
+    assert result.returncode == 0, result.stderr
+    assert not (repo.path / "src/util.py").exists()
+    assert repo.git("ls-files", "-v", "src/util.py") == "S src/util.py\n"
+    assert repo.git("rev-parse", ":src/util.py") == repo.git("rev-parse", "HEAD:src/util.py")
+    assert repo.git("status", "--porcelain") == ""

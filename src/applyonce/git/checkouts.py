@@ -22,7 +22,7 @@ from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK, M
 from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
 from applyonce.git.filters import clean_blob, filter_of, smudged
-from applyonce.git.indexlock import locked_index, read_index, stage_file
+from applyonce.git.indexlock import locked_index, read_index, skips_worktree, stage_file
 from applyonce.git.store import GitStore, GitTree, Version
 from applyonce.state.files import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
 
@@ -109,7 +109,12 @@ class Checkouts:
                     continue  # not a file: the planner refuses the operation itself
                 expected = base.version(path)
                 staged = _index_version(index, path)
-                current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if skips_worktree(index, path):  # git ignores its work-tree file, and so do we
+                    current = staged
+                else:
+                    current = _workdir_version(
+                        checkout, root, path, staged, trusts_mode=trusts_mode
+                    )
                 if current != expected or staged != expected:
                     state = "is untracked" if expected[0] is None else "has uncommitted changes"
                     raise DirtyPathError(
@@ -160,12 +165,20 @@ class Checkouts:
         written: list[str] = []
         left: list[str] = []
         trusts_mode = _trusts_filemode(checkout)
+        skipped: list[tuple[str, Version]] = []
         # Everything that can fail on the user's setup (a clean or smudge filter) runs before the
         # first write: the sync writes all the paths it may write, or none.
         planned: list[tuple[str, Version, Version, Version, bytes | None]] = []
         for path in paths:
             target = tip_tree.version(path)
             staged = _index_version(index, path)
+            if skips_worktree(index, path):
+                # Outside the sparse checkout: git keeps only the index entry, and so do we.
+                if staged != target and staged in known[path]:
+                    skipped.append((path, target))
+                elif staged != target:
+                    left.append(path)
+                continue
             current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
             if current == target and staged == target:
                 continue
@@ -184,6 +197,13 @@ class Checkouts:
             if entry is not None and entry.filemode != MODE_LINK:
                 data = self._checkout_bytes(checkout, root, path, entry.id)
             planned.append((path, target, staged, current, data))
+        for path, target in skipped:
+            if target[0] is None:
+                index.remove(path)
+            else:
+                assert target[1] is not None
+                stage_file(index, path, target[0], target[1], None)
+            written.append(path)
         for path, target, staged, current, data in planned:
             full = root / path
             if target[0] is None:

@@ -6,9 +6,11 @@ caller changes it; :meth:`LockedIndex.commit` puts the new bytes into the held l
 it over the index. A ``git add`` that ran before holds its change in the copy; one that runs
 meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
 
-libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension):
-that is an :class:`UnsupportedIndexError`, raised before anything is written. An index that
-cannot be read at all (damaged) is an :class:`UnreadableIndexError`.
+libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension) nor
+a sparse index (``index.sparse``, ``sdir``): that is an :class:`UnsupportedIndexError`, raised
+before anything is written. An index that cannot be read at all (damaged) is an
+:class:`UnreadableIndexError`. A skip-worktree entry (a sparse checkout) is kept as git keeps it:
+its index entry is updated, its work-tree file ignored.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock, sta
 
 INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
 _U32 = 0xFFFFFFFF
+_SKIP_WORKTREE = 1 << 14  # GIT_INDEX_ENTRY_SKIP_WORKTREE, in an entry's flags_extended
 
 
 class UnsupportedIndexError(UsageError):
-    """The checkout's index uses a format libgit2 cannot read (a split index)."""
+    """The checkout's index uses a format libgit2 cannot read (a split or sparse index)."""
 
     kind = "unsupported-index"
     default_hint = (
@@ -124,13 +127,29 @@ def locked_index(
         yield LockedIndex(held, index_path, index)
 
 
-def stage_file(index: pygit2.Index, path: str, blob: str, mode: int, full: Path) -> None:
+def skips_worktree(index: pygit2.Index, path: str) -> bool:
+    """Whether ``path``'s index entry has the skip-worktree bit (outside a sparse checkout's
+    patterns, or ``git update-index --skip-worktree``): git then ignores the work tree's file."""
+    centry = C.git_index_get_bypath(index._index, os.fsencode(path), 0)
+    return centry != ffi.NULL and bool(centry.flags_extended & _SKIP_WORKTREE)
+
+
+def stage_file(index: pygit2.Index, path: str, blob: str, mode: int, full: Path | None) -> None:
     """Record ``blob`` with ``mode`` for ``path``, with the stat data of the file just written
     at ``full`` — as ``git checkout`` does, so git sees the file as clean without re-reading it.
     The blob is the commit's: a work-tree file that went through a smudge filter would not hash
-    to it, so it is not re-hashed here."""
-    st = os.lstat(full)
+    to it, so it is not re-hashed here. ``full`` None: a skip-worktree entry, which git keeps
+    without a work-tree file (no stat data, the bit kept)."""
     entry = ffi.new("git_index_entry *")
+    entry.mode = mode
+    ffi.buffer(ffi.addressof(entry, "id"))[:] = pygit2.Oid(hex=blob).raw
+    c_path = ffi.new("char[]", os.fsencode(path))
+    entry.path = c_path
+    if full is None:
+        entry.flags_extended = _SKIP_WORKTREE
+        check_error(C.git_index_add(index._index, entry))
+        return
+    st = os.lstat(full)
     entry.ctime.seconds = int(st.st_ctime) & 0x7FFFFFFF
     entry.ctime.nanoseconds = st.st_ctime_ns % 1_000_000_000
     entry.mtime.seconds = int(st.st_mtime) & 0x7FFFFFFF
@@ -142,10 +161,6 @@ def stage_file(index: pygit2.Index, path: str, blob: str, mode: int, full: Path)
     entry.file_size = (
         st.st_size if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) else 0
     ) & _U32
-    entry.mode = mode
-    ffi.buffer(ffi.addressof(entry, "id"))[:] = pygit2.Oid(hex=blob).raw
-    c_path = ffi.new("char[]", os.fsencode(path))
-    entry.path = c_path
     check_error(C.git_index_add(index._index, entry))
 
 
@@ -162,6 +177,14 @@ def _unsupported(
 ) -> Exception:
     index_path = str(Path(checkout.path) / "index")
     text = str(exc).replace(read_from, index_path) if read_from else str(exc)
+    if "'sdir'" in text:  # the sparse-directory entries of a sparse index
+        return UnsupportedIndexError(
+            f"the index of the checkout at {checkout.workdir} is a sparse index "
+            f"(index.sparse), which libgit2 cannot read ({text})",
+            # (git 2.39: 'reapply' with index.sparse=false leaves an unchanged index as it is)
+            hint="expand it (your sparse patterns stay): git sparse-checkout init "
+            "--no-sparse-index; then repeat the call",
+        )
     if "extension" in text:
         return UnsupportedIndexError(
             f"the index of the checkout at {checkout.workdir} is a split index "
