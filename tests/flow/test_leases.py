@@ -212,9 +212,11 @@ def test_a_claim_dated_far_ahead_of_the_clock_is_reported_not_waited_on(repo: Re
         f"forged record); if no process runs it, run 'applyonce resolve {call_id[:12]} "
         "--release'\n"
     )
-    assert recovered.returncode == 0, recovered.stderr
-    assert f"note: call {call_id[:12]} is claimed by" in recovered.stdout
-    assert "--release" in recovered.stdout
+    assert recovered.returncode == 4, recovered.stderr  # not settled: held
+    assert f"{call_id[:12]}  claimed    held       call {call_id[:12]} is claimed by" in (
+        recovered.stdout
+    )
+    assert "--release" in recovered.stdout and "every call is settled" not in recovered.stdout
     assert _events(repo, call_id) == ["claimed"]  # neither wrote anything
     assert run_cli("resolve", call_id, "--release", "--repo", str(repo.path)).returncode == 0
     assert apply(repo).returncode == 0
