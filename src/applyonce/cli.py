@@ -24,6 +24,7 @@ from applyonce.console import (
     terminal_approver,
 )
 from applyonce.errors import (
+    EXIT_CONFLICT,
     EXIT_INTERRUPTED,
     EXIT_PROBLEMS,
     EXIT_UNKNOWN,
@@ -32,6 +33,7 @@ from applyonce.errors import (
 )
 from applyonce.executor import CallOptions, Executor
 from applyonce.flow.leases import checked_lease
+from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -221,23 +223,33 @@ def recover(
     report = executor.recover()
     if json:
         _emit_json(report.to_dict())
-        return
+    else:
+        _print_recovery(report)
+    # Not everything settled: a call left for a person (5), or one another process's claim
+    # holds, or a checkout not updated (4: repeat once that process is done).
+    if report.unknown:
+        raise typer.Exit(EXIT_UNKNOWN)
+    if not report.settled:
+        raise typer.Exit(EXIT_CONFLICT)
+
+
+def _print_recovery(report: RecoveryReport) -> None:
     for note in report.notes:
         typer.echo(f"note: {note}")
-    if not report.outcomes:
+    if not report.outcomes and not report.unsynced:
         typer.echo("nothing to recover: every call is settled")
-    else:
+    elif report.outcomes:
         typer.echo(f"{'call':<12}  {'was':<9}  {'now':<9}  why")
         for o in report.outcomes:
             typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
+    if report.unsynced:
+        typer.echo("not everything is settled: a checkout was not updated (see the notes above)")
     if report.removed:
         typer.echo(
             f"removed {len(report.removed)} stale file(s): "
             + ", ".join(Path(p).name for p in report.removed[:5])
             + (" …" if len(report.removed) > 5 else "")
         )
-    if report.unknown:
-        raise typer.Exit(EXIT_UNKNOWN)
 
 
 @app.command()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import Repo, Run, run_cli
 from tests.flow.test_recovery import PATCH
@@ -211,9 +212,11 @@ def test_a_claim_dated_far_ahead_of_the_clock_is_reported_not_waited_on(repo: Re
         f"forged record); if no process runs it, run 'applyonce resolve {call_id[:12]} "
         "--release'\n"
     )
-    assert recovered.returncode == 0, recovered.stderr
-    assert f"note: call {call_id[:12]} is claimed by" in recovered.stdout
-    assert "--release" in recovered.stdout
+    assert recovered.returncode == 4, recovered.stderr  # not settled: held
+    assert f"{call_id[:12]}  claimed    held       call {call_id[:12]} is claimed by" in (
+        recovered.stdout
+    )
+    assert "--release" in recovered.stdout and "every call is settled" not in recovered.stdout
     assert _events(repo, call_id) == ["claimed"]  # neither wrote anything
     assert run_cli("resolve", call_id, "--release", "--repo", str(repo.path)).returncode == 0
     assert apply(repo).returncode == 0
@@ -230,3 +233,46 @@ def test_a_bad_lease_length_in_git_config_is_refused_before_anything_is_written(
         "86400, not 'soon'; pass --lease-seconds N, or run 'git config applyonce.leaseSeconds N'\n"
     )
     assert not repo.state_dir().exists() and repo.call_ids() == []
+
+
+def _can_unshare_pids() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], check=False)
+    return probe.returncode == 0
+
+
+def test_a_call_running_in_another_pid_namespace_is_held_by_its_lease(
+    repo: Repo, tmp_path: Path
+) -> None:
+    # Two containers of one pod: one hostname, one state directory, two PID namespaces. The
+    # owner's pid means another process here (its pid 1 is this namespace's init): before the
+    # owner recorded its namespace, the retry here judged it "dead" and ran the call again.
+    if not _can_unshare_pids():
+        pytest.skip("needs root and 'unshare --pid --fork --mount-proc' (a new PID namespace)")
+    base = repo.head()
+    marker, ran, patch = tmp_path / "started", tmp_path / "ran", tmp_path / "change.patch"
+    patch.write_text(PATCH)
+    check = f"echo ran >> {ran} && touch {marker} && sleep 2"
+    command = ["apply", str(patch), "--repo", str(repo.path), "--json", "--check", check]
+    owner = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "applyonce", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert owner.poll() is None and time.monotonic() < deadline, "the check never started"
+        time.sleep(0.02)
+    [row] = _ledger_rows(repo)
+    call_id = str(row["call_id"])
+    assert row.get("owner_pidns") != os.readlink("/proc/self/ns/pid")
+    retry = run_cli(*command)  # the same call, on this host, inside the owner's lease
+    assert retry.returncode == 4, retry.stderr
+    assert f"is running in process {row['owner_pid']} on " in retry.stderr
+    out, err = owner.communicate(timeout=60)
+    assert owner.returncode == 0, err
+    assert orjson.loads(out)["status"] == "committed"
+    _landed_once(repo, base, call_id)
+    assert ran.read_text() == "ran\n"  # the check ran once: the call was never taken over
+    assert _events(repo, call_id).count("claimed") == 1

@@ -187,7 +187,10 @@ def test_recover_of_a_live_call_leaves_it_alone(repo: Repo) -> None:
     proc.stdin.close()
     time.sleep(1.2)
     result = run_cli("recover", "--repo", str(repo.path))
-    assert "nothing to recover" in result.stdout
+    # Left alone, and said so: held by its live owner, not "every call is settled" (exit 4).
+    assert result.returncode == 4, result.stderr
+    assert f"  held       held by process {proc.pid} on " in result.stdout
+    assert "every call is settled" not in result.stdout
     assert proc.wait(timeout=30) == 0
     assert len(repo.call_ids()) == 1
 

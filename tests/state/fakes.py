@@ -4,7 +4,7 @@
 events. tests/state/test_ledger_contract.py holds it to the same contract as
 :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a real file: the same claim outcomes and
 errors, each ``record`` all or nothing, and events that carry the columns they set
-(``data["set"]``, booleans as 0/1, the owner as three columns) so :func:`fold_events` rebuilds the
+(``data["set"]``, booleans as 0/1, the owner as five columns) so :func:`fold_events` rebuilds the
 rows. One lock serialises every operation, so threads may share one instance (the heartbeat's
 ``renew`` included).
 """
@@ -271,6 +271,8 @@ def _insert_call(store: _Store, ident: CallIdentity, ref: str) -> None:
         "owner_pid": None,
         "owner_host": None,
         "owner_start": None,
+        "owner_pidns": None,
+        "owner_boot": None,
         "lease_expires_at": None,
         "lease_seconds": None,
         "created_at": at,
@@ -280,7 +282,13 @@ def _insert_call(store: _Store, ident: CallIdentity, ref: str) -> None:
 
 def _row(r: dict[str, Any]) -> CallRow:
     owner = (
-        Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
+        Owner(
+            r["owner_pid"],
+            r["owner_host"] or "",
+            r["owner_start"] or "",
+            r.get("owner_pidns") or "",
+            r.get("owner_boot") or "",
+        )
         if r["owner_pid"] is not None
         else None
     )

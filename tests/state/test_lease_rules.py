@@ -15,7 +15,6 @@ from applyonce.state.lease import (
     Lease,
     Owner,
     hold_of,
-    host_id,
     stamp,
 )
 
@@ -69,9 +68,21 @@ def test_no_owner_or_this_process_or_a_dead_one_here_never_holds() -> None:
     lease = Lease(stamp(NOW + 20), 30)
     assert hold_of(Row(owner=None, lease=lease), ME, now=NOW, lease_seconds=30) is None
     assert hold_of(Row(owner=ME, lease=lease), ME, now=NOW, lease_seconds=30) is None
-    dead_here = Owner(2**22 + 7, host_id(), "1")
+    dead_here = Owner.local(2**22 + 7, "1")
     assert hold_of(Row(owner=dead_here, lease=lease), ME, now=NOW, lease_seconds=30) is None
     assert hold_of(Row(lease=lease), ME, now=NOW, lease_seconds=30) is not None
+
+
+def test_a_dead_pid_here_in_another_namespace_or_recorded_without_one_holds_by_its_lease() -> None:
+    # Its pid means another process (or none) in this namespace: only the lease can tell.
+    lease = Lease(stamp(NOW + 20), 30)
+    dead_here = Owner.local(2**22 + 7, "1")
+    for pidns, boot in [("pid:[1]", dead_here.boot), (dead_here.pidns, "other"), ("", "")]:
+        there = dataclasses.replace(dead_here, pidns=pidns, boot=boot)
+        hold = hold_of(Row(owner=there, lease=lease), ME, now=NOW, lease_seconds=30)
+        assert hold is not None and not hold.suspicious and hold.owner == there
+        ended = Row(owner=there, lease=Lease(stamp(NOW - 1), 30))
+        assert hold_of(ended, ME, now=NOW, lease_seconds=30) is None
 
 
 def test_the_heartbeat_renews_every_third_of_a_lease_until_the_block_ends() -> None:

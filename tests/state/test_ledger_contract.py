@@ -32,7 +32,6 @@ from applyonce.state.lease import (
     Lease,
     NothingToReleaseError,
     _process_start,
-    host_id,
     stamp,
 )
 from applyonce.state.ledger import (
@@ -56,9 +55,9 @@ from tests.state.fakes import MemoryLedger
 REF = "refs/heads/main"
 IDENT = CallIdentity.compute("a" * 64)
 ME = Owner.me()
-DEAD = Owner(pid=2**22 + 7, host=host_id(), start="1")  # above pid_max: never running
+DEAD = Owner.local(2**22 + 7, "1")  # above pid_max: never running
 # A live process that is not this one: the test runner's parent.
-PARENT = Owner(os.getppid(), host_id(), _process_start(os.getppid()) or "")
+PARENT = Owner.local(os.getppid(), _process_start(os.getppid()) or "")
 # A process of another host (a machine, or a container since renamed): only its lease tells.
 ELSEWHERE = Owner(ME.pid, "build-host-2.example.invalid", "12345")
 
@@ -264,6 +263,8 @@ def test_the_claim_records_identity_args_and_source(ledger: Ledger) -> None:
         "owner_pid": ME.pid,
         "owner_host": ME.host,
         "owner_start": ME.start,
+        "owner_pidns": ME.pidns,
+        "owner_boot": ME.boot,
         "lease_expires_at": row.lease.expires_at,
         "lease_seconds": 30.0,
     }
@@ -505,6 +506,27 @@ def test_take_over_refuses_a_claim_of_another_host_with_the_same_pid(ledger: Led
     assert ledger.take_over(IDENT.call_id, ME) is None
 
 
+@pytest.mark.parametrize("where", ["another PID namespace", "another boot", "a version before"])
+def test_a_dead_pid_of_another_namespace_holds_until_its_lease_ends(
+    ledger: Ledger, where: str
+) -> None:
+    # Two containers of one pod: one hostname, and a pid that is dead (or another process) here
+    # but may be the owner, alive, there. Only its lease can say it stopped.
+    pidns, boot = {
+        "another PID namespace": ("pid:[1]", DEAD.boot),
+        "another boot": (DEAD.pidns, "another-boot"),
+        "a version before": ("", ""),  # a row written before owners recorded them
+    }[where]
+    there = dataclasses.replace(DEAD, pidns=pidns, boot=boot)
+    ledger.claim(IDENT, ref=REF, owner=there, lease_seconds=0.3)
+    assert row_of(ledger, IDENT.call_id).owner == there  # recorded and read back as written
+    with pytest.raises(CallBusyError, match="its lease runs until"):
+        ledger.claim(IDENT, ref=REF, owner=ME)
+    assert ledger.take_over(IDENT.call_id, ME) is None
+    time.sleep(0.4)
+    assert ledger.take_over(IDENT.call_id, ME) is not None
+
+
 # --- ensure_row ---------------------------------------------------------------------------------
 
 
@@ -632,7 +654,7 @@ def live_owners() -> Iterator[list[Owner]]:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(8)
     ]
     try:
-        owners = [Owner(p.pid, host_id(), _process_start(p.pid) or "") for p in procs]
+        owners = [Owner.local(p.pid, _process_start(p.pid) or "") for p in procs]
         assert all(o.provably_alive() for o in owners)
         yield owners
     finally:
@@ -678,11 +700,20 @@ def test_owner_liveness(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _process_start(os.getpid()) == ME.start and ME.start.isdigit()
     assert not DEAD.provably_alive() and _process_start(DEAD.pid) is None
     # A reused pid is not the same owner: this pid, but a start time other than this process's.
-    assert Owner(os.getpid(), host_id(), "1").provably_dead()
-    assert Owner(os.getpid(), host_id(), "").provably_alive()  # no start recorded: the pid
+    assert Owner.local(os.getpid(), "1").provably_dead()
+    assert Owner.local(os.getpid(), "").provably_alive()  # no start recorded: the pid
     # Another host's process cannot be checked from here: neither alive nor dead; its lease tells.
     gone_elsewhere = Owner(DEAD.pid, "build-host-2.example.invalid", "1")
     assert not gone_elsewhere.provably_alive() and not gone_elsewhere.provably_dead()
+    # Nor can a process of this host in another PID namespace or boot (its pid means another
+    # process here, or none), nor one recorded by a version before namespaces were: alive or
+    # dead, the lease decides.
+    for pidns, boot in [("pid:[1]", ME.boot), (ME.pidns, "another-boot"), ("", "")]:
+        for owner in (
+            dataclasses.replace(DEAD, pidns=pidns, boot=boot),
+            dataclasses.replace(ME, pidns=pidns, boot=boot),
+        ):
+            assert not owner.provably_alive() and not owner.provably_dead()
     # The host is APPLYONCE_HOST_ID when set: this very process, seen from "another host".
     monkeypatch.setenv("APPLYONCE_HOST_ID", "renamed-container")
     assert Owner.me().host == "renamed-container" and socket.gethostname() != "renamed-container"

@@ -69,6 +69,7 @@ def test_wal_full_sync_and_named_migrations(tmp_path: Path) -> None:
         "0001_events_and_calls",
         "0002_trailer_index",
         "0003_claim_leases",
+        "0004_owner_namespace",
     ]
     ledger.close()
     again = SqliteLedger(tmp_path / "ledger.sqlite3")  # re-opening does not re-apply

@@ -32,12 +32,12 @@ from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
-from applyonce.flow.recovery_report import Outcome, RecoveryReport
+from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import adopt_receipts, repair_records
 from applyonce.flow.sync import sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
-from applyonce.state.lease import DEFAULT_LEASE_S, Owner, hold_of
+from applyonce.state.lease import DEFAULT_LEASE_S, Hold, Owner, hold_of
 from applyonce.state.ledger import (
     IN_FLIGHT,
     CallRow,
@@ -67,14 +67,26 @@ def recover(ctx: Context) -> RecoveryReport:
         if outcome is not None:
             report.outcomes.append(outcome)
             continue
-        # Held: a running call is its owner's to finish. One whose lease ends implausibly far
-        # ahead (a clock that stepped back, a forged row) is not waited on: it is reported.
+        # Held: a running call is its owner's to finish, and recover does not wait for it; it
+        # says so, call by call (never "every call is settled"). One whose lease ends
+        # implausibly far ahead (a clock that stepped back, a forged row) says that too.
         hold = hold_of(row, Owner.me(), now=time.time(), lease_seconds=lease)
-        if hold is not None and hold.suspicious:
-            report.notes.append(f"{hold.message}; {hold.hint}")
+        report.outcomes.append(Outcome(row.call_id, row.state, HELD, _held_why(row, hold)))
     repair_records(ctx, report)
     _sync_unsynced(ctx, report)
     return report
+
+
+def _held_why(row: CallRow, hold: Hold | None) -> str:
+    short = row.call_id[:12]
+    if hold is None:  # its claim changed hands while this process looked
+        return "claimed by another process meanwhile; run 'applyonce recover' again"
+    if hold.suspicious:
+        return f"{hold.message}; {hold.hint}"
+    return (
+        f"held by {hold.owner.describe()} until {hold.until}: wait for its lease to end, or, if "
+        f"no process runs it, run 'applyonce resolve {short} --release'"
+    )
 
 
 def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
@@ -85,6 +97,7 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             receipts.append(stored_receipt(ctx, row.call_id))
         except ReceiptError as exc:
             report.notes.append(f"{row.call_id[:12]}: not synced, {exc.one_line()}")
+            report.unsynced = True
     if not receipts:
         return
     try:
@@ -92,6 +105,7 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     except (ApplyOnceError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
         report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        report.unsynced = True
         return
     written = {p for r in sync_reports for p in r.written}
     for receipt in receipts:
@@ -113,7 +127,9 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             "on the file as it was before the call's commit, so committing them as they are "
             "would undo that commit there; merge them with the committed version first"
         )
-    report.notes.extend(f"checkout not updated: {r.failed}" for r in sync_reports if r.failed)
+    failed = [f"checkout not updated: {r.failed}" for r in sync_reports if r.failed]
+    report.notes.extend(failed)
+    report.unsynced = report.unsynced or bool(failed)
 
 
 def _history(

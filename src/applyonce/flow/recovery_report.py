@@ -1,10 +1,13 @@
-"""What ``applyonce recover`` did: one :class:`Outcome` per call it settled, the debris it
-removed, and notes for the person reading it."""
+"""What ``applyonce recover`` did: one :class:`Outcome` per call it settled (or could not: ``now``
+is ``held`` while another process's claim holds it), the debris it removed, and notes for the
+person reading it."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -22,11 +25,23 @@ class RecoveryReport:
     outcomes: list[Outcome] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # A checkout that could not be updated (its reason is a note): not everything is settled.
+    unsynced: bool = False
 
     @property
     def unknown(self) -> bool:
         """Whether a call was left for a person to resolve."""
         return any(o.now == "unknown" for o in self.outcomes)
+
+    @property
+    def held(self) -> bool:
+        """Whether a call was left in flight because another process's claim holds it."""
+        return any(o.now == HELD for o in self.outcomes)
+
+    @property
+    def settled(self) -> bool:
+        """Whether every call is settled and every checkout updated."""
+        return not (self.unknown or self.held or self.unsynced)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -4,7 +4,8 @@ A claim records its :class:`Owner` (pid, host, the pid's start time) and a :clas
 ends, and its length. The owner renews it while it runs (:class:`Heartbeat`, every third of a
 lease). Another process takes the claim over (:func:`hold_of` says None) when:
 
-* the owner runs on this host and is gone (its pid is dead, or reused): at once, whatever the lease;
+* the owner runs on this host, in this PID namespace, since this boot, and is gone (its pid is
+  dead, or reused): at once, whatever the lease;
 * the lease has ended, whatever host made it (a machine that died, a container whose hostname
   changed): its owner stopped renewing it.
 
@@ -19,6 +20,13 @@ and a lease written by a clock that later steps forward again simply ends. The o
 clock that jumps ahead (or an owner stalled longer than a lease) lets a live owner's call be taken
 over: exactly-once then rests on the publish's compare-and-swap and the check that the call has not
 landed already, as it does for any takeover.
+
+**Only a process that shares the owner's PID namespace and boot can judge its pid.** Two
+containers of one pod (one hostname, a shared volume) number their processes apart: the owner's
+pid means nothing, or another process, to the other. So the owner records the identity of its
+PID namespace (``/proc/self/ns/pid``) and the boot (``/proc/sys/kernel/random/boot_id``); a
+judge whose own differ (or an owner recorded by a version before this one, without them) lets the
+lease decide: such an owner is neither provably dead nor provably alive here.
 
 A claim written before leases existed has none: it is taken to end one lease (the claimant's)
 after the row's last update. A lease or update stamp that cannot be read counts as ended: a live
@@ -69,36 +77,66 @@ def host_id() -> str:
 
 @dataclass(frozen=True)
 class Owner:
-    """The process that holds a claim: pid, host, and the pid's start time (a reused pid is not
-    the same owner)."""
+    """The process that holds a claim: pid, host, the pid's start time (a reused pid is not the
+    same owner), and where its pid means something: its PID namespace and boot (empty: recorded
+    by a version before they were, or a system without ``/proc``)."""
 
     pid: int
     host: str
     start: str
+    pidns: str = ""
+    boot: str = ""
 
     @classmethod
     def me(cls) -> Owner:
-        return cls(os.getpid(), host_id(), _process_start(os.getpid()) or "")
+        return cls.local(os.getpid(), _process_start(os.getpid()) or "")
+
+    @classmethod
+    def local(cls, pid: int, start: str) -> Owner:
+        """Process ``pid`` (started at ``start``) as seen from this process: this host, this PID
+        namespace, this boot."""
+        pidns, boot = namespace_id()
+        return cls(pid, host_id(), start, pidns, boot)
 
     def on_this_host(self) -> bool:
         return self.host == host_id()
 
+    def judgeable_here(self) -> bool:
+        """Its pid means the same process here: same host, same PID namespace, same boot. An
+        owner recorded without them (a version before this one) is not: its lease decides."""
+        return self.on_this_host() and (self.pidns, self.boot) == namespace_id()
+
     def provably_alive(self) -> bool:
-        """It runs on this host now (its pid lives, with the start time recorded)."""
-        if not self.on_this_host():
+        """It runs here now (its pid lives, with the start time recorded)."""
+        if not self.judgeable_here():
             return False
         start = _process_start(self.pid)
         return start is not None and (not self.start or start == self.start)
 
     def provably_dead(self) -> bool:
-        """It ran on this host and no longer does (pid gone, or reused by another process)."""
-        return self.on_this_host() and not self.provably_alive()
+        """It ran here and no longer does (pid gone, or reused by another process)."""
+        return self.judgeable_here() and not self.provably_alive()
 
     def describe(self) -> str:
         return f"process {self.pid} on {self.host or 'an unnamed host'}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "host": self.host, "start": self.start}
+
+
+def namespace_id() -> tuple[str, str]:
+    """This process's PID namespace (``pid:[inode]``) and boot id; empty where unreadable (no
+    ``/proc``: then there are no PID namespaces to tell apart either)."""
+    try:
+        pidns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pidns = ""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            boot = handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        boot = ""
+    return pidns, boot
 
 
 def _process_start(pid: int) -> str | None:

@@ -8,8 +8,8 @@
   ``call_id``, exactly one gets ``run``; the others get ``replay`` (terminal), ``unknown``, or
   :class:`CallBusyError` (its owner's lease holds). A claim is a lease
   (:mod:`applyonce.state.lease`): renewed by its owner (``renew``), taken over once it ended
-  whatever host made it, or at once when its owner is a dead process on this host; ``release``
-  frees one by hand.
+  whatever host made it, or at once when its owner is a dead process on this host, in this PID
+  namespace and boot; ``release`` frees one by hand.
 * ``record`` appends events and applies the row changes they carry, all in one transaction.
 * ``events`` are append-only and each carries the columns it set (``data["set"]``), so the
   current rows can be rebuilt from the events alone (:func:`fold_events`).
@@ -110,7 +110,7 @@ class RowChange:
     lease: Lease | _Unset | None = UNSET
 
     def columns(self) -> dict[str, Any]:
-        """The change as column values (booleans as 0/1, the owner as its three columns, the
+        """The change as column values (booleans as 0/1, the owner as its five columns, the
         lease as two)."""
         out: dict[str, Any] = {}
         for name in (
@@ -131,9 +131,17 @@ class RowChange:
                 "owner_pid": self.owner.pid,
                 "owner_host": self.owner.host,
                 "owner_start": self.owner.start,
+                "owner_pidns": self.owner.pidns,
+                "owner_boot": self.owner.boot,
             }
         elif self.owner is None:
-            out |= {"owner_pid": None, "owner_host": None, "owner_start": None}
+            out |= {
+                "owner_pid": None,
+                "owner_host": None,
+                "owner_start": None,
+                "owner_pidns": None,
+                "owner_boot": None,
+            }
         if isinstance(self.lease, Lease):
             out |= {"lease_expires_at": self.lease.expires_at, "lease_seconds": self.lease.seconds}
         elif self.lease is None:
@@ -371,8 +379,8 @@ def judge_claim(
     """What a claim of a call the ledger knows (``row``) gets at ``now``, and the event to record
     for it. An in-flight call is taken over when its claim no longer holds (:func:`hold_of`):
     its owner is this process (an earlier apply here that failed halfway: the caller runs each
-    call at most once at a time per process), a dead process on this host, its lease ended, or it
-    was released.
+    call at most once at a time per process), a dead process here (this host, PID namespace and
+    boot), its lease ended, or it was released.
 
     Raises:
         KeyReusedError: the key was used with other arguments.

@@ -103,6 +103,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE calls ADD COLUMN lease_seconds REAL;
         """,
     ),
+    (
+        # Where the owner's pid means something (its PID namespace and boot): nullable, at the end,
+        # for the same reason. A version before this one ignores them and judges by pid and host.
+        "0004_owner_namespace",
+        """
+        ALTER TABLE calls ADD COLUMN owner_pidns TEXT;
+        ALTER TABLE calls ADD COLUMN owner_boot TEXT;
+        """,
+    ),
 ]
 
 
@@ -259,7 +268,14 @@ class SqliteLedger:
         ):
             raise self._malformed("row", r.get("call_id"))
         owner = (
-            Owner(r["owner_pid"], r["owner_host"] or "", r["owner_start"] or "")
+            Owner(
+                r["owner_pid"],
+                r["owner_host"] or "",
+                r["owner_start"] or "",
+                # Read leniently: anything but text counts as not recorded (the lease decides).
+                _text(r.get("owner_pidns")),
+                _text(r.get("owner_boot")),
+            )
             if r["owner_pid"] is not None
             else None
         )
@@ -414,3 +430,8 @@ class SqliteLedger:
 def _seconds(value: Any) -> float:
     """A lease length as read back (an untrusted row: anything but a number counts as none)."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _text(value: Any) -> str:
+    """An owner's namespace or boot as read back (anything but text counts as not recorded)."""
+    return value if isinstance(value, str) else ""
