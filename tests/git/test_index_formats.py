@@ -169,8 +169,10 @@ def test_a_damaged_index_after_the_publish_is_a_sync_warning_naming_the_index(re
     good = index_file.read_bytes()
     index_file.write_bytes(good[:12] + b"garbage")
     result = run_cli("recover", "--repo", str(repo.path))
-    assert result.returncode == 0, result.stderr
+    # The call is settled, its checkout is not: recover says so (exit 4), never "settled".
+    assert result.returncode == 4, result.stderr
     assert "checkout not updated" in result.stdout
+    assert "not everything is settled" in result.stdout
     assert f"damaged: {index_file} cannot be read" in result.stdout
     assert "applyonce/locks" not in result.stdout and "Exception ignored" not in result.stderr
     assert index_file.read_bytes() == good[:12] + b"garbage"
