@@ -15,7 +15,7 @@ work linear without timing it.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 _steps = 0
 _interned = 0
@@ -29,19 +29,6 @@ def steps() -> int:
 def interned() -> int:
     """Lines turned into ids by every search in this process so far (each is hashed once)."""
     return _interned
-
-
-def intern(
-    hay: Sequence[Hashable], needle: Sequence[Hashable]
-) -> tuple[list[int], list[int]]:
-    """``hay`` and ``needle`` as ids: equal lines get equal ids; a line of ``hay`` that is not in
-    ``needle`` gets -1, which matches nothing."""
-    global _interned
-    _interned += len(hay) + len(needle)
-    table: dict[Hashable, int] = {}
-    pattern = [table.setdefault(line, len(table)) for line in needle]
-    get = table.get
-    return [get(line, -1) for line in hay], pattern
 
 
 def intern_into(table: dict[str, int], lines: Sequence[str]) -> list[int]:
@@ -167,14 +154,3 @@ def positions(ids: Sequence[int]) -> dict[int, list[int]]:
     for at, line in enumerate(ids):
         where.setdefault(line, []).append(at)
     return where
-
-
-def find_all(
-    hay: Sequence[Hashable], needle: Sequence[Hashable], start: int = 0, limit: int | None = None
-) -> list[int]:
-    """Every index ``i >= start`` with ``hay[i : i + len(needle)] == needle``, ascending (or the
-    first ``limit``). O(len(hay) + len(needle)) comparisons of ids, each line hashed once."""
-    if not needle or len(hay) - start < len(needle):
-        return []
-    ids, pattern = intern(hay[start:] if start else hay, needle)
-    return [i + start for i in find_ids(ids, pattern, 0, limit)]
