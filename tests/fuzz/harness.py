@@ -250,28 +250,26 @@ class Harness:
         return "\n".join(lines)
 
 
+def apply_cli(
+    harness: Harness, data: bytes, *args: str | bytes, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    """``applyonce apply - ARGS`` in its own process on the harness's repository, ``data`` on its
+    standard input (arguments as bytes, as a shell passes them)."""
+    return subprocess.run(
+        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(harness.repo), *args],
+        input=data,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def run_cli_case(harness: Harness, case: Case, timeout: float = 60) -> Result:
     """``applyonce apply - --format F`` in its own process on the harness's repository: exit code
     1, 2, 4 or 5 and no traceback on failure, and nothing written; one commit on exit 0."""
     before = files_under(harness.root)
     tip = harness._tip()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "applyonce",
-            "apply",
-            "-",
-            "--repo",
-            str(harness.repo),
-            "--json",
-            *case.argv(),
-        ],
-        input=case.data,
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-    )
+    proc = apply_cli(harness, case.data, "--json", *case.argv(), timeout=timeout)
     stderr = proc.stderr.decode("utf-8", "replace")
     if proc.returncode == 0:
         result = Result("committed")

@@ -7,15 +7,13 @@ no write on failure, one good commit on success.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from tests.fuzz.harness import Harness, files_under, run_cli_case
+from tests.fuzz.harness import Harness, apply_cli, files_under, run_cli_case
 from tests.fuzz.inputs import Case, cases
 
 FUZZ = settings(
@@ -82,23 +80,8 @@ def test_a_check_command_that_is_not_utf8_is_recorded_not_a_crash(
     """Found by fuzzing the options: a ``--check`` in bytes that are not UTF-8 (surrogate escapes
     in argv) made the receipt unwritable, an exit 3 that left the call prepared."""
     before = files_under(harness.root)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "applyonce",
-            "apply",
-            "-",
-            "--repo",
-            str(harness.repo),
-            "--check",
-            command,
-        ],
-        input=b"*** Begin Patch\n*** Add File: n.txt\n+x\n*** End Patch\n",
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    patch = b"*** Begin Patch\n*** Add File: n.txt\n+x\n*** End Patch\n"
+    proc = apply_cli(harness, patch, "--check", command)
     assert proc.returncode == code, proc.stderr
     assert b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr
     if code:
