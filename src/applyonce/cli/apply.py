@@ -1,0 +1,98 @@
+"""``applyonce apply``: one patch, one commit, exactly once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, cast
+
+import orjson
+import typer
+
+from applyonce.cli.app import (
+    AttemptOpt,
+    BranchOpt,
+    CheckOpt,
+    CheckTimeoutOpt,
+    ContractOpt,
+    ContractShaOpt,
+    JsonOpt,
+    LeaseOpt,
+    RepoOpt,
+    SkipCheckOpt,
+    StateOpt,
+    app,
+)
+from applyonce.console import contract_sha256, print_receipt, read_patch, terminal_approver
+from applyonce.errors import UsageError
+from applyonce.executor import CallOptions, Executor
+from applyonce.flow.sync import sync_warnings
+from applyonce.patch import PatchFormat
+
+
+@app.command()
+def apply(
+    patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
+    repo: RepoOpt = Path("."),
+    branch: BranchOpt = None,
+    contract: ContractOpt = None,
+    contract_sha: ContractShaOpt = None,
+    attempt: AttemptOpt = 1,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Caller-chosen call key (replaces attempt and arguments).")
+    ] = None,
+    tool_call_id: Annotated[
+        str | None, typer.Option(help="The model's tool-call ID, recorded.")
+    ] = None,
+    format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
+    check: CheckOpt = None,
+    check_timeout: CheckTimeoutOpt = 300.0,
+    skip_check: SkipCheckOpt = None,
+    protect: Annotated[
+        list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
+    ] = None,
+    confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    lease_seconds: LeaseOpt = None,
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Apply a patch as one commit, exactly once (exit 0 committed, 1 rejected, 4 conflict)."""
+    if format not in ("auto", "codex", "unified", "edit-json"):
+        raise UsageError(
+            f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
+        )
+    options = CallOptions(
+        branch=branch,
+        contract_sha256=contract_sha256(contract, contract_sha),
+        attempt=attempt,
+        idempotency_key=idempotency_key,
+        tool_call_id=tool_call_id,
+        format=cast(PatchFormat, format),
+        checks=check or [],
+        check_timeout=check_timeout,
+        skip_checks=skip_check or [],
+        protect=protect or [],
+        approve=terminal_approver() if confirm else None,
+        require_approval=confirm,
+        lease_seconds=lease_seconds,
+    )
+    text = read_patch(patch)
+    executor = Executor(repo, state_dir=state_dir)
+    if dry_run:
+        view = executor.dry_run(text, options)
+        if json:
+            typer.echo(orjson.dumps(view.to_dict(), option=orjson.OPT_INDENT_2).decode())
+        else:
+            base = str(view.base_commit)[:12]
+            typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
+            for line in view.lines():
+                typer.echo(f"  {line}")
+            typer.echo("nothing was written")
+        return
+    outcome = executor.call(text, options)
+    print_receipt(executor, outcome.receipt, json)
+    for warning in sync_warnings(outcome.sync_reports):
+        typer.echo(f"warning: {warning}", err=True)
+    executor.close()
+    if outcome.receipt.exit_code:
+        raise typer.Exit(outcome.receipt.exit_code)

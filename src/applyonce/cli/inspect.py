@@ -1,0 +1,131 @@
+"""The read-only commands: ``show``, ``log``, ``replay`` and ``audit``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, app
+from applyonce.console import print_receipt
+from applyonce.errors import EXIT_PROBLEMS
+from applyonce.executor import Executor
+
+
+@app.command()
+def show(
+    call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Show one call's verified receipt."""
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    receipt = executor.show(executor.find_call(call_id))
+    if json:
+        print_receipt(executor, receipt, True)
+        return
+    typer.echo(f"call      {receipt.call_id}")
+    typer.echo(
+        f"status    {receipt.status} (exit {receipt.exit_code})"
+        + ("  [reconciled]" if receipt.reconciled else "")
+    )
+    typer.echo(f"ref       {receipt.ref}  base {str(receipt.base_commit)[:12]}")
+    if receipt.commit:
+        typer.echo(f"commit    {receipt.commit}")
+    for f in receipt.files:
+        typer.echo(f"file      {f.action:<6} {f.path}" + (f" (from {f.from_})" if f.from_ else ""))
+    for c in receipt.checks:
+        typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
+    if receipt.error:
+        typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
+    typer.echo(f"updated   {receipt.updated_at}")
+
+
+@app.command()
+def log(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """List the calls in the ledger, oldest first."""
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    rows = executor.calls()
+    if json:
+        _emit_json([row.model_dump(mode="json") for row in rows])
+        return
+    if not rows:
+        typer.echo("no calls yet")
+    for r in rows:
+        commit = (r.commit or "-")[:12]
+        typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
+
+
+@app.command()
+def replay(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    report = executor.replay()
+    if json:
+        _emit_json(report.to_dict())
+    else:
+        for d in report.decisions:
+            mark = "ok" if d.agrees else "DISAGREES"
+            first = d.output.splitlines()[0] if d.output else ""
+            exit_code = f"exit {d.exit_code!s:<4}"
+            typer.echo(f"{d.call_id[:12]}  {d.state:<9}  {exit_code}  {mark:<9}  {first[:60]}")
+            for problem in d.problems:
+                typer.echo(f"    {problem}")
+        typer.echo(
+            f"replayed {len(report.decisions)} call(s): "
+            + ("all agree" if not report.disagreements else f"{report.disagreements} disagree")
+        )
+    if report.disagreements:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+@app.command()
+def audit(
+    repo: RepoOpt = Path("."),
+    branch: Annotated[
+        str | None, typer.Option("--ref", "--branch", help="Branch to audit (default: HEAD's).")
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Only commits after this revision.")] = None,
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Check every Call-Id commit against its receipt (exit 0 clean, 1 problems)."""
+    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    progress = None
+    if sys.stderr.isatty() and not json:
+
+        def progress(count: int) -> None:
+            sys.stderr.write(f"\raudit: {count} commits read")
+            sys.stderr.flush()
+
+    report = executor.audit(branch=branch, since=since, progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r\033[K")
+    if json:
+        _emit_json(report.to_dict())
+    else:
+        for p in report.problems:
+            typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
+        verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
+        if report.copies:
+            typer.echo(
+                f"{report.copies} commit(s) copy a call that landed on another branch "
+                "(cherry-picks); that branch's audit checks them"
+            )
+        typer.echo(
+            f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
+            f"{report.receipts} receipt(s): {verdict}"
+        )
+    if not report.clean:
+        raise typer.Exit(EXIT_PROBLEMS)

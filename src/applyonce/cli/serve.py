@@ -1,0 +1,109 @@
+"""The commands around the core: ``mcp`` (the server), ``schema``, ``demo`` and ``version``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import applyonce
+from applyonce.cli.app import (
+    AttemptOpt,
+    BranchOpt,
+    CheckOpt,
+    CheckTimeoutOpt,
+    ContractOpt,
+    ContractShaOpt,
+    LeaseOpt,
+    RepoOpt,
+    SkipCheckOpt,
+    StateOpt,
+    _emit_json,
+    app,
+)
+from applyonce.console import contract_sha256
+from applyonce.errors import UsageError
+from applyonce.executor import CallOptions
+from applyonce.flow.leases import checked_lease
+
+
+@app.command("mcp")
+def mcp_command(
+    repo: RepoOpt = Path("."),
+    branch: BranchOpt = None,
+    contract: ContractOpt = None,
+    contract_sha: ContractShaOpt = None,
+    attempt: AttemptOpt = 1,
+    check: CheckOpt = None,
+    check_timeout: CheckTimeoutOpt = 300.0,
+    skip_check: SkipCheckOpt = None,
+    lease_seconds: LeaseOpt = None,
+    state_dir: StateOpt = None,
+) -> None:
+    """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
+
+    Register it as a stdio MCP server: command 'applyonce', args 'mcp --repo PATH'.
+
+    Stdout carries only the protocol; logs go to stderr.
+    """
+    if not check_timeout > 0:
+        raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
+    if lease_seconds is not None:
+        checked_lease(lease_seconds)  # refused now, not at every call
+    from applyonce.agents import PatchRunner
+    from applyonce.mcp_server import serve
+
+    options = CallOptions(
+        branch=branch,
+        contract_sha256=contract_sha256(contract, contract_sha),
+        attempt=attempt,
+        checks=check or [],
+        check_timeout=check_timeout,
+        skip_checks=skip_check or [],
+        lease_seconds=lease_seconds,
+    )
+    serve(PatchRunner(repo, state_dir=state_dir, options=options))
+
+
+@app.command("schema")
+def schema_command(
+    for_: Annotated[
+        str, typer.Option("--for", help="openai, anthropic or mcp.", show_default=False)
+    ],
+    api: Annotated[str, typer.Option(help="With --for openai: responses or chat.")] = "responses",
+    variant: Annotated[
+        str | None,
+        typer.Option(help="With --for openai: function or custom (grammar); default both."),
+    ] = None,
+) -> None:
+    """Print the apply_patch tool definition to register with a model API, as JSON.
+
+    --for openai: the function tool and the custom tool held to a Lark grammar (pick one).
+
+    --for anthropic: the Messages API tool. --for mcp: the tools 'applyonce mcp' lists.
+    """
+    from applyonce.schemas import schema_for
+
+    _emit_json(schema_for(for_, api=api, variant=variant))  # type: ignore[arg-type]
+
+
+@app.command()
+def demo(
+    workspace: Annotated[
+        Path | None, typer.Option(help="Workspace folder (default: the embedded demo).")
+    ] = None,
+    into: Annotated[
+        Path | None, typer.Option(help="Where to build the demo repo (default: a temp folder).")
+    ] = None,
+) -> None:
+    """Run the example workspace end to end, with a real crash and its recovery."""
+    from applyonce.demo import run_demo
+
+    raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"applyonce {applyonce.__version__}")

@@ -1,0 +1,108 @@
+"""The commands that settle calls: ``recover`` (by asking Git) and ``resolve`` (by a person)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, app
+from applyonce.console import print_receipt
+from applyonce.errors import EXIT_CONFLICT, EXIT_UNKNOWN, UsageError
+from applyonce.executor import Executor
+from applyonce.flow.recovery_report import RecoveryReport
+
+
+@app.command()
+def recover(
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Finish every interrupted call by asking Git; never applies a patch twice."""
+    executor = Executor(repo, state_dir=state_dir)
+    report = executor.recover()
+    if json:
+        _emit_json(report.to_dict())
+    else:
+        _print_recovery(report)
+    # Not everything settled: a call left for a person (5), or one another process's claim
+    # holds, or a checkout not updated (4: repeat once that process is done).
+    if report.unknown:
+        raise typer.Exit(EXIT_UNKNOWN)
+    if not report.settled:
+        raise typer.Exit(EXIT_CONFLICT)
+
+
+def _print_recovery(report: RecoveryReport) -> None:
+    for note in report.notes:
+        typer.echo(f"note: {note}")
+    if not report.outcomes and not report.unsynced:
+        typer.echo("nothing to recover: every call is settled")
+    elif report.outcomes:
+        typer.echo(f"{'call':<12}  {'was':<9}  {'now':<9}  why")
+        for o in report.outcomes:
+            typer.echo(f"{o.call_id[:12]}  {o.was:<9}  {o.now:<9}  {o.why}")
+    if report.unsynced:
+        typer.echo("not everything is settled: a checkout was not updated (see the notes above)")
+    if report.removed:
+        typer.echo(
+            f"removed {len(report.removed)} stale file(s): "
+            + ", ".join(Path(p).name for p in report.removed[:5])
+            + (" …" if len(report.removed) > 5 else "")
+        )
+
+
+@app.command()
+def resolve(
+    call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
+    as_: Annotated[
+        str | None, typer.Option("--as", help="committed or rejected.", show_default=False)
+    ] = None,
+    note: Annotated[
+        str | None,
+        typer.Option(help="Why: recorded in the ledger (and the receipt).", show_default=False),
+    ] = None,
+    commit: Annotated[
+        str | None, typer.Option(help="With --as committed: the commit that counts.")
+    ] = None,
+    release: Annotated[
+        bool,
+        typer.Option(
+            "--release", help="Free the claim of a call stuck in flight whose process is gone."
+        ),
+    ] = False,
+    repo: RepoOpt = Path("."),
+    state_dir: StateOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Settle a call whose outcome is unknown, by a person's decision; or free a stuck claim.
+
+    --release: free the claim of a call whose process is gone where this host cannot see (another
+    host, a renamed container); the next call or 'applyonce recover' settles it through Git.
+    """
+    if release:
+        if as_ is not None or commit is not None:
+            raise UsageError(
+                "--release frees a claim; it cannot be combined with --as or --commit",
+                hint="run 'applyonce resolve CALL_ID --release' alone",
+            )
+        released = Executor(repo, state_dir=state_dir).release(call_id, note=note or "")
+        if json:
+            _emit_json(released.to_dict())
+        else:
+            typer.echo(released.line())
+        return
+    if as_ is None or note is None:
+        raise UsageError(
+            "resolve needs --as committed|rejected with --note TEXT, or --release",
+            hint="see 'applyonce resolve --help'",
+        )
+    executor = Executor(repo, state_dir=state_dir)
+    full = executor.find_call(call_id)
+    receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
+    if json:
+        print_receipt(executor, receipt, True)
+    else:
+        typer.echo(f"call {full[:12]} resolved as {receipt.status}")
