@@ -28,6 +28,7 @@ from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replay import ReplayReport
 from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
+from applyonce.git.diffs import CallDiff
 from applyonce.state.ledger import Ledger
 
 
@@ -125,6 +126,14 @@ class Executor:
         """The verified receipt of ``call_id``."""
         return calls_flow.show(self.context, call_id)
 
+    def diff(self, receipt: Receipt) -> CallDiff | None:
+        """The unified diff of a committed call, from its commit (None: not committed)."""
+        return calls_flow.diff_of(self.context, receipt)
+
+    def plan_diff(self, view: PlanView) -> CallDiff:
+        """The unified diff of a dry run's plan, built in memory (nothing is written)."""
+        return calls_flow.diff_of_plan(self.context, view)
+
     def calls(self) -> list[CallSummary]:
         """Every call in the ledger, oldest first."""
         return calls_flow.calls(self.context)
@@ -181,6 +190,7 @@ class Executor:
 __all__ = [
     "ApprovalError",
     "Approver",
+    "CallDiff",
     "CallOptions",
     "CallOutcome",
     "Executor",

@@ -8,7 +8,9 @@ from pydantic import BaseModel, ConfigDict
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import UsageError
 from applyonce.flow.context import Context
+from applyonce.flow.options import PlanView
 from applyonce.flow.verify import verify_against_git
+from applyonce.git.diffs import CallDiff, commit_diff, plan_diff
 from applyonce.state.ledger import CallRow
 
 MIN_PREFIX = 6
@@ -75,6 +77,20 @@ def show(ctx: Context, call_id: str) -> Receipt:
     if receipt.status == "committed":
         verify_against_git(ctx, receipt)
     return receipt
+
+
+def diff_of(ctx: Context, receipt: Receipt) -> CallDiff | None:
+    """The unified diff of a committed call: its commit against the commit's parent, for the
+    call's paths only (None: the call has no commit, so it changed nothing)."""
+    if receipt.status != "committed" or receipt.commit is None:
+        return None
+    files = [(f.path, f.action, f.from_) for f in receipt.files]
+    return commit_diff(ctx.store, receipt.commit, files)
+
+
+def diff_of_plan(ctx: Context, view: PlanView) -> CallDiff:
+    """The unified diff a dry run's plan would commit on its base (nothing is written)."""
+    return plan_diff(ctx.store, view.base_commit, view.plan)
 
 
 def calls(ctx: Context) -> list[CallSummary]:
