@@ -40,7 +40,7 @@ from applyonce.core.receipt import Receipt
 from applyonce.core.texts import error_text
 from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.executor import CallOptions, Executor, PlanView, UnknownOutcomeError
+from applyonce.executor import CallDiff, CallOptions, Executor, PlanView, UnknownOutcomeError
 from applyonce.flow.sync import sync_warnings
 from applyonce.schemas import TOOL_NAME
 from applyonce.state.ledger import CallBusyError
@@ -54,18 +54,30 @@ class ToolOutput:
     """What a tool call returns to the model.
 
     ``receipt`` is the call's receipt when it has one. ``landed_commit`` is set only when the patch
-    landed but its record could not be written (``recover`` finishes it).
+    landed but its record could not be written (``recover`` finishes it). ``replayed``: the call
+    had finished before and nothing ran. ``error``: the failure's ``kind``/``message``/``hint``
+    when no receipt carries it (for the structured result).
     """
 
     text: str
     is_error: bool = False
     receipt: Receipt | None = None
     landed_commit: str | None = None
+    replayed: bool = False
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a dry run shows: the plan and the diff it would commit."""
+
+    view: PlanView
+    diff: CallDiff
 
 
 def error_output(error: ApplyOnceError) -> ToolOutput:
     """An expected failure, in the words a rejected receipt stores."""
-    return ToolOutput(error_text(error.message, error.hint), is_error=True)
+    return ToolOutput(error_text(error.message, error.hint), is_error=True, error=error.to_dict())
 
 
 class PatchRunner:
@@ -161,7 +173,36 @@ class PatchRunner:
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
         receipt = outcome.receipt
-        return ToolOutput(receipt.output, is_error=receipt.status != "committed", receipt=receipt)
+        return ToolOutput(
+            receipt.output,
+            is_error=receipt.status != "committed",
+            receipt=receipt,
+            replayed=outcome.replayed,
+        )
+
+    def dry_run(self, patch: str, *, tool_call_id: str | None = None) -> DryRun | ToolOutput:
+        """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
+        object, no receipt, no ledger entry). A refusal is an error output."""
+        options = dataclasses.replace(self.options, tool_call_id=tool_call_id)
+        try:
+            executor = self.executor()
+        except ApplyOnceError as exc:
+            return error_output(exc)
+        try:
+            view = executor.dry_run(patch, options)
+            return DryRun(view, executor.plan_diff(view))
+        except ApplyOnceError as exc:
+            return error_output(exc)
+        finally:
+            executor.close()
+
+    def diff(self, receipt: Receipt) -> CallDiff | None:
+        """The diff of a committed call, from its commit (None: it committed nothing)."""
+        executor = self.executor()
+        try:
+            return executor.diff(receipt)
+        finally:
+            executor.close()
 
     def _after_failure(
         self,
@@ -191,6 +232,11 @@ class PatchRunner:
                 f"error: the call failed ({reason}) and whether it landed cannot be told now; "
                 "run 'applyonce recover', then repeat the call to get its result\n",
                 is_error=True,
+                error={
+                    "kind": UnknownOutcomeError.kind,
+                    "message": f"the call failed ({reason}) and whether it landed cannot be told",
+                    "hint": "run 'applyonce recover', then repeat the call to get its result",
+                },
             )
         if landed:
             settled = self._settle(call_id, patch, options)
@@ -213,6 +259,11 @@ class PatchRunner:
             f"error: internal error ({reason}); the patch is not on {branch}; "
             "repeat the call to settle it\n",
             is_error=True,
+            error={
+                "kind": "internal",
+                "message": f"internal error ({reason}); the patch is not on {branch}",
+                "hint": "repeat the call to settle it",
+            },
         )
 
     def _settle(self, call_id: str, patch: str, options: CallOptions) -> Receipt | None:
@@ -314,6 +365,7 @@ class ToolCallAdapter:
 
 __all__ = [
     "CallApprover",
+    "DryRun",
     "FallbackHandler",
     "PatchRunner",
     "ToolCall",

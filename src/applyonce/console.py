@@ -12,15 +12,16 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
+import orjson
 import typer
 
 import applyonce
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
 from applyonce.core.receipt import Receipt
 from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ApplyOnceError, UsageError
-from applyonce.executor import Executor, PlanView, contract_digest
+from applyonce.executor import CallDiff, Executor, PlanView, contract_digest
 
 
 def die(error: ApplyOnceError) -> NoReturn:
@@ -105,12 +106,33 @@ def terminal_approver() -> Callable[[PlanView], bool]:
     return ask
 
 
-def print_receipt(executor: Executor, receipt: Receipt, as_json: bool) -> None:
+def print_receipt(
+    executor: Executor, receipt: Receipt, as_json: bool, *, extra: dict[str, Any] | None = None
+) -> None:
+    """The receipt's output (stdout when committed, else stderr), or with ``as_json`` the
+    receipt as stored, with ``extra`` fields (``diff``) added beside its own."""
     if as_json:
         data = executor.receipt_bytes(receipt.call_id) or receipt.to_json()
+        if extra:
+            fields = {**orjson.loads(data), **extra}
+            data = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
     stream = sys.stdout if receipt.status == "committed" else sys.stderr
     stream.write(receipt.output)
     stream.flush()
+
+
+def diff_fields(diff: CallDiff | None) -> dict[str, Any]:
+    """The ``diff`` and ``diffstat`` fields of a ``--json --diff`` output (null: no commit)."""
+    if diff is None:
+        return {"diff": None, "diffstat": None}
+    return {"diff": diff.as_text(), "diffstat": diff.diffstat()}
+
+
+def print_diff(diff: CallDiff) -> None:
+    """The diff's bytes on stdout, after one empty line that ends what was printed before it."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(b"\n" + diff.text)
+    sys.stdout.flush()

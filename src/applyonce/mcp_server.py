@@ -7,9 +7,14 @@ the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool e
 
 Two tools (definitions in :mod:`applyonce.schemas`):
 
-* ``apply_patch(patch, tool_call_id?)`` — the patch lands as one commit, exactly once; a repeat
-  returns the stored result and runs nothing.
+* ``apply_patch(patch, tool_call_id?, dry_run?)`` — the patch lands as one commit, exactly once; a
+  repeat returns the stored result and runs nothing. ``dry_run``: the plan and its diff, nothing
+  written, nothing recorded.
 * ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
+
+Every result carries, beside its text, ``structuredContent`` valid against the tool's
+``outputSchema`` (:mod:`applyonce.results`): status, commit, replayed, files, match levels, a
+bounded diff, and on failure the error's kind, message and hint.
 
 Stdout is the protocol. Nothing else may reach it: while serving, the SDK points file descriptor 1
 at stderr and keeps the wire on a private duplicate, so a stray ``print`` or a ``--check`` command's
@@ -28,6 +33,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import mcp_types as types
+import orjson
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
@@ -35,7 +41,14 @@ from pydantic import ValidationError
 import applyonce
 from applyonce.agents import PatchRunner, ToolOutput
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.executor import Executor
+from applyonce.executor import CallDiff, Executor, PlanView
+from applyonce.results import (
+    DIFF_CAP,
+    PatchResult,
+    ReceiptResult,
+    dry_run_result,
+    patch_result,
+)
 from applyonce.schemas import (
     RECEIPT_TOOL_NAME,
     TOOL_NAME,
@@ -54,15 +67,38 @@ INSTRUCTIONS = (
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{6,64}$")
 
 
-def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
+def _text(text: str, structured: PatchResult, *, is_error: bool = False) -> types.CallToolResult:
+    """A tool result: the text the model reads, unchanged, and the same result as fields
+    (``structuredContent``, valid against the tool's ``outputSchema``)."""
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
-    return types.CallToolResult(content=content, is_error=is_error)
+    return types.CallToolResult(
+        content=content, structured_content=structured.to_json_dict(), is_error=is_error
+    )
+
+
+def _refused(text: str, kind: str) -> types.CallToolResult:
+    """A tool error raised before any call existed: its text, and a rejection carrying it."""
+    message, _, hint = text.removeprefix("error: ").rstrip("\n").partition("; ")
+    error = {"kind": kind, "message": message, "hint": hint}
+    return _text(text, patch_result(None, error=error), is_error=True)
 
 
 def _bad_arguments(tool: str, exc: ValidationError) -> types.CallToolResult:
     problem = exc.errors()[0]
     where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-    return _text(f"error: bad arguments for {tool}: {where}: {problem['msg']}\n", is_error=True)
+    return _refused(f"error: bad arguments for {tool}: {where}: {problem['msg']}\n", "usage")
+
+
+def dry_run_text(view: PlanView, diff: str | None, truncated: bool) -> str:
+    """The text of a dry run: the plan as ``apply --dry-run --diff`` prints it."""
+    lines = [f"dry run: call {view.call_id[:12]} on {view.ref} at {str(view.base_commit)[:12]}"]
+    lines += [f"  {line}" for line in view.lines()]
+    text = "\n".join(lines) + "\n"
+    if diff:
+        text += "\n" + diff
+        if truncated:
+            text += f"[the diff is longer than {DIFF_CAP} bytes and was cut here]\n"
+    return text + "nothing was written\n"
 
 
 class PatchServer:
@@ -101,17 +137,17 @@ class PatchServer:
                 return await self._apply_patch(params.arguments)
             if params.name == RECEIPT_TOOL_NAME:
                 return await self._patch_receipt(params.arguments)
-            return _text(
+            return _refused(
                 f"error: unknown tool {params.name[:100]!r}; the tools here are "
                 f"{TOOL_NAME} and {RECEIPT_TOOL_NAME}\n",
-                is_error=True,
+                "unknown-tool",
             )
         except Exception as exc:  # a bug here must not take the server down
             log.exception("tool %r failed", params.name[:100])
-            return _text(
+            return _refused(
                 f"error: internal error ({type(exc).__name__}); details are in the server's "
                 "stderr; run 'applyonce recover' before repeating the call\n",
-                is_error=True,
+                "internal",
             )
 
     async def _in_thread(
@@ -133,12 +169,43 @@ class PatchServer:
             call = McpPatchArguments.model_validate(arguments or {})
         except ValidationError as exc:
             return _bad_arguments(TOOL_NAME, exc)
-        output: ToolOutput = await self._in_thread(
-            self.runner.run, call.patch, tool_call_id=call.tool_call_id, one_at_a_time=True
+        if call.dry_run:
+            # Not behind the applies: it writes nothing.
+            planned = await self._in_thread(
+                self.runner.dry_run, call.patch, tool_call_id=call.tool_call_id
+            )
+            if isinstance(planned, ToolOutput):
+                return _text(planned.text, patch_result(None, error=planned.error), is_error=True)
+            result = dry_run_result(planned.view, planned.diff)
+            text = dry_run_text(planned.view, result.diff, result.diff_truncated)
+            return _text(text, result)
+        output, diff = await self._in_thread(
+            self._run_with_diff, call.patch, call.tool_call_id, one_at_a_time=True
         )
         if call.tool_call_id is not None and output.receipt is not None:
             self.by_tool_call_id[call.tool_call_id] = output.receipt.call_id
-        return _text(output.text, is_error=output.is_error)
+        structured = patch_result(
+            output.receipt,
+            replayed=output.replayed,
+            diff=diff,
+            error=output.error,
+            commit=output.landed_commit,
+        )
+        return _text(output.text, structured, is_error=output.is_error)
+
+    def _run_with_diff(
+        self, patch: str, tool_call_id: str | None
+    ) -> tuple[ToolOutput, CallDiff | None]:
+        """Run the call, then read its diff from its commit. The call's outcome stands whatever
+        happens to the diff: a diff that cannot be read is left out, never made an error."""
+        output = self.runner.run(patch, tool_call_id=tool_call_id)
+        if output.receipt is None or output.receipt.status != "committed":
+            return output, None
+        try:
+            return output, self.runner.diff(output.receipt)
+        except Exception:
+            log.exception("cannot read the diff of call %s", output.receipt.call_id[:12])
+            return output, None
 
     async def _patch_receipt(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:
@@ -147,16 +214,20 @@ class PatchServer:
             return _bad_arguments(RECEIPT_TOOL_NAME, exc)
         # Not behind the applies: a receipt is read while a call runs (receipts are replaced
         # atomically, and each thread has its own executor and ledger connection).
-        text: str = await self._in_thread(self._receipt_json, call.call_id)
-        return _text(text, is_error=text.startswith("error: "))
+        text, structured = await self._in_thread(self._receipt_json, call.call_id)
+        return _text(text, structured, is_error=text.startswith("error: "))
 
-    def _receipt_json(self, key: str) -> str:
+    def _receipt_json(self, key: str) -> tuple[str, ReceiptResult]:
         executor = self.runner.executor()
         try:
             call_id = self._find_call(executor, key.strip())
-            return executor.stored_receipt(call_id).to_json().decode()
+            receipt = executor.stored_receipt(call_id)
+            data = receipt.to_json()
+            result = patch_result(receipt, diff=executor.diff(receipt))
+            return data.decode(), ReceiptResult(**dict(result), receipt=orjson.loads(data))
         except ApplyOnceError as exc:
-            return f"error: {exc.one_line()}\n"
+            result = patch_result(None, error=exc.to_dict())
+            return f"error: {exc.one_line()}\n", ReceiptResult(**dict(result), receipt=None)
         finally:
             executor.close()
 

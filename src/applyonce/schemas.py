@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from applyonce.core.identity import TOOL
 from applyonce.errors import UsageError
+from applyonce.results import PatchResult, ReceiptResult, output_schema
 
 TOOL_NAME = TOOL
 RECEIPT_TOOL_NAME = "patch_receipt"
@@ -123,6 +124,11 @@ class McpPatchArguments(PatchArguments):
     tool_call_id: str | None = Field(
         default=None,
         description="Optional: your ID for this tool call, recorded in the commit and receipt.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Optional: only show what the patch would do (its files and diff); "
+        "nothing is written and nothing is recorded.",
     )
 
 
@@ -278,6 +284,8 @@ class McpTool(_Tool):
     name: str
     description: str
     input_schema: dict[str, Any] = Field(alias="inputSchema")
+    # The JSON Schema of the tool's structuredContent (see applyonce.results).
+    output_schema: dict[str, Any] | None = Field(default=None, alias="outputSchema")
     annotations: McpToolAnnotations
 
 
@@ -288,6 +296,7 @@ def mcp_tools() -> list[McpTool]:
             name=TOOL_NAME,
             description=APPLY_PATCH_DESCRIPTION,
             input_schema=input_schema(McpPatchArguments),
+            output_schema=output_schema(PatchResult),
             annotations=McpToolAnnotations(
                 title="Apply a patch as one commit, exactly once",
                 read_only_hint=False,
@@ -300,6 +309,7 @@ def mcp_tools() -> list[McpTool]:
             name=RECEIPT_TOOL_NAME,
             description=RECEIPT_DESCRIPTION,
             input_schema=input_schema(ReceiptArguments),
+            output_schema=output_schema(ReceiptResult),
             annotations=McpToolAnnotations(
                 title="Show the receipt of an apply_patch call",
                 read_only_hint=True,

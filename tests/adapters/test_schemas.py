@@ -87,8 +87,13 @@ def test_mcp_tools() -> None:
     tools = {tool["name"]: tool for tool in schema("--for", "mcp")}
     assert set(tools) == {"apply_patch", "patch_receipt"}
     apply_patch = tools["apply_patch"]
-    assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id"}
+    assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id", "dry_run"}
+    assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"
     assert apply_patch["inputSchema"]["required"] == ["patch"]
+    for tool in tools.values():  # the structured result's schema: an object, as MCP requires
+        assert tool["outputSchema"]["type"] == "object"
+        assert "status" in tool["outputSchema"]["required"]
+    assert "receipt" in tools["patch_receipt"]["outputSchema"]["properties"]
     assert apply_patch["annotations"]["idempotentHint"] is True
     assert apply_patch["annotations"]["readOnlyHint"] is False
     assert tools["patch_receipt"]["annotations"]["readOnlyHint"] is True

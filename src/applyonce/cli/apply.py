@@ -22,7 +22,14 @@ from applyonce.cli.app import (
     StateOpt,
     app,
 )
-from applyonce.console import contract_sha256, print_receipt, read_patch, terminal_approver
+from applyonce.console import (
+    contract_sha256,
+    diff_fields,
+    print_diff,
+    print_receipt,
+    read_patch,
+    terminal_approver,
+)
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, Executor
 from applyonce.flow.sync import sync_warnings
@@ -52,6 +59,14 @@ def apply(
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Also print the call's unified diff (git's format), after its output and an "
+            "empty line; with --json, a 'diff' field.",
+        ),
+    ] = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
@@ -80,17 +95,25 @@ def apply(
     executor = Executor(repo, state_dir=state_dir)
     if dry_run:
         view = executor.dry_run(text, options)
+        planned = executor.plan_diff(view) if diff else None
         if json:
-            typer.echo(orjson.dumps(view.to_dict(), option=orjson.OPT_INDENT_2).decode())
+            fields = {**view.to_dict(), **(diff_fields(planned) if diff else {})}
+            typer.echo(orjson.dumps(fields, option=orjson.OPT_INDENT_2).decode())
         else:
             base = str(view.base_commit)[:12]
             typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
             for line in view.lines():
                 typer.echo(f"  {line}")
+            if planned is not None:
+                print_diff(planned)
             typer.echo("nothing was written")
         return
     outcome = executor.call(text, options)
-    print_receipt(executor, outcome.receipt, json)
+    # The output stays first and byte for byte what the agent is given; the diff comes after it.
+    committed = executor.diff(outcome.receipt) if diff else None
+    print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
+    if committed is not None and not json:
+        print_diff(committed)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
     executor.close()

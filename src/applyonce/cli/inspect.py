@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, app
-from applyonce.console import print_receipt
+from applyonce.console import diff_fields, print_diff, print_receipt
 from applyonce.errors import EXIT_PROBLEMS
 from applyonce.executor import Executor
 
@@ -20,12 +20,21 @@ def show(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
     json: JsonOpt = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Also print the call's unified diff, from its commit against its parent; "
+            "with --json, a 'diff' field.",
+        ),
+    ] = False,
 ) -> None:
     """Show one call's verified receipt."""
     executor = Executor(repo, state_dir=state_dir, read_only=True)
     receipt = executor.show(executor.find_call(call_id))
+    committed = executor.diff(receipt) if diff else None
     if json:
-        print_receipt(executor, receipt, True)
+        print_receipt(executor, receipt, True, extra=diff_fields(committed) if diff else None)
         return
     typer.echo(f"call      {receipt.call_id}")
     typer.echo(
@@ -42,6 +51,10 @@ def show(
     if receipt.error:
         typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
     typer.echo(f"updated   {receipt.updated_at}")
+    if committed is not None:
+        print_diff(committed)
+    elif diff:
+        typer.echo("diff      none: the call committed nothing")
 
 
 @app.command()

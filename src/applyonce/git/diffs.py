@@ -17,8 +17,10 @@ default), and a file that turns into a symlink (or back) is a deletion then an a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pygit2
 
@@ -69,6 +71,21 @@ class CallDiff:
     @property
     def files_changed(self) -> int:
         return len(self.files)
+
+    def as_text(self) -> str:
+        """The diff as text for JSON: bytes that are not UTF-8 become U+FFFD (the bytes
+        themselves are in :attr:`text`)."""
+        return self.text.decode("utf-8", "replace")
+
+    def diffstat(self) -> dict[str, Any]:
+        """``{files_changed, insertions, deletions, files: [{path, insertions, deletions,
+        binary}]}``, as the JSON outputs carry it."""
+        return {
+            "files_changed": self.files_changed,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+            "files": [dataclasses.asdict(f) for f in self.files],
+        }
 
 
 def quote_path(path: str) -> str:
@@ -163,8 +180,10 @@ def unified_diff(pairs: Iterable[tuple[Side | None, Side | None]]) -> CallDiff:
     for old, new in pairs:
         if old == new:  # nothing to show (both absent, or the same file)
             continue
-        if old is not None and new is not None and (old.mode == MODE_LINK) != (
-            new.mode == MODE_LINK
+        if (
+            old is not None
+            and new is not None
+            and (old.mode == MODE_LINK) != (new.mode == MODE_LINK)
         ):
             # A type change is two entries in git's diff: the old one goes, the new one comes.
             split: list[tuple[Side | None, Side | None]] = [(old, None), (None, new)]
