@@ -131,6 +131,18 @@ def diff_fields(diff: CallDiff | None) -> dict[str, Any]:
     return {"diff": diff.as_text(), "diffstat": diff.diffstat()}
 
 
+def diff_or_warning(executor: Executor, receipt: Receipt) -> CallDiff | None:
+    """The diff of a call that has run, or None and a warning: the call's outcome, already
+    decided, is never made an error by a diff that cannot be read."""
+    try:
+        return executor.diff(receipt)
+    except Exception as exc:  # a display extra: the outcome stands whatever happens here
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        short = receipt.call_id[:12]
+        typer.echo(f"warning: cannot show the diff of call {short}: {reason}", err=True)
+        return None
+
+
 def print_diff(diff: CallDiff) -> None:
     """The diff's bytes on stdout, after one empty line that ends what was printed before it."""
     sys.stdout.flush()

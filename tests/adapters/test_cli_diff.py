@@ -8,9 +8,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from applyonce.cli import app
+from applyonce.executor import Executor
 from tests.conftest import APP_PATCH, Repo, Run
 
 
@@ -107,3 +109,17 @@ def test_a_rejected_call_has_no_diff(repo: Repo) -> None:
     assert shown.stdout.endswith("diff      none: the call committed nothing\n")
     as_json = json.loads(run_cli("show", call_id, "--repo", str(repo.path), "--json", "--diff").stdout)
     assert as_json["diff"] is None and as_json["diffstat"] is None
+
+
+def test_a_diff_that_cannot_be_read_never_turns_a_committed_call_into_an_error(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Executor, receipt: object) -> None:
+        raise RuntimeError("object 1234 is missing")
+
+    monkeypatch.setattr(Executor, "diff", broken)
+    result = apply(repo, APP_PATCH, "--diff")
+    assert result.returncode == 0 and result.stdout == SUCCESS
+    assert result.stderr.startswith("warning: cannot show the diff of call ")
+    assert "RuntimeError: object 1234 is missing" in result.stderr
+    assert len(repo.call_ids()) == 1

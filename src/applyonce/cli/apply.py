@@ -25,6 +25,7 @@ from applyonce.cli.app import (
 from applyonce.console import (
     contract_sha256,
     diff_fields,
+    diff_or_warning,
     print_diff,
     print_receipt,
     read_patch,
@@ -110,7 +111,7 @@ def apply(
         return
     outcome = executor.call(text, options)
     # The output stays first and byte for byte what the agent is given; the diff comes after it.
-    committed = executor.diff(outcome.receipt) if diff else None
+    committed = diff_or_warning(executor, outcome.receipt) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
     if committed is not None and not json:
         print_diff(committed)
