@@ -114,7 +114,7 @@ def test_a_committed_calls_diff_applies_to_its_parent_and_equals_its_dry_run(
         'diff --git a/old name.txt "b/new n\\303\\274.txt"',
         "rename from old name.txt",
         'rename to "new n\\303\\274.txt"',
-        "--- a/old name.txt\t",
+        '--- a/old name.txt\t\n+++ "b/new n\\303\\274.txt"\t\n',  # git's tabs after spaces
         'diff --git "a/\\303\\251.txt" "b/\\303\\251.txt"\nold mode 100644\nnew mode 100755\n',
         "diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\nindex b023018..0000000\n",
         "diff --git a/empty.txt b/empty.txt\nnew file mode 100644\nindex 0000000..e69de29\n",

@@ -110,8 +110,12 @@ def _name(prefix: str, path: str) -> str:
     return quote_path(prefix + path)
 
 
-def _tabbed(name: str) -> str:
-    return name + "\t" if " " in name and not name.startswith('"') else name
+def _label(name: str | None, side: Side | None) -> str:
+    """A ``---``/``+++`` label: ``/dev/null`` for an absent side; else the name, followed by a tab
+    when its path holds a space (git's, quoted or not, so that ``patch`` reads it whole)."""
+    if name is None or side is None:
+        return "/dev/null"
+    return name + "\t" if " " in side.path else name
 
 
 def _hunks(old: bytes, new: bytes) -> tuple[bytes, int, int, bool]:
@@ -163,12 +167,11 @@ def _file_diff(old: Side | None, new: Side | None) -> tuple[bytes, FileStat]:
         width = len(old_id) if binary else ABBREV
         index = f"index {old_id[:width]}..{new_id[:width]}"
         lines.append(index + (f" {either.mode:o}" if same_mode else ""))
-        from_name, to_name = old_name or "/dev/null", new_name or "/dev/null"
         if binary:
+            from_name, to_name = old_name or "/dev/null", new_name or "/dev/null"
             lines.append(f"Binary files {from_name} and {to_name} differ")
         elif body:
-            # git ends a name holding a space with a tab here, so that 'patch' reads it whole.
-            lines += [f"--- {_tabbed(from_name)}", f"+++ {_tabbed(to_name)}"]
+            lines += [f"--- {_label(old_name, old)}", f"+++ {_label(new_name, new)}"]
     header = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
     return header + body, FileStat(either.path, insertions, deletions, binary)
 
