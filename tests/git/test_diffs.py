@@ -5,6 +5,7 @@ memory, is the same diff and writes nothing."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -124,6 +125,17 @@ def test_a_committed_calls_diff_applies_to_its_parent_and_equals_its_dry_run(
         assert line in text, line
     assert (diff.files_changed, diff.insertions, diff.deletions) == (7, 4, 4)
     git_apply_gives(repo, diff.text, receipt.commit or "", tmp_path)
+    # File by file, it is what 'git diff' writes (git sorts by path and scores a rename's
+    # similarity; a move is named by the patch, so applyonce writes no score).
+    ours = sections(text)
+    theirs = sections(re.sub(r"similarity index \d+%\n", "", repo.git("diff", "-M", "HEAD~1", "HEAD")))
+    assert ours == theirs
+
+
+def sections(diff: str) -> dict[str, str]:
+    """A diff's per-file sections, keyed by their 'diff --git' line."""
+    parts = re.split(r"(?m)^(?=diff --git )", diff)
+    return {part.split("\n", 1)[0]: part for part in parts if part}
 
 
 def test_a_binary_file_is_gits_binary_line_with_full_ids_and_applies(
