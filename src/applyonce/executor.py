@@ -18,6 +18,7 @@ from applyonce.flow import calls as calls_flow
 from applyonce.flow import recovery
 from applyonce.flow import replay as replay_flow
 from applyonce.flow import resolve as resolve_flow
+from applyonce.flow import view as view_flow
 from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
 from applyonce.flow.audit import AuditReport
@@ -168,6 +169,14 @@ class Executor:
         if call is None:
             return commits
         return with_the_change(self.context, call[1], call[0], commits)
+
+    def view(
+        self, path: str, *, branch: str | None = None
+    ) -> view_flow.FileView | view_flow.FolderView:
+        """What an agent's view of ``path`` on ``branch`` shows: a file's bytes or a folder's
+        listing, from the checkout or the branch's tip. Writes nothing (see
+        :mod:`applyonce.flow.view`)."""
+        return view_flow.view(self.context, path, ref=self.branch(branch))
 
     def commit_summary(self, commit: str) -> list[str]:
         """The Codex-style file lines of ``commit`` (``A path``, ``M path``, ``D path``)."""

@@ -113,6 +113,17 @@ class GitTree:
         entry = self.entry(path)
         return (blob, entry.filemode if blob is not None and entry is not None else None)
 
+    def listdir(self, path: str) -> list[tuple[str, EntryKind]]:
+        """The names and kinds in the folder ``path`` (``""``: the root), in Git's order.
+
+        Raises:
+            KeyError: ``path`` is not a folder of the tree.
+        """
+        folder = self.tree if path == "" else self.entry(path)
+        if not isinstance(folder, pygit2.Tree):
+            raise KeyError(path)
+        return [(str(entry.name), _kind_of_mode(entry.filemode)) for entry in folder]
+
 
 # A version of a path as the checkout can hold it: (blob ID, git file mode); (None, None) is absent.
 Version = tuple[str | None, int | None]
