@@ -42,8 +42,10 @@ from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallDiff, CallOptions, Executor, PlanView, UnknownOutcomeError
 from applyonce.flow.sync import sync_warnings
-from applyonce.schemas import TOOL_NAME
+from applyonce.patch import PatchFormat
+from applyonce.schemas import TEXT_EDITOR_NAME, TOOL_NAME
 from applyonce.state.ledger import CallBusyError
+from applyonce.texteditor import command_input, edit_document, edit_result, view_result
 from applyonce.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
 
 log = logging.getLogger("applyonce.agents")
@@ -131,6 +133,7 @@ class PatchRunner:
         *,
         tool_call_id: str | None = None,
         approve: Callable[[PlanView], bool] | None = None,
+        format: PatchFormat | None = None,
     ) -> ToolOutput:
         """Apply ``patch`` exactly once and say what happened, in the words the model is given.
 
@@ -139,12 +142,14 @@ class PatchRunner:
             tool_call_id: the model's tool-call ID, recorded in the commit and receipt.
             approve: asked with the plan before a call that is about to run; a repeat or a
                 reconciled call is never asked.
+            format: the patch's format, where the caller knows it (default: the options').
         """
         options = dataclasses.replace(
             self.options,
             tool_call_id=tool_call_id,
             approve=approve or self.options.approve,
             require_approval=self.options.require_approval or approve is not None,
+            format=format or self.options.format,
         )
         try:
             executor = self.executor()
@@ -293,17 +298,21 @@ FallbackHandler = Callable[[ToolCall], "str | ToolOutput"]
 
 
 class ToolCallAdapter:
-    """Answer a model's tool calls: ``apply_patch`` exactly once, anything else by ``fallback``.
+    """Answer a model's tool calls: ``apply_patch`` exactly once, Claude's text editor tool
+    (edits exactly once, views read-only: :mod:`applyonce.texteditor`), anything else by
+    ``fallback``.
 
     Args:
         repo: a path inside the repository.
         state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
         options: options for every call (branch, contract, attempt, checks, protect globs).
-        approve: ``approve(call, plan) -> bool``, asked before a patch runs (never for a repeat).
-            A denial is the call's stored, final result.
+        approve: ``approve(call, plan) -> bool``, asked before a patch or an edit runs (never
+            for a repeat, never for a view). A denial is the call's stored, final result.
         fallback: ``fallback(call) -> str | ToolOutput`` for other tool names; without it they
             get an error result. An exception it raises becomes an error result.
         tool_name: the name the patch tool was registered under.
+        text_editor_name: the text editor tool's name (None: its calls go to ``fallback``).
+        max_characters: where a text editor view is truncated (the tool's ``max_characters``).
     """
 
     def __init__(
@@ -315,11 +324,17 @@ class ToolCallAdapter:
         approve: CallApprover | None = None,
         fallback: FallbackHandler | None = None,
         tool_name: str = TOOL_NAME,
+        text_editor_name: str | None = TEXT_EDITOR_NAME,
+        max_characters: int | None = None,
     ) -> None:
         self.runner = PatchRunner(repo, state_dir=state_dir, options=options)
         self.approve = approve
         self.fallback = fallback
         self.tool_name = tool_name
+        self.text_editor_name = text_editor_name
+        if max_characters is not None and max_characters < 1:
+            raise UsageError(f"max_characters must be 1 or more, not {max_characters}")
+        self.max_characters = max_characters
 
     def run(self, message: Any) -> list[dict[str, Any]]:
         """The result blocks for every tool call in ``message`` (see :func:`tool_calls`), in order.
@@ -331,6 +346,8 @@ class ToolCallAdapter:
 
     def run_call(self, call: ToolCall) -> dict[str, Any]:
         """The result block for one tool call."""
+        if call.name == self.text_editor_name:
+            return self._text_editor(call)
         if call.name != self.tool_name:
             return self._fallback(call)
         try:
@@ -340,6 +357,46 @@ class ToolCallAdapter:
         output = self.runner.run(patch, tool_call_id=call.id, approve=self._approver(call))
         return call.result(output.text, is_error=output.is_error)
 
+    def _text_editor(self, call: ToolCall) -> dict[str, Any]:
+        """A text editor call: a view read-only, an edit as an exactly-once call of its
+        one-command edit-json document (see :mod:`applyonce.texteditor`)."""
+        try:
+            fields = command_input(call)
+            if fields["command"] == "view":
+                text, is_error = self._view(fields)
+                return call.result(text, is_error=is_error)
+            document = edit_document(fields)
+        except ApplyOnceError as exc:
+            return call.result(f"Error: {exc.one_line()}\n", is_error=True)
+        output = self.runner.run(
+            document, tool_call_id=call.id, approve=self._approver(call), format="edit-json"
+        )
+        # A call that landed without its record keeps the runner's words (they say so).
+        if output.receipt is not None and output.landed_commit is None:
+            derived = edit_result(fields, output.receipt)
+            if derived is not None:
+                return call.result(derived[0], is_error=derived[1])
+        text = output.text
+        if output.is_error and text.startswith("error: "):
+            text = "Error: " + text.removeprefix("error: ")  # as the tool's docs spell errors
+        return call.result(text, is_error=output.is_error)
+
+    def _view(self, fields: dict[str, Any]) -> tuple[str, bool]:
+        runner = self.runner
+        try:
+            executor = Executor(runner.repo, state_dir=runner.state_dir, read_only=True)
+        except ApplyOnceError as exc:
+            return f"Error: {exc.one_line()}\n", True
+        try:
+            return view_result(
+                executor,
+                fields,
+                branch=runner.options.branch,
+                max_characters=self.max_characters,
+            )
+        finally:
+            executor.close()
+
     def _approver(self, call: ToolCall) -> Callable[[PlanView], bool] | None:
         ask = self.approve
         if ask is None:
@@ -348,8 +405,9 @@ class ToolCallAdapter:
 
     def _fallback(self, call: ToolCall) -> dict[str, Any]:
         if self.fallback is None:
+            tools = ", ".join(filter(None, (self.tool_name, self.text_editor_name)))
             return call.result(
-                f"error: unknown tool {call.name!r}; the tools here are: {self.tool_name}\n",
+                f"error: unknown tool {call.name!r}; the tools here are: {tools}\n",
                 is_error=True,
             )
         try:

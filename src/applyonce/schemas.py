@@ -11,7 +11,7 @@ to the grammar writes the canonical spelling, and every text it accepts, the par
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -267,6 +267,28 @@ def anthropic_tool() -> AnthropicTool:
     )
 
 
+# Claude's own text editor tool (Claude 4 models): schema-less, its commands are built into the
+# model. ``ToolCallAdapter`` answers its calls (``applyonce.texteditor``).
+TEXT_EDITOR_TYPE: Final = "text_editor_20250728"
+TEXT_EDITOR_NAME: Final = "str_replace_based_edit_tool"
+
+
+class AnthropicTextEditorTool(_Tool):
+    """Anthropic's text editor tool, as ``tools=[...]`` of ``messages.create`` takes it.
+    ``max_characters`` (optional) is where the harness truncates a view."""
+
+    type: Literal["text_editor_20250728"] = TEXT_EDITOR_TYPE
+    name: Literal["str_replace_based_edit_tool"] = TEXT_EDITOR_NAME
+    max_characters: int | None = Field(default=None, ge=1)
+
+
+def text_editor_tool(max_characters: int | None = None) -> dict[str, Any]:
+    """The text editor tool definition, without ``max_characters`` unless it is given."""
+    return AnthropicTextEditorTool(max_characters=max_characters).model_dump(
+        mode="json", exclude_none=True
+    )
+
+
 # --- MCP ----------------------------------------------------------------------------------------
 
 
@@ -326,17 +348,41 @@ def dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
-def schema_for(target: str, *, api: OpenAIApi = "responses", variant: str | None = None) -> Any:
+def schema_for(
+    target: str,
+    *,
+    api: OpenAIApi = "responses",
+    variant: str | None = None,
+    tool: str = "apply-patch",
+    max_characters: int | None = None,
+) -> Any:
     """What ``applyonce schema --for TARGET`` prints.
 
     Args:
         target: ``openai``, ``anthropic`` or ``mcp``.
         api: for OpenAI, ``responses`` or ``chat`` (Chat Completions).
         variant: for OpenAI, ``function`` or ``custom``; None prints both, keyed by variant.
+        tool: ``apply-patch``, or ``text-editor`` (Claude's text editor; ``anthropic`` only).
+        max_characters: with ``text-editor``, where a view is truncated.
 
     Raises:
-        UsageError: an unknown target, API or variant.
+        UsageError: an unknown target, API, variant or tool, or options that do not go together.
     """
+    if tool not in ("apply-patch", "text-editor"):
+        raise UsageError(f"unknown tool {tool!r}", hint="use --tool apply-patch or text-editor")
+    if tool == "text-editor":
+        if target != "anthropic":
+            raise UsageError(
+                f"--tool text-editor goes with --for anthropic, not --for {target}",
+                hint="it is Anthropic's own tool: use --for anthropic --tool text-editor",
+            )
+        if variant is not None or api != "responses":
+            raise UsageError("--api and --variant are for --for openai only")
+        if max_characters is not None and max_characters < 1:
+            raise UsageError(f"--max-characters must be 1 or more, not {max_characters}")
+        return text_editor_tool(max_characters)
+    if max_characters is not None:
+        raise UsageError("--max-characters is for --tool text-editor only")
     if target == "openai":
         if api not in ("responses", "chat"):
             raise UsageError(f"unknown OpenAI API {api!r}", hint="use --api responses or chat")
@@ -352,5 +398,5 @@ def schema_for(target: str, *, api: OpenAIApi = "responses", variant: str | None
     if target == "anthropic":
         return dump(anthropic_tool())
     if target == "mcp":
-        return [dump(tool) for tool in mcp_tools()]
+        return [dump(mcp_tool) for mcp_tool in mcp_tools()]
     raise UsageError(f"unknown target {target!r}", hint="use --for openai, anthropic or mcp")

@@ -243,7 +243,7 @@ def test_other_tools_without_a_fallback_get_an_error_result(repo: Repo) -> None:
     [result] = ToolCallAdapter(repo.path).run([responses_call() | {"name": "send_email"}])
     assert result == {
         "type": "function_call_output", "call_id": "call_resp1",
-        "output": "error: unknown tool 'send_email'; the tools here are: apply_patch\n",
+        "output": "error: unknown tool 'send_email'; the tools here are: apply_patch, str_replace_based_edit_tool\n",
     }
 
 

@@ -76,16 +76,37 @@ def schema_command(
         str | None,
         typer.Option(help="With --for openai: function or custom (grammar); default both."),
     ] = None,
+    tool: Annotated[
+        str,
+        typer.Option(
+            help="apply-patch, or text-editor (Claude's text editor tool; with --for anthropic)."
+        ),
+    ] = "apply-patch",
+    max_characters: Annotated[
+        int | None,
+        typer.Option(help="With --tool text-editor: truncate views to this many characters."),
+    ] = None,
 ) -> None:
     """Print the apply_patch tool definition to register with a model API, as JSON.
 
     --for openai: the function tool and the custom tool held to a Lark grammar (pick one).
 
     --for anthropic: the Messages API tool. --for mcp: the tools 'applyonce mcp' lists.
+
+    --for anthropic --tool text-editor: Claude's own text editor tool (text_editor_20250728),
+    which ToolCallAdapter serves: edits exactly once, views read-only.
     """
     from applyonce.schemas import schema_for
 
-    _emit_json(schema_for(for_, api=api, variant=variant))  # type: ignore[arg-type]
+    _emit_json(
+        schema_for(
+            for_,
+            api=api,  # type: ignore[arg-type]
+            variant=variant,
+            tool=tool,
+            max_characters=max_characters,
+        )
+    )
 
 
 @app.command()

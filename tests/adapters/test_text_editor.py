@@ -1,0 +1,358 @@
+"""Claude's text editor tool (text_editor_20250728) through ToolCallAdapter, on real repositories.
+
+Each call is an Anthropic ``tool_use`` block as the Messages API returns it. Edits land as one
+commit each, exactly once; views read and never write; refusals are ``is_error`` results that
+leave the branch and the files as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from applyonce.agents import ToolCallAdapter
+from applyonce.executor import Executor
+from tests.conftest import Repo, make_repo, run_cli
+
+APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    return make_repo(
+        tmp_path / "repo",
+        {"src/app.py": APP, "src/pkg/deep/mod.py": "X = 1\n", "README.md": "# demo\n"},
+    )
+
+
+def tool_use(id: str, **input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": "str_replace_based_edit_tool", "input": input}
+
+
+def turn(*blocks: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message as the Messages API returns it."""
+    return {"role": "assistant", "content": [{"type": "text", "text": "On it."}, *blocks]}
+
+
+def run_one(adapter: ToolCallAdapter, block: dict[str, Any]) -> dict[str, Any]:
+    [result] = adapter.run(turn(block))
+    assert result["type"] == "tool_result" and result["tool_use_id"] == block["id"]
+    return result
+
+
+def whole_repo(repo: Repo) -> dict[str, bytes]:
+    """Every file under the repository, .git included: what "writes nothing" is checked on."""
+    return {
+        str(p.relative_to(repo.path)): p.read_bytes()
+        for p in sorted(repo.path.rglob("*"))
+        if p.is_file()
+    }
+
+
+# --- edits: one commit each, exactly once ----------------------------------------------------------
+
+
+def test_create_is_one_commit_and_its_repeat_replays(repo: Repo) -> None:
+    adapter = ToolCallAdapter(repo.path)
+    block = tool_use("toolu_01Create", command="create", path="docs/notes.md", file_text="# notes\n")
+    result = run_one(adapter, block)
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01Create",
+        "content": "File created successfully at: docs/notes.md\n", "is_error": False,
+    }
+    assert repo.commit_count() == 2
+    assert repo.files()["docs/notes.md"] == b"# notes\n"
+    assert repo.git("log", "-1", "--format=%(trailers:key=Tool-Call-Id,valueonly)").strip() == (
+        "toolu_01Create"
+    )
+    # The harness replays the turn: the stored result, byte for byte, and no second commit.
+    assert run_one(ToolCallAdapter(repo.path), block) == result
+    assert repo.commit_count() == 2
+
+
+def test_str_replace_is_one_commit(repo: Repo) -> None:
+    block = tool_use(
+        "toolu_01Replace", command="str_replace", path="src/app.py",
+        old_str="def g():\n    return 1", new_str="def g():\n    return 2",
+    )
+    result = run_one(ToolCallAdapter(repo.path), block)
+    assert result["content"] == "Successfully replaced text at exactly one location in src/app.py.\n"
+    assert result["is_error"] is False
+    assert repo.files()["src/app.py"] == b"def f():\n    return 1\n\ndef g():\n    return 2\n"
+    assert repo.commit_count() == 2
+    assert repo.git("status", "--porcelain") == ""  # the checkout was synced
+
+
+@pytest.mark.parametrize("field", ["insert_text", "new_str"])
+def test_insert_takes_insert_text_or_new_str(repo: Repo, field: str) -> None:
+    block = tool_use("toolu_01Insert", command="insert", path="src/app.py", insert_line=2,
+                     **{field: "    # done\n"})
+    result = run_one(ToolCallAdapter(repo.path), block)
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01Insert",
+        "content": "Successfully inserted text after line 2 of src/app.py.\n", "is_error": False,
+    }
+    assert repo.files()["src/app.py"] == (
+        b"def f():\n    return 1\n    # done\n\ndef g():\n    return 1\n"
+    )
+    assert repo.commit_count() == 2
+
+
+def test_insert_spelled_either_way_is_one_call(repo: Repo) -> None:
+    """The identity is the parsed command, not its spelling: the same insert under another
+    field name (or the same tool_use replayed) is answered from the first call's receipt."""
+    adapter = ToolCallAdapter(repo.path)
+    first = run_one(adapter, tool_use("toolu_A", command="insert", path="./src/app.py",
+                                      insert_line=0, insert_text="# top\n"))
+    again = run_one(adapter, tool_use("toolu_A", command="insert", path="src/app.py",
+                                      insert_line=0, new_str="# top\n"))
+    assert again == first and first["is_error"] is False
+    assert repo.commit_count() == 2
+    assert repo.files()["src/app.py"].startswith(b"# top\ndef f():\n")
+
+
+def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A real SIGKILL after the commit moved the branch, before any record: the replayed turn
+    settles the call through Git (its Call-Id is on the branch) and applies nothing again."""
+    transcript = tmp_path / "turn.json"
+    transcript.write_text(json.dumps(turn(tool_use(
+        "toolu_01Crash", command="str_replace", path="README.md", old_str="# demo", new_str="# Demo",
+    ))))
+    harness = (
+        "import json, sys\nfrom applyonce.agents import ToolCallAdapter\n"
+        "print(json.dumps(ToolCallAdapter(sys.argv[1]).run(json.load(open(sys.argv[2])))))\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", harness, str(repo.path), str(transcript)],
+        env={**os.environ, "APPLYONCE_FAULT": "after-publish"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert repo.commit_count() == 2  # the effect happened; its result was never delivered
+
+    [result] = ToolCallAdapter(repo.path).run(json.loads(transcript.read_text()))
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01Crash",
+        "content": "Successfully replaced text at exactly one location in README.md.\n",
+        "is_error": False,
+    }
+    assert repo.commit_count() == 2 and len(repo.call_ids()) == 1
+    assert repo.files()["README.md"] == b"# Demo\n"
+    receipt = Executor(repo.path).stored_receipt(repo.call_ids()[0])
+    assert receipt.status == "committed" and receipt.reconciled
+
+
+# --- edits that do not fit: is_error, nothing written --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("input", "content"),
+    [
+        (
+            {"command": "str_replace", "path": "src/app.py", "old_str": "return 3", "new_str": "x"},
+            "Error: No match found for replacement text in src/app.py. Please check your text "
+            "and try again: old_str must match the file exactly, whitespace included.\n",
+        ),
+        (
+            {"command": "str_replace", "path": "src/app.py", "old_str": "return 1", "new_str": "x"},
+            "Error: Found 2 matches for replacement text in src/app.py (lines 2, 5). Please "
+            "provide more context to make a unique match.\n",
+        ),
+        (
+            {"command": "insert", "path": "src/app.py", "insert_line": 9, "insert_text": "x\n"},
+            "Error: Invalid insert_line 9: src/app.py has 5 lines; use 0 to 5.\n",
+        ),
+        (
+            {"command": "str_replace", "path": "gone.py", "old_str": "a", "new_str": "b"},
+            "Error: File not found: gone.py. Create it with the create command first.\n",
+        ),
+    ],
+    ids=["no-match", "two-matches", "insert-line-out-of-range", "missing-file"],
+)
+def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
+    repo: Repo, input: dict[str, Any], content: str
+) -> None:
+    head, files = repo.head(), whole_repo(repo)
+    adapter = ToolCallAdapter(repo.path)
+    result = run_one(adapter, tool_use("toolu_01Bad", **input))
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01Bad", "content": content, "is_error": True,
+    }
+    assert repo.head() == head
+    assert repo.files() == {p: d for p, d in files.items() if not p.startswith(".git/")}
+    # The rejection is the call's stored result: a replay says the same.
+    assert run_one(adapter, tool_use("toolu_01Bad", **input)) == result
+    assert repo.head() == head
+
+
+@pytest.mark.parametrize(
+    ("input", "content"),
+    [
+        ({"command": "undo_edit", "path": "README.md"},
+         "Error: undo_edit is not a command of text_editor_20250728; each edit is its own Git "
+         "commit: undo it with git revert\n"),
+        ({"command": "rename", "path": "README.md"},
+         "Error: unknown command 'rename'; send one of the commands view, create, str_replace, "
+         "insert with its fields\n"),
+        ({"command": "create", "path": "a.txt", "file_text": "x", "mode": "0755"},
+         "Error: create takes no field 'mode'; create takes file_text, path\n"),
+        ({"command": "create", "path": "../outside.txt", "file_text": "x"},
+         "Error: path '../outside.txt' contains '..'; use a path relative to the repository "
+         "root, inside it and outside .git\n"),
+    ],
+    ids=["undo-edit", "unknown-command", "unknown-field", "path-outside"],
+)
+def test_a_call_that_is_not_a_command_is_an_error_and_writes_nothing(
+    repo: Repo, input: dict[str, Any], content: str
+) -> None:
+    head, files = repo.head(), whole_repo(repo)
+    result = run_one(ToolCallAdapter(repo.path), tool_use("toolu_01Nope", **input))
+    assert result["is_error"] is True
+    assert result["content"] == content
+    assert repo.head() == head
+    assert repo.files() == {p: d for p, d in files.items() if not p.startswith(".git/")}
+
+
+# --- view: read-only ------------------------------------------------------------------------------
+
+
+def test_view_numbers_the_lines_and_writes_nothing(repo: Repo) -> None:
+    adapter = ToolCallAdapter(repo.path)
+    before = whole_repo(repo)
+    result = run_one(adapter, tool_use("toolu_01View", command="view", path="src/app.py"))
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01View", "is_error": False,
+        "content": "Here's the result of running `cat -n` on src/app.py:\n"
+        "     1\tdef f():\n     2\t    return 1\n     3\t\n     4\tdef g():\n     5\t    return 1\n",
+    }
+    assert whole_repo(repo) == before
+
+
+@pytest.mark.parametrize(
+    ("view_range", "lines"),
+    [([2, 3], "     2\t    return 1\n     3\t\n"),
+     ([4, -1], "     4\tdef g():\n     5\t    return 1\n"),
+     ([5, 99], "     5\t    return 1\n")],
+    ids=["middle", "to-the-end", "end-past-the-last-line"],
+)
+def test_view_range_shows_those_lines(repo: Repo, view_range: list[int], lines: str) -> None:
+    result = run_one(ToolCallAdapter(repo.path), tool_use(
+        "toolu_01Range", command="view", path="src/app.py", view_range=view_range))
+    assert result["content"] == f"Here's the result of running `cat -n` on src/app.py:\n{lines}"
+    assert result["is_error"] is False
+
+
+def test_view_reads_the_checkout_as_the_agent_sees_it(repo: Repo) -> None:
+    (repo.path / "src" / "app.py").write_text("edited by hand\n")
+    result = run_one(ToolCallAdapter(repo.path), tool_use("toolu_V", command="view", path="src/app.py"))
+    assert result["content"].endswith("     1\tedited by hand\n")
+
+
+def test_view_of_a_folder_lists_two_levels_without_git(repo: Repo) -> None:
+    before = whole_repo(repo)
+    adapter = ToolCallAdapter(repo.path)
+    result = run_one(adapter, tool_use("toolu_01Dir", command="view", path="."))
+    assert result["content"] == (
+        "Here are the files and directories up to 2 levels deep in ., excluding .git:\n"
+        "README.md\nsrc/\nsrc/app.py\nsrc/pkg/\n"
+    )
+    result = run_one(adapter, tool_use("toolu_02Dir", command="view", path=f"{repo.path}/src/"))
+    assert result["content"] == (
+        "Here are the files and directories up to 2 levels deep in src, excluding .git:\n"
+        "src/app.py\nsrc/pkg/\nsrc/pkg/deep/\n"
+    )
+    assert whole_repo(repo) == before
+
+
+def test_view_of_a_bare_repository_reads_the_branch_tip(repo: Repo, tmp_path: Path) -> None:
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo.path), str(bare)], check=True)
+    adapter = ToolCallAdapter(bare)
+    assert run_one(adapter, tool_use("toolu_B1", command="view", path="src/app.py", view_range=[1, 2]))[
+        "content"
+    ] == "Here's the result of running `cat -n` on src/app.py:\n     1\tdef f():\n     2\t    return 1\n"
+    assert run_one(adapter, tool_use("toolu_B2", command="view", path="src"))["content"] == (
+        "Here are the files and directories up to 2 levels deep in src, excluding .git:\n"
+        "src/app.py\nsrc/pkg/\nsrc/pkg/deep/\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/etc/passwd", "Error: absolute path '/etc/passwd' is outside the repository; use a path "
+         "relative to the repository root, inside it and outside .git\n"),
+        ("src/../../x", "Error: path 'src/../../x' contains '..'; use a path relative to the "
+         "repository root, inside it and outside .git\n"),
+        (".git/config", "Error: path '.git/config' is inside .git; use a path relative to the "
+         "repository root, inside it and outside .git\n"),
+        ("link/secret", "Error: link/secret goes through a symbolic link, which a view does not "
+         "follow; view the path the link points to\n"),
+        ("src/app.py/x", "Error: file not found: src/app.py/x; view '.' to list the repository's "
+         "files\n"),
+    ],
+    ids=["absolute-outside", "dot-dot", "git-dir", "symlinked-parent", "under-a-file"],
+)
+def test_view_refuses_paths_outside_the_repository(
+    repo: Repo, tmp_path: Path, path: str, content: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("do not show\n")
+    (repo.path / "link").symlink_to(outside)
+    result = run_one(ToolCallAdapter(repo.path), tool_use("toolu_01Out", command="view", path=path))
+    assert result == {
+        "type": "tool_result", "tool_use_id": "toolu_01Out", "content": content, "is_error": True,
+    }
+
+
+def test_view_range_that_does_not_fit_the_file_is_an_error(repo: Repo) -> None:
+    result = run_one(ToolCallAdapter(repo.path), tool_use(
+        "toolu_R", command="view", path="src/app.py", view_range=[7, 9]))
+    assert result["is_error"] is True
+    assert result["content"] == (
+        "Error: view_range [7, 9]: the file has 5 lines; start at 1 to 5; view the file "
+        "without view_range to see all of it\n"
+    )
+
+
+def test_max_characters_clips_a_view(repo: Repo) -> None:
+    result = run_one(ToolCallAdapter(repo.path, max_characters=59), tool_use(
+        "toolu_M", command="view", path="src/app.py"))
+    assert result["content"] == (
+        "Here's the result of running `cat -n` on src/app.py:\n     1"
+        "\n<response clipped at 59 characters: view a view_range to see the rest>\n"
+    )
+
+
+# --- the tool definition --------------------------------------------------------------------------
+
+
+def test_schema_prints_the_text_editor_definition() -> None:
+    run = run_cli("schema", "--for", "anthropic", "--tool", "text-editor")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {
+        "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
+    }
+    run = run_cli("schema", "--for", "anthropic", "--tool", "text-editor", "--max-characters", "10000")
+    assert json.loads(run.stdout) == {
+        "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
+        "max_characters": 10000,
+    }
+
+
+def test_schema_refuses_the_text_editor_for_another_api() -> None:
+    run = run_cli("schema", "--for", "openai", "--tool", "text-editor")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == (
+        "error: --tool text-editor goes with --for anthropic, not --for openai; it is "
+        "Anthropic's own tool: use --for anthropic --tool text-editor\n"
+    )
