@@ -1,4 +1,4 @@
-"""Call identity (DESIGN §3): canonical JSON, normalised arguments, ``call_id``.
+r"""Call identity (DESIGN §3): canonical JSON, normalised arguments, ``call_id``.
 
     args_sha256 = sha256(canonical(args))
     call_id     = sha256(canonical({"v": 1, "contract_sha256", "attempt", "tool", "tool_version",
@@ -11,6 +11,33 @@ With a caller-supplied idempotency key the key replaces ``attempt`` and ``args_s
 
 and ``args_sha256`` is still stored, so reusing the key with other arguments is detected.
 The default contract is the empty contract: ``sha256(b"")``.
+
+**The canonical form is RFC 8785, the JSON Canonicalization Scheme (JCS)**, so a harness in any
+language recomputes a ``Call-Id`` with a JCS library and SHA-256, from the commit's trailers alone:
+
+* the body is a JSON object with exactly these members: ``v`` (the integer 1),
+  ``contract_sha256`` (64 lowercase hex digits, trailer ``Contract-Sha256``), ``tool``
+  (``Tool``), ``tool_version`` (``Tool-Version``), and either ``attempt`` (an integer, trailer
+  ``Attempt``) with ``args_sha256`` (64 lowercase hex digits, ``Args-Sha256``), or, in key
+  mode, ``idempotency_key`` alone (``Idempotency-Key``). A member is left out, never ``null``;
+* members are ordered by their names' UTF-16 code units (JCS §3.2.3); every name here is ASCII,
+  so that is plain byte order;
+* no whitespace; strings are UTF-8, escaped only where JSON must (``"``, ``\``, and U+0000 to
+  U+001F: ``\b \t \n \f \r``, else ``\u00xx`` with lowercase hex); integers in decimal digits;
+* ``call_id`` is the lowercase hex SHA-256 of those bytes.
+
+``args`` is canonicalised the same way: its names are the field names of the patch model
+(ASCII), its strings the patch's texts (any Unicode; a text that is not UTF-8 is the object
+``{"utf8b": <base64>}``), its integers line numbers. This serialiser is orjson with sorted keys,
+which writes exactly JCS for such values: names ordered by code point equal UTF-16 order when
+they are ASCII, orjson's string escapes are JCS's, and integers within ±(2**53-1) print alike
+(``tests/core/test_identity_jcs.py`` checks it against the independent ``rfc8785`` package on
+random identities). Floats never occur (:func:`canonical` refuses them).
+
+One gap: JCS numbers are IEEE doubles, so an integer past 2**53-1 has no JCS form; the only
+identity field that can hold one is an edit-json ``insert_line`` (the parser takes it up to
+2**64-1; such a call is always rejected, as no file has that many lines, and its rejection is
+stored under the ``call_id`` this serialiser gives).
 """
 
 from __future__ import annotations
@@ -49,7 +76,10 @@ _KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 
 def canonical(value: Any) -> bytes:
-    """JSON with sorted keys and no insignificant whitespace. Floats are refused."""
+    """The RFC 8785 (JCS) bytes of an identity value: JSON, keys sorted, no whitespace, UTF-8.
+
+    Exactly JCS for what identities hold — ASCII keys, any strings, integers within
+    ±(2**53-1) — see the module docstring. Floats are refused."""
     _refuse_floats(value)
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
