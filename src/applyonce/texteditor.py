@@ -34,7 +34,7 @@ from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError
 from applyonce.executor import Executor
 from applyonce.flow.view import FileView, FolderView
-from applyonce.patch.match import decode_text
+from applyonce.patch.match import BinaryFileError, decode_text
 from applyonce.schemas import TEXT_EDITOR_NAME, TEXT_EDITOR_TYPE
 from applyonce.toolcalls import ToolCall, ToolInputError
 
@@ -124,7 +124,11 @@ def edit_result(fields: Mapping[str, Any], receipt: Receipt) -> tuple[str, bool]
         where = "at the top" if line == 0 else f"after line {line}"
         return f"Successfully inserted text {where} of {path}.\n", False
     error = receipt.error or {}
-    if receipt.status != "rejected" or error.get("kind") != "edit-command":
+    if receipt.status != "rejected":
+        return None
+    if error.get("kind") == "binary-file":
+        return f"Error: {error.get('message')}; the text editor edits UTF-8 text only\n", True
+    if error.get("kind") != "edit-command":
         return None
     path = error.get("path", fields["path"])
     count = error.get("count")
@@ -173,6 +177,8 @@ def view_result(
             text = folder_text(seen)
         else:
             text = file_text(seen, view_range)
+    except BinaryFileError as exc:
+        return f"Error: {exc.message}; a view shows UTF-8 text files only\n", True
     except ApplyOnceError as exc:
         return f"Error: {exc.one_line()}\n", True
     if max_characters is not None and len(text) > max_characters:

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from applyonce.agents import ToolCallAdapter
+from applyonce.cli import app
 from applyonce.executor import Executor
-from tests.conftest import Repo, make_repo, run_cli
+from tests.conftest import Repo, make_repo
 
 APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
 
@@ -27,7 +29,8 @@ APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
 def repo(tmp_path: Path) -> Repo:
     return make_repo(
         tmp_path / "repo",
-        {"src/app.py": APP, "src/pkg/deep/mod.py": "X = 1\n", "README.md": "# demo\n"},
+        {"src/app.py": APP, "src/pkg/deep/mod.py": "X = 1\n", "src/pkg/deep/blob.bin": b"a\x00b",
+         "README.md": "# demo\n"},
     )
 
 
@@ -174,8 +177,13 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
             {"command": "str_replace", "path": "gone.py", "old_str": "a", "new_str": "b"},
             "Error: File not found: gone.py. Create it with the create command first.\n",
         ),
+        (
+            {"command": "str_replace", "path": "src/pkg/deep/blob.bin", "old_str": "a", "new_str": "b"},
+            "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL bytes); the text "
+            "editor edits UTF-8 text only\n",
+        ),
     ],
-    ids=["no-match", "two-matches", "insert-line-out-of-range", "missing-file"],
+    ids=["no-match", "two-matches", "insert-line-out-of-range", "missing-file", "binary-file"],
 )
 def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
     repo: Repo, input: dict[str, Any], content: str
@@ -298,10 +306,12 @@ def test_view_of_a_bare_repository_reads_the_branch_tip(repo: Repo, tmp_path: Pa
          "follow; view the path the link points to\n"),
         ("src/app.py/x", "Error: file not found: src/app.py/x; view '.' to list the repository's "
          "files\n"),
+        ("src/pkg/deep/blob.bin", "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL "
+         "bytes); a view shows UTF-8 text files only\n"),
     ],
-    ids=["absolute-outside", "dot-dot", "git-dir", "symlinked-parent", "under-a-file"],
+    ids=["absolute-outside", "dot-dot", "git-dir", "symlinked-parent", "under-a-file", "binary"],
 )
-def test_view_refuses_paths_outside_the_repository(
+def test_view_refuses_what_it_cannot_show(
     repo: Repo, tmp_path: Path, path: str, content: str
 ) -> None:
     outside = tmp_path / "outside"
@@ -336,23 +346,56 @@ def test_max_characters_clips_a_view(repo: Repo) -> None:
 # --- the tool definition --------------------------------------------------------------------------
 
 
+def schema(*args: str) -> Any:
+    return CliRunner().invoke(app, ["schema", "--for", "anthropic", *args])
+
+
 def test_schema_prints_the_text_editor_definition() -> None:
-    run = run_cli("schema", "--for", "anthropic", "--tool", "text-editor")
-    assert run.returncode == 0, run.stderr
+    run = schema("--tool", "text-editor")
+    assert run.exit_code == 0, run.output
     assert json.loads(run.stdout) == {
         "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
     }
-    run = run_cli("schema", "--for", "anthropic", "--tool", "text-editor", "--max-characters", "10000")
+    run = schema("--tool", "text-editor", "--max-characters", "10000")
     assert json.loads(run.stdout) == {
         "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
         "max_characters": 10000,
     }
 
 
-def test_schema_refuses_the_text_editor_for_another_api() -> None:
-    run = run_cli("schema", "--for", "openai", "--tool", "text-editor")
-    assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr == (
-        "error: --tool text-editor goes with --for anthropic, not --for openai; it is "
-        "Anthropic's own tool: use --for anthropic --tool text-editor\n"
-    )
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--for", "openai", "--tool", "text-editor"],
+         "error: --tool text-editor goes with --for anthropic, not --for openai; it is "
+         "Anthropic's own tool: use --for anthropic --tool text-editor\n"),
+        (["--for", "mcp", "--tool", "text-editor"],
+         "error: --tool text-editor goes with --for anthropic, not --for mcp; it is "
+         "Anthropic's own tool: use --for anthropic --tool text-editor\n"),
+        (["--tool", "bash"], "error: unknown tool 'bash'; use --tool apply-patch or text-editor\n"),
+        (["--max-characters", "100"], "error: --max-characters is for --tool text-editor only\n"),
+        (["--tool", "text-editor", "--max-characters", "0"],
+         "error: --max-characters must be 1 or more, not 0\n"),
+    ],
+    ids=["openai", "mcp", "unknown-tool", "max-characters-without-text-editor", "max-characters-0"],
+)
+def test_schema_refuses_what_does_not_go_together(args: list[str], message: str) -> None:
+    run = schema(*args)
+    assert run.exit_code == 2 and run.stdout == ""
+    assert run.output == message
+
+
+def test_approval_is_asked_for_an_edit_not_for_a_view(repo: Repo) -> None:
+    asked: list[tuple[str, list[str]]] = []
+
+    def deny(call: Any, plan: Any) -> bool:
+        asked.append((call.id, plan.lines()))
+        return False
+
+    adapter = ToolCallAdapter(repo.path, approve=deny)
+    assert run_one(adapter, tool_use("toolu_V", command="view", path="README.md"))["is_error"] is False
+    head = repo.head()
+    result = run_one(adapter, tool_use("toolu_E", command="create", path="x.txt", file_text="x\n"))
+    assert result["is_error"] is True and result["content"].startswith("Error: ")
+    assert asked == [("toolu_E", ["add    x.txt"])]
+    assert repo.head() == head and "x.txt" not in repo.files()
