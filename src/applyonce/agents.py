@@ -394,6 +394,9 @@ class ToolCallAdapter:
                 branch=runner.options.branch,
                 max_characters=self.max_characters,
             )
+        except Exception as exc:  # the model gets the failure, the loop goes on
+            log.exception("view of %r failed", fields.get("path"))
+            return f"Error: the view failed: {type(exc).__name__}: {exc}\n", True
         finally:
             executor.close()
 

@@ -107,7 +107,10 @@ _NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 def _from_worktree(root: Path, path: str) -> FileView | FolderView:
     source = f"the checkout at {root}"
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ViewError(f"cannot read the checkout at {root}: {exc.strerror}") from None
     try:
         for part in path.split("/") if path else []:
             if not stat.S_ISDIR(os.fstat(fd).st_mode):  # a file where a folder should be
@@ -128,8 +131,11 @@ def _from_worktree(root: Path, path: str) -> FileView | FolderView:
             raise ViewError(f"{path} is not a regular file", path=path)
         if info.st_size > VIEW_MAX_BYTES:
             raise _too_large(path, info.st_size)
-        with os.fdopen(os.dup(fd), "rb") as stream:
-            data = stream.read(VIEW_MAX_BYTES + 1)
+        try:
+            with os.fdopen(os.dup(fd), "rb") as stream:
+                data = stream.read(VIEW_MAX_BYTES + 1)
+        except OSError as exc:
+            raise ViewError(f"cannot read {path}: {exc.strerror}", path=path) from None
         if len(data) > VIEW_MAX_BYTES:
             raise _too_large(path, len(data))
         return FileView(path, data, source)
@@ -150,8 +156,11 @@ def _open_error(exc: OSError, path: str) -> ViewError:
 
 
 def _walk_fd(fd: int, prefix: str, depth: int) -> Iterator[str]:
-    with os.scandir(fd) as scan:
-        entries = sorted(scan, key=lambda entry: entry.name)
+    try:
+        with os.scandir(fd) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError:  # unreadable (permissions): listed by its parent, its contents not shown
+        return
     for entry in entries:
         if is_git_dir_name(entry.name):
             continue
