@@ -373,7 +373,7 @@ class ToolCallAdapter:
         )
         # A call that landed without its record keeps the runner's words (they say so).
         if output.receipt is not None and output.landed_commit is None:
-            derived = edit_result(fields, output.receipt)
+            derived = edit_result(fields, output.receipt, tool_use_id=call.id)
             if derived is not None:
                 return call.result(derived[0], is_error=derived[1])
         text = output.text

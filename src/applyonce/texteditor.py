@@ -105,24 +105,35 @@ def edit_document(fields: Mapping[str, Any]) -> str:
 # --- results of edits ---------------------------------------------------------------------------
 
 
-def edit_result(fields: Mapping[str, Any], receipt: Receipt) -> tuple[str, bool] | None:
+def edit_result(
+    fields: Mapping[str, Any], receipt: Receipt, *, tool_use_id: str | None = None
+) -> tuple[str, bool] | None:
     """The text editor's result for an edit whose call has ``receipt``, and whether it is an
     error; None where the call's own output says it best (rejections other than these).
 
-    Derived from the receipt's fields and the command only, so a repeat of the call gives the
-    same text."""
+    Derived from the receipt's fields, the command and ``tool_use_id`` only, so a repeat of the
+    call gives the same text. An edit whose call another tool call made before (the same
+    command: the same call) is not applied again, and its text says so."""
     command = fields["command"]
     if receipt.status == "committed" and len(receipt.files) == 1:
         record = receipt.files[0]
         path = record.path
         if command == "create":
             # A create replaces a file that is there (as Codex's Add File does): one wording.
-            return f"File created successfully at: {path}\n", False
-        if command == "str_replace":
-            return f"Successfully replaced text at exactly one location in {path}.\n", False
-        line = fields["insert_line"]
-        where = "at the top" if line == 0 else f"after line {line}"
-        return f"Successfully inserted text {where} of {path}.\n", False
+            text = f"File created successfully at: {path}\n"
+        elif command == "str_replace":
+            text = f"Successfully replaced text at exactly one location in {path}.\n"
+        else:
+            line = fields["insert_line"]
+            where = "at the top" if line == 0 else f"after line {line}"
+            text = f"Successfully inserted text {where} of {path}.\n"
+        earlier = receipt.tool_call_id
+        if tool_use_id is not None and earlier not in (None, tool_use_id) and receipt.commit:
+            text += (
+                f"Note: this is the same edit as tool call {earlier}, which made it as commit "
+                f"{receipt.commit[:12]}; it was not applied a second time.\n"
+            )
+        return text, False
     error = receipt.error or {}
     if receipt.status != "rejected":
         return None

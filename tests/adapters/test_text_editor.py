@@ -120,6 +120,24 @@ def test_insert_spelled_either_way_is_one_call(repo: Repo) -> None:
     assert repo.files()["src/app.py"].startswith(b"# top\ndef f():\n")
 
 
+def test_the_same_edit_from_another_tool_call_says_it_was_not_applied_again(repo: Repo) -> None:
+    """Edits are identified by what they change (DESIGN §3): the same insert sent again by a
+    new tool call is the recorded call, and is not applied twice; its result says so."""
+    adapter = ToolCallAdapter(repo.path)
+    insert = {"command": "insert", "path": "README.md", "insert_line": 1, "insert_text": "more\n"}
+    first = run_one(adapter, tool_use("toolu_First", **insert))
+    assert first["content"] == "Successfully inserted text after line 1 of README.md.\n"
+    commit = repo.head()
+    second = run_one(adapter, tool_use("toolu_Second", **insert))
+    assert second == {
+        "type": "tool_result", "tool_use_id": "toolu_Second", "is_error": False,
+        "content": "Successfully inserted text after line 1 of README.md.\nNote: this is the "
+        f"same edit as tool call toolu_First, which made it as commit {commit[:12]}; it was not "
+        "applied a second time.\n",
+    }
+    assert repo.head() == commit and repo.files()["README.md"] == b"# demo\nmore\n"
+
+
 def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
     repo: Repo, tmp_path: Path
 ) -> None:
