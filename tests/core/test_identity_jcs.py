@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, canonical
@@ -90,6 +90,7 @@ args_strategy = st.builds(
 )
 
 
+@settings(max_examples=60)
 @given(args_strategy)
 def test_args_serialise_as_rfc8785(args: ApplyPatchArgs) -> None:
     dumped = args.model_dump(mode="json")
@@ -112,6 +113,7 @@ def documented_body(ident: CallIdentity) -> dict[str, Any]:
     return body
 
 
+@settings(max_examples=60)
 @given(
     args=args_strategy,
     contract=HEX64,
@@ -132,6 +134,7 @@ def test_call_id_is_the_sha256_of_the_rfc8785_body(
     assert ident.recompute() == ident.call_id
 
 
+@settings(max_examples=60)
 @given(st.recursive(
     st.none() | st.booleans() | st.integers(-JCS_MAX_INT, JCS_MAX_INT) | ANY_TEXT.filter(
         lambda t: not any("\udc80" <= c <= "\udcff" for c in t)),
