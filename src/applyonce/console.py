@@ -20,8 +20,18 @@ import typer
 import applyonce
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
 from applyonce.core.receipt import Receipt
-from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ApplyOnceError, UsageError
+from applyonce.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ApplyOnceError,
+    UsageError,
+)
 from applyonce.executor import CallDiff, Executor, PlanView, contract_digest
+
+# The version of every JSON document the CLI prints besides a receipt (which has its own
+# "schema"): reports, dry runs and errors. Raised when a field changes meaning or goes away.
+SCHEMA_VERSION = 1
 
 
 def die(error: ApplyOnceError) -> NoReturn:
@@ -29,18 +39,52 @@ def die(error: ApplyOnceError) -> NoReturn:
     raise typer.Exit(error.exit_code)
 
 
+def emit_json(data: object) -> None:
+    """``data`` as indented JSON on stdout, one document and a newline."""
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
+
+
+def emit_json_error(exit_code: int, error: dict[str, Any]) -> None:
+    """The one JSON document of a failure that has no receipt: what ``--json`` callers parse."""
+    emit_json({"schema_version": SCHEMA_VERSION, "exit_code": exit_code, "error": error})
+
+
 @contextlib.contextmanager
-def error_boundary() -> Iterator[None]:
-    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file."""
+def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None]:
+    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file.
+
+    Args:
+        as_json: whether the command line asked for ``--json``; asked only once a failure
+            happened, so that it sees the parsed options. Then the failure is also printed as one
+            JSON object on stdout (:func:`emit_json_error`), since no receipt will be.
+    """
     try:
         yield
     except ApplyOnceError as error:
+        if as_json():
+            emit_json_error(error.exit_code, error.to_dict())
         die(error)
-    except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
-        # typer's own: exits, and the usage errors of parsing (exit 2, its own message).
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except typer.TyperException as exc:
+        # typer's own usage errors while parsing (exit 2): typer prints its message on stderr.
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        if as_json() and hasattr(exc, "format_message"):
+            where = getattr(getattr(exc, "ctx", None), "command_path", "applyonce")
+            hint = f"see '{where} --help'"
+            emit_json_error(code, {"kind": "usage", "message": exc.format_message(), "hint": hint})
+        raise
+    except BrokenPipeError:
+        # The reader went away (``applyonce log | head``): typer exits 1 quietly, as git does.
         raise
     except KeyboardInterrupt:
-        typer.echo("interrupted; run 'applyonce recover' to finish any call in flight", err=True)
+        message = "interrupted"
+        hint = "run 'applyonce recover' to finish any call in flight"
+        if as_json():
+            interrupted = {"kind": "interrupted", "message": message, "hint": hint}
+            emit_json_error(EXIT_INTERRUPTED, interrupted)
+        typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -48,11 +92,12 @@ def error_boundary() -> Iterator[None]:
         with os.fdopen(fd, "w") as handle:
             handle.write(f"applyonce {applyonce.__version__}\nargv: {sys.argv!r}\n\n")
             handle.write(traceback.format_exc())
-        typer.echo(
-            f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}; "
-            "run 'applyonce recover', then report the log",
-            err=True,
-        )
+        message = f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}"
+        hint = "run 'applyonce recover', then report the log"
+        if as_json():
+            internal = {"kind": "internal", "message": message, "hint": hint, "log": log}
+            emit_json_error(EXIT_INTERNAL, internal)
+        typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
 
 
