@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,8 @@ from applyonce.executor import CallDiff, Executor, PlanView, contract_digest
 # The version of every JSON document the CLI prints besides a receipt (which has its own
 # "schema"): reports, dry runs and errors. Raised when a field changes meaning or goes away.
 SCHEMA_VERSION = 1
+# A check that ends sooner needs no elapsed line.
+CHECK_QUIET_S = 2.0
 
 
 def die(error: ApplyOnceError) -> NoReturn:
@@ -99,6 +102,54 @@ def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None
             emit_json_error(EXIT_INTERNAL, internal)
         typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
+
+
+class StatusLine:
+    """One line of progress on stderr, rewritten in place: on a terminal only, never under
+    ``--json`` (so never in a pipe, a log or an agent's capture). Plain text and a carriage
+    return, no escape sequences: what ``NO_COLOR`` and a dumb terminal can show."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._width = 0
+        self._lock = threading.Lock()  # a check's ticker thread writes too
+
+    def show(self, text: str) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            sys.stderr.write("\r" + text.ljust(self._width))
+            sys.stderr.flush()
+            self._width = len(text)
+
+    def clear(self) -> None:
+        """Blank the line, so that what is printed next starts at its beginning."""
+        with self._lock:
+            if self._width:
+                sys.stderr.write("\r" + " " * self._width + "\r")
+                sys.stderr.flush()
+                self._width = 0
+
+
+@contextlib.contextmanager
+def status_line(as_json: bool) -> Iterator[StatusLine]:
+    """A :class:`StatusLine`, shown if stderr is a terminal and JSON was not asked, blanked at
+    the end of the block whatever happens in it."""
+    status = StatusLine(enabled=not as_json and sys.stderr.isatty())
+    try:
+        yield status
+    finally:
+        status.clear()
+
+
+def check_elapsed(status: StatusLine) -> Callable[[str, float], None]:
+    """The ``check_progress`` of a call: after 2 s, ``check 'pytest -q' running… 12 s``."""
+
+    def show(command: str, seconds: float) -> None:
+        if seconds >= CHECK_QUIET_S:
+            status.show(f"check {command[:60]!r} running… {seconds:.0f} s")
+
+    return show
 
 
 def contract_sha256(contract: Path | None, contract_sha: str | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, cast
 
@@ -23,12 +24,14 @@ from applyonce.cli.app import (
     app,
 )
 from applyonce.console import (
+    check_elapsed,
     contract_sha256,
     diff_fields,
     diff_or_warning,
     print_diff,
     print_receipt,
     read_patch,
+    status_line,
     terminal_approver,
 )
 from applyonce.errors import UsageError
@@ -116,7 +119,8 @@ def apply(
                 print_diff(planned)
             typer.echo("nothing was written")
         return
-    outcome = executor.call(text, options)
+    with status_line(json) as status:
+        outcome = executor.call(text, replace(options, check_progress=check_elapsed(status)))
     # The output stays first and byte for byte what the agent is given; the diff comes after it.
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, _emit_report, app
-from applyonce.console import SCHEMA_VERSION, diff_fields, print_diff, print_receipt
+from applyonce.console import SCHEMA_VERSION, diff_fields, print_diff, print_receipt, status_line
 from applyonce.errors import EXIT_PROBLEMS
 from applyonce.executor import Executor
 
@@ -127,16 +126,12 @@ def audit(
 ) -> None:
     """Check every Call-Id commit against its receipt."""
     executor = Executor(repo, state_dir=state_dir, read_only=True)
-    progress = None
-    if sys.stderr.isatty() and not json:
-
-        def progress(count: int) -> None:
-            sys.stderr.write(f"\raudit: {count} commits read")
-            sys.stderr.flush()
-
-    report = executor.audit(branch=branch, since=since, progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r\033[K")
+    with status_line(json) as status:
+        report = executor.audit(
+            branch=branch,
+            since=since,
+            progress=lambda count: status.show(f"audit: {count} commits read"),
+        )
     if json:
         _emit_report(report.to_dict())
     else:

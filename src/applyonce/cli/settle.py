@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_report, app
-from applyonce.console import print_receipt
+from applyonce.console import print_receipt, status_line
 from applyonce.errors import EXIT_CONFLICT, EXIT_UNKNOWN, UsageError
 from applyonce.executor import Executor
 from applyonce.flow.recovery_report import RecoveryReport
@@ -26,7 +26,12 @@ def recover(
 ) -> None:
     """Finish every interrupted call by asking Git; never applies a patch twice."""
     executor = Executor(repo, state_dir=state_dir)
-    report = executor.recover()
+    with status_line(json) as status:
+        report = executor.recover(
+            progress=lambda done, total: status.show(
+                f"recover: settling call {done + 1} of {total}"
+            )
+        )
     if json:
         _emit_report(report.to_dict())
     else:
