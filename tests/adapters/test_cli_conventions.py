@@ -117,9 +117,10 @@ def test_help_and_errors_are_plain_on_a_terminal_and_off_it(repo: Repo) -> None:
 
 
 def test_a_closed_pipe_is_not_an_internal_error(tmp_path: Path) -> None:
-    """``applyonce apply --help | head -1``: the reader is gone; exit quietly, no crash log."""
+    """``applyonce schema --for mcp | head -1``: the reader is gone; exit quietly (1, as typer
+    does), not an internal error with a crash log."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "applyonce", "apply", "--help"],
+        [sys.executable, "-m", "applyonce", "schema", "--for", "mcp"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "TMPDIR": str(tmp_path)},
