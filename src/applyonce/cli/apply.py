@@ -120,7 +120,9 @@ def apply(
             typer.echo("nothing was written")
         return
     with status_line(json) as status:
-        outcome = executor.call(text, replace(options, check_progress=check_elapsed(status)))
+        if status.enabled:  # no ticking thread where nothing would be shown
+            options = replace(options, check_progress=check_elapsed(status))
+        outcome = executor.call(text, options)
     # The output stays first and byte for byte what the agent is given; the diff comes after it.
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
