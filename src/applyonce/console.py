@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,8 +21,20 @@ import typer
 import applyonce
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
 from applyonce.core.receipt import Receipt
-from applyonce.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, ApplyOnceError, UsageError
+from applyonce.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    ApplyOnceError,
+    UsageError,
+)
 from applyonce.executor import CallDiff, Executor, PlanView, contract_digest
+
+# The version of every JSON document the CLI prints besides a receipt (which has its own
+# "schema"): reports, dry runs and errors. Raised when a field changes meaning or goes away.
+SCHEMA_VERSION = 1
+# A check that ends sooner needs no elapsed line.
+CHECK_QUIET_S = 2.0
 
 
 def die(error: ApplyOnceError) -> NoReturn:
@@ -29,18 +42,52 @@ def die(error: ApplyOnceError) -> NoReturn:
     raise typer.Exit(error.exit_code)
 
 
+def emit_json(data: object) -> None:
+    """``data`` as indented JSON on stdout, one document and a newline."""
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
+
+
+def emit_json_error(exit_code: int, error: dict[str, Any]) -> None:
+    """The one JSON document of a failure that has no receipt: what ``--json`` callers parse."""
+    emit_json({"schema_version": SCHEMA_VERSION, "exit_code": exit_code, "error": error})
+
+
 @contextlib.contextmanager
-def error_boundary() -> Iterator[None]:
-    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file."""
+def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None]:
+    """Expected failures: one line and their exit code. Anything else: exit 3 and a log file.
+
+    Args:
+        as_json: whether the command line asked for ``--json``; asked only once a failure
+            happened, so that it sees the parsed options. Then the failure is also printed as one
+            JSON object on stdout (:func:`emit_json_error`), since no receipt will be.
+    """
     try:
         yield
     except ApplyOnceError as error:
+        if as_json():
+            emit_json_error(error.exit_code, error.to_dict())
         die(error)
-    except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):
-        # typer's own: exits, and the usage errors of parsing (exit 2, its own message).
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except typer.TyperException as exc:
+        # typer's own usage errors while parsing (exit 2): typer prints its message on stderr.
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        if as_json() and hasattr(exc, "format_message"):
+            where = getattr(getattr(exc, "ctx", None), "command_path", "applyonce")
+            hint = f"see '{where} --help'"
+            emit_json_error(code, {"kind": "usage", "message": exc.format_message(), "hint": hint})
+        raise
+    except BrokenPipeError:
+        # The reader went away (``applyonce log | head``): typer exits 1 quietly, as git does.
         raise
     except KeyboardInterrupt:
-        typer.echo("interrupted; run 'applyonce recover' to finish any call in flight", err=True)
+        message = "interrupted"
+        hint = "run 'applyonce recover' to finish any call in flight"
+        if as_json():
+            interrupted = {"kind": "interrupted", "message": message, "hint": hint}
+            emit_json_error(EXIT_INTERRUPTED, interrupted)
+        typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -48,12 +95,61 @@ def error_boundary() -> Iterator[None]:
         with os.fdopen(fd, "w") as handle:
             handle.write(f"applyonce {applyonce.__version__}\nargv: {sys.argv!r}\n\n")
             handle.write(traceback.format_exc())
-        typer.echo(
-            f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}; "
-            "run 'applyonce recover', then report the log",
-            err=True,
-        )
+        message = f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}"
+        hint = "run 'applyonce recover', then report the log"
+        if as_json():
+            internal = {"kind": "internal", "message": message, "hint": hint, "log": log}
+            emit_json_error(EXIT_INTERNAL, internal)
+        typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
+
+
+class StatusLine:
+    """One line of progress on stderr, rewritten in place: on a terminal only, never under
+    ``--json`` (so never in a pipe, a log or an agent's capture). Plain text and a carriage
+    return, no escape sequences: what ``NO_COLOR`` and a dumb terminal can show."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._width = 0
+        self._lock = threading.Lock()  # a check's ticker thread writes too
+
+    def show(self, text: str) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            sys.stderr.write("\r" + text.ljust(self._width))
+            sys.stderr.flush()
+            self._width = len(text)
+
+    def clear(self) -> None:
+        """Blank the line, so that what is printed next starts at its beginning."""
+        with self._lock:
+            if self._width:
+                sys.stderr.write("\r" + " " * self._width + "\r")
+                sys.stderr.flush()
+                self._width = 0
+
+
+@contextlib.contextmanager
+def status_line(as_json: bool) -> Iterator[StatusLine]:
+    """A :class:`StatusLine`, shown if stderr is a terminal and JSON was not asked, blanked at
+    the end of the block whatever happens in it."""
+    status = StatusLine(enabled=not as_json and sys.stderr.isatty())
+    try:
+        yield status
+    finally:
+        status.clear()
+
+
+def check_elapsed(status: StatusLine) -> Callable[[str, float], None]:
+    """The ``check_progress`` of a call: after 2 s, ``check 'pytest -q' running… 12 s``."""
+
+    def show(command: str, seconds: float) -> None:
+        if seconds >= CHECK_QUIET_S:
+            status.show(f"check {command[:60]!r} running… {seconds:.0f} s")
+
+    return show
 
 
 def contract_sha256(contract: Path | None, contract_sha: str | None) -> str:

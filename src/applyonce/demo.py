@@ -24,6 +24,8 @@ from applyonce.faults import ENV as FAULT_ENV
 
 Echo = Callable[[str], None]
 SOURCE_WORKSPACE = Path(__file__).resolve().parents[2] / "workspaces" / "demo"
+# Installed from a wheel there is no source tree: the build copies the workspace here (setup.py).
+PACKAGED_WORKSPACE = Path(__file__).resolve().parent / "_demo"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -64,7 +66,9 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 def run_demo(workspace: Path | None, into: Path | None, *, echo: Echo) -> int:
     """Run the workspace; return the exit code (0 when every step behaved as promised)."""
-    workspace = workspace or SOURCE_WORKSPACE
+    if workspace is None:
+        packaged = not (SOURCE_WORKSPACE / "calls.jsonl").is_file()
+        workspace = PACKAGED_WORKSPACE if packaged else SOURCE_WORKSPACE
     if not (workspace / "calls.jsonl").is_file():
         raise UsageError(
             f"no demo workspace at {workspace}",

@@ -88,9 +88,10 @@ class Executor:
         """
         return self.call(patch_text, options or CallOptions(**option_fields)).receipt
 
-    def recover(self) -> RecoveryReport:
-        """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery`)."""
-        return recovery.recover(self.context)
+    def recover(self, *, progress: Callable[[int, int], None] | None = None) -> RecoveryReport:
+        """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery`);
+        ``progress(done, total)`` is told before each call."""
+        return recovery.recover(self.context, progress=progress)
 
     def audit(
         self,

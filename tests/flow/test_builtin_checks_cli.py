@@ -179,7 +179,17 @@ def test_unknown_skip_check_name_is_a_usage_error(repo: Repo, extra: list[str]) 
     head, files = repo.head(), repo.files()
     result = apply(repo, PYTHON_2, "--skip-check", "lint", *extra)
     assert result.returncode == 2
-    assert result.stdout == ""
+    # apply() passes --json: the error is printed as JSON too (issue 12 item 9).
+    assert orjson.loads(result.stdout) == {
+        "schema_version": 1,
+        "exit_code": 2,
+        "error": {
+            "kind": "usage",
+            "message": "unknown --skip-check 'lint'",
+            "hint": "the built-in checks are syntax and markers",
+            "retryable": False,
+        },
+    }
     assert result.stderr == (
         "error: unknown --skip-check 'lint'; the built-in checks are syntax and markers\n"
     )

@@ -86,7 +86,8 @@ def test_tampered_receipt_is_never_trusted(repo: Repo) -> None:
     path.write_bytes(orjson.dumps(forged))
     result = apply(repo, PATCH, "--json")
     assert result.returncode == 5
-    assert result.stdout == ""
+    # No receipt to print: the error, as JSON (issue 12 item 9), and its line on stderr.
+    assert orjson.loads(result.stdout)["error"]["kind"] == "receipt-invalid"
     assert result.stderr.startswith(f"error: receipt {receipt['call_id'][:12]} was changed")
     assert repo.commit_count() == 2
 

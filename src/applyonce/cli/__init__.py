@@ -24,7 +24,9 @@ def _terminate(signum: int, frame: object) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        app()
+        # Named as installed, also under 'python -m applyonce': the usage lines say
+        # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.
+        app(prog_name="applyonce")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 

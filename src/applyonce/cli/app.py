@@ -6,58 +6,146 @@ the exit codes of DESIGN §8 through :func:`applyonce.console.error_boundary`.
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 import typer.core
+from typer.core import TyperArgument, TyperCommand
+from typer.models import CommandFunctionType
 
-from applyonce.console import error_boundary
+import applyonce
+from applyonce.console import SCHEMA_VERSION, emit_json, error_boundary
+
+# ctx.meta, shared by a command's context and its group's: whether the command line asks for
+# --json, for the error boundary's sake.
+_JSON = "applyonce.json"
+
+
+def _asks_json(args: list[str]) -> bool:
+    """Whether ``--json`` is among ``args`` (before a ``--``): for a command line typer could not
+    parse, whose options are therefore unknown."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+class _Argument(TyperArgument):
+    """An argument whose help line shows its name only (``PATCH``, not ``PATCH <str>``)."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+class _Command(typer.core.TyperCommand):
+    """Every command: notes for the error boundary whether ``--json`` was asked."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # typer's help names each value by its Python type (<str>, <list[str]>, <path>): noise.
+        # A value an option does not name itself is named after the option, as click does.
+        for param in self.params:
+            if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
+                param.metavar = param.name.rstrip("_").upper()
+            if type(param) is TyperArgument:
+                param.__class__ = _Argument
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        ctx.meta[_JSON] = _asks_json(args)  # the raw guess stands if parsing fails
+        rest: list[str] = super().parse_args(ctx, args)
+        ctx.meta[_JSON] = bool(ctx.params.get("json"))
+        return rest
 
 
 class _Commands(typer.core.TyperGroup):
     """Every command runs inside the one :func:`error_boundary`."""
 
     def invoke(self, ctx: Any) -> Any:
-        with error_boundary():
+        # ctx.args: the command's arguments (typer has taken its name off), for the case where
+        # the command is not even found.
+        ctx.meta[_JSON] = _asks_json(list(ctx.args))
+        with error_boundary(lambda: bool(ctx.meta.get(_JSON))):
             return super().invoke(ctx)
 
 
-app = typer.Typer(
+class _App(typer.Typer):
+    """A typer app whose commands are :class:`_Command` unless they say otherwise."""
+
+    def command(
+        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        return super().command(name, cls=cls or _Command, **kwargs)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"applyonce {applyonce.__version__}")
+        raise typer.Exit()
+
+
+app = _App(
     cls=_Commands,
     name="applyonce",
     help="Exactly-once apply_patch for coding agents: one patch, one commit, a receipt.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion (bash, zsh, fish, PowerShell).
+    add_completion=True,
     pretty_exceptions_enable=False,
+    # Plain help and usage errors, as git prints them: no boxes, no colours, on a terminal or not
+    # (rich's boxed panels are unreadable in a pipe, a log or a screen reader).
+    rich_markup_mode=None,
 )
 
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Exactly-once apply_patch for coding agents: one patch, one commit, a receipt."""
+
+
 RepoOpt = Annotated[
-    Path, typer.Option("--repo", "-C", help="Path inside the Git repository.", show_default=False)
+    Path,
+    typer.Option(
+        "--repo", "-C", metavar="PATH", help="Path inside the Git repository.", show_default=False
+    ),
 ]
 StateOpt = Annotated[
     str | None,
     typer.Option(
-        "--state-dir", help="Receipts and ledger directory (default: <git dir>/applyonce)."
+        "--state-dir",
+        metavar="DIR",
+        help="Receipts and ledger directory (default: <git dir>/applyonce).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 # Options that shape every call, shared by 'apply' and 'mcp'.
-BranchOpt = Annotated[str | None, typer.Option(help="Branch to commit to (default: HEAD's).")]
+BranchOpt = Annotated[
+    str | None, typer.Option(metavar="NAME", help="Branch to commit to (default: HEAD's).")
+]
 ContractOpt = Annotated[
-    Path | None, typer.Option(help="Task contract file; its sha256 is part of the call ID.")
+    Path | None,
+    typer.Option(metavar="FILE", help="Task contract file; its sha256 is part of the call ID."),
 ]
-ContractShaOpt = Annotated[str | None, typer.Option(help="The contract's sha256, given directly.")]
-AttemptOpt = Annotated[int, typer.Option(min=1, help="The harness's attempt number.")]
+ContractShaOpt = Annotated[
+    str | None, typer.Option(metavar="SHA256", help="The contract's sha256, given directly.")
+]
+AttemptOpt = Annotated[int, typer.Option(min=1, metavar="N", help="The harness's attempt number.")]
 CheckOpt = Annotated[
-    list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
+    list[str] | None,
+    typer.Option(metavar="CMD", help="Command run in a scratch checkout; repeatable."),
 ]
-CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
+CheckTimeoutOpt = Annotated[
+    float, typer.Option(metavar="SECONDS", help="Seconds per --check command.")
+]
 LeaseOpt = Annotated[
     float | None,
     typer.Option(
+        metavar="SECONDS",
         help="Seconds a call's claim holds unless renewed (default: git config "
         "applyonce.leaseSeconds, else 30).",
         show_default=False,
@@ -65,9 +153,18 @@ LeaseOpt = Annotated[
 ]
 SkipCheckOpt = Annotated[
     list[str] | None,
-    typer.Option("--skip-check", help="Built-in check not to run: syntax or markers; repeatable."),
+    typer.Option(
+        "--skip-check",
+        metavar="NAME",
+        help="Built-in check not to run: syntax or markers; repeatable.",
+    ),
 ]
 
 
 def _emit_json(data: object) -> None:
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    emit_json(data)
+
+
+def _emit_report(data: dict[str, object]) -> None:
+    """A report (recover, audit, replay, a dry run, a release) as JSON, with its schema version."""
+    emit_json({"schema_version": SCHEMA_VERSION, **data})

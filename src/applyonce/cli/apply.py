@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, cast
 
-import orjson
 import typer
 
 from applyonce.cli.app import (
@@ -20,15 +20,18 @@ from applyonce.cli.app import (
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
+    _emit_report,
     app,
 )
 from applyonce.console import (
+    check_elapsed,
     contract_sha256,
     diff_fields,
     diff_or_warning,
     print_diff,
     print_receipt,
     read_patch,
+    status_line,
     terminal_approver,
 )
 from applyonce.errors import UsageError
@@ -37,7 +40,11 @@ from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 committed (new or replayed; with --dry-run: the plan printed), "
+    "1 rejected, 2 usage, 3 internal error, 4 conflict (see the message; repeat the call), "
+    "5 outcome unknown (run 'applyonce recover'), 130 interrupted."
+)
 def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
     repo: RepoOpt = Path("."),
@@ -46,17 +53,21 @@ def apply(
     contract_sha: ContractShaOpt = None,
     attempt: AttemptOpt = 1,
     idempotency_key: Annotated[
-        str | None, typer.Option(help="Caller-chosen call key (replaces attempt and arguments).")
+        str | None,
+        typer.Option(
+            metavar="KEY", help="Caller-chosen call key (replaces attempt and arguments)."
+        ),
     ] = None,
     tool_call_id: Annotated[
-        str | None, typer.Option(help="The model's tool-call ID, recorded.")
+        str | None, typer.Option(metavar="ID", help="The model's tool-call ID, recorded.")
     ] = None,
     format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     protect: Annotated[
-        list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
+        list[str] | None,
+        typer.Option(metavar="GLOB", help="Glob of paths that need approval; repeatable."),
     ] = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
@@ -72,7 +83,7 @@ def apply(
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Apply a patch as one commit, exactly once (exit 0 committed, 1 rejected, 4 conflict)."""
+    """Apply a patch as one commit, exactly once."""
     if format not in ("auto", "codex", "unified", "edit-json"):
         raise UsageError(
             f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
@@ -98,8 +109,7 @@ def apply(
         view = executor.dry_run(text, options)
         planned = executor.plan_diff(view) if diff else None
         if json:
-            fields = {**view.to_dict(), **(diff_fields(planned) if diff else {})}
-            typer.echo(orjson.dumps(fields, option=orjson.OPT_INDENT_2).decode())
+            _emit_report({**view.to_dict(), **(diff_fields(planned) if diff else {})})
         else:
             base = str(view.base_commit)[:12]
             typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
@@ -109,7 +119,10 @@ def apply(
                 print_diff(planned)
             typer.echo("nothing was written")
         return
-    outcome = executor.call(text, options)
+    with status_line(json) as status:
+        if status.enabled:  # no ticking thread where nothing would be shown
+            options = replace(options, check_progress=check_elapsed(status))
+        outcome = executor.call(text, options)
     # The output stays first and byte for byte what the agent is given; the diff comes after it.
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, app
-from applyonce.console import diff_fields, print_diff, print_receipt
+from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, _emit_report, app
+from applyonce.console import SCHEMA_VERSION, diff_fields, print_diff, print_receipt, status_line
 from applyonce.errors import EXIT_PROBLEMS
 from applyonce.executor import Executor
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 shown, 2 usage (no such call), 3 internal error, "
+    "5 the receipt does not verify."
+)
 def show(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
     repo: RepoOpt = Path("."),
@@ -57,7 +59,7 @@ def show(
         typer.echo("diff      none: the call committed nothing")
 
 
-@app.command()
+@app.command(epilog="Exit codes: 0 listed, 2 usage, 3 internal error, 5 unreadable state.")
 def log(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
@@ -67,7 +69,11 @@ def log(
     executor = Executor(repo, state_dir=state_dir, read_only=True)
     rows = executor.calls()
     if json:
-        _emit_json([row.model_dump(mode="json") for row in rows])
+        # A list, as it always was (scripts iterate it); each row carries the schema version,
+        # since a bare list has no place for one.
+        _emit_json(
+            [{"schema_version": SCHEMA_VERSION, **row.model_dump(mode="json")} for row in rows]
+        )
         return
     if not rows:
         typer.echo("no calls yet")
@@ -76,7 +82,10 @@ def log(
         typer.echo(f"{r.updated_at}  {r.call_id[:12]}  {r.state:<9} {commit:<12}  {r.ref}")
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 every call agrees, 1 some disagree, 2 usage, 3 internal error, "
+    "5 unreadable state."
+)
 def replay(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
@@ -86,7 +95,7 @@ def replay(
     executor = Executor(repo, state_dir=state_dir, read_only=True)
     report = executor.replay()
     if json:
-        _emit_json(report.to_dict())
+        _emit_report(report.to_dict())
     else:
         for d in report.decisions:
             mark = "ok" if d.agrees else "DISAGREES"
@@ -103,7 +112,9 @@ def replay(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 5 unreadable state."
+)
 def audit(
     repo: RepoOpt = Path("."),
     branch: Annotated[
@@ -113,20 +124,16 @@ def audit(
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Check every Call-Id commit against its receipt (exit 0 clean, 1 problems)."""
+    """Check every Call-Id commit against its receipt."""
     executor = Executor(repo, state_dir=state_dir, read_only=True)
-    progress = None
-    if sys.stderr.isatty() and not json:
-
-        def progress(count: int) -> None:
-            sys.stderr.write(f"\raudit: {count} commits read")
-            sys.stderr.flush()
-
-    report = executor.audit(branch=branch, since=since, progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r\033[K")
+    with status_line(json) as status:
+        report = executor.audit(
+            branch=branch,
+            since=since,
+            progress=lambda count: status.show(f"audit: {count} commits read"),
+        )
     if json:
-        _emit_json(report.to_dict())
+        _emit_report(report.to_dict())
     else:
         for p in report.problems:
             typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")

@@ -23,12 +23,13 @@ from applyonce.cli.app import (
     app,
 )
 from applyonce.console import contract_sha256
+from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions
 from applyonce.flow.leases import checked_lease
 
 
-@app.command("mcp")
+@app.command("mcp", epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.")
 def mcp_command(
     repo: RepoOpt = Path("."),
     branch: BranchOpt = None,
@@ -66,10 +67,11 @@ def mcp_command(
     serve(PatchRunner(repo, state_dir=state_dir, options=options))
 
 
-@app.command("schema")
+@app.command("schema", epilog="Exit codes: 0 printed, 2 usage.")
 def schema_command(
     for_: Annotated[
-        str, typer.Option("--for", help="openai, anthropic or mcp.", show_default=False)
+        str,
+        typer.Option("--for", help="openai, anthropic, mcp, or receipt.", show_default=False),
     ],
     api: Annotated[str, typer.Option(help="With --for openai: responses or chat.")] = "responses",
     variant: Annotated[
@@ -95,7 +97,16 @@ def schema_command(
 
     --for anthropic --tool text-editor: Claude's own text editor tool (text_editor_20250728),
     which ToolCallAdapter serves: edits exactly once, views read-only.
+
+    --for receipt: the JSON Schema of a receipt (what 'apply --json' and 'show --json' print).
     """
+    if for_ == "receipt":
+        if variant is not None or api != "responses":
+            raise UsageError("--api and --variant are for --for openai only")
+        if tool != "apply-patch" or max_characters is not None:
+            raise UsageError("--tool and --max-characters are for --for anthropic only")
+        _emit_json(receipt_schema())
+        return
     from applyonce.schemas import schema_for
 
     _emit_json(
@@ -109,7 +120,14 @@ def schema_command(
     )
 
 
-@app.command()
+def receipt_schema() -> dict[str, object]:
+    """The JSON Schema of a receipt as ``apply --json`` and ``show --json`` print it and the
+    receipts directory stores it, generated from the model that writes it."""
+    schema = Receipt.model_json_schema(by_alias=True, mode="serialization")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+@app.command(epilog="Exit codes: 0 every step behaved as promised, 1 a step did not, 2 usage.")
 def demo(
     workspace: Annotated[
         Path | None, typer.Option(help="Workspace folder (default: the embedded demo).")
@@ -124,7 +142,7 @@ def demo(
     raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
 
 
-@app.command()
+@app.command(epilog="Exit codes: 0.")
 def version() -> None:
     """Print the version."""
     typer.echo(f"applyonce {applyonce.__version__}")

@@ -7,14 +7,18 @@ from typing import Annotated
 
 import typer
 
-from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, app
-from applyonce.console import print_receipt
+from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_report, app
+from applyonce.console import print_receipt, status_line
 from applyonce.errors import EXIT_CONFLICT, EXIT_UNKNOWN, UsageError
 from applyonce.executor import Executor
 from applyonce.flow.recovery_report import RecoveryReport
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 every call settled, 2 usage, 3 internal error, 4 a call held by a "
+    "running process or a checkout not updated (run it again later), 5 a call's outcome is "
+    "unknown (see 'applyonce resolve')."
+)
 def recover(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
@@ -22,9 +26,14 @@ def recover(
 ) -> None:
     """Finish every interrupted call by asking Git; never applies a patch twice."""
     executor = Executor(repo, state_dir=state_dir)
-    report = executor.recover()
+    with status_line(json) as status:
+        report = executor.recover(
+            progress=lambda done, total: status.show(
+                f"recover: settling call {done + 1} of {total}"
+            )
+        )
     if json:
-        _emit_json(report.to_dict())
+        _emit_report(report.to_dict())
     else:
         _print_recovery(report)
     # Not everything settled: a call left for a person (5), or one another process's claim
@@ -54,7 +63,10 @@ def _print_recovery(report: RecoveryReport) -> None:
         )
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 resolved or released, 2 usage (bad options, or a call that is not "
+    "unknown), 3 internal error, 4 the claim is held by a live process, 5 unreadable state."
+)
 def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
     as_: Annotated[
@@ -90,7 +102,7 @@ def resolve(
             )
         released = Executor(repo, state_dir=state_dir).release(call_id, note=note or "")
         if json:
-            _emit_json(released.to_dict())
+            _emit_report(released.to_dict())
         else:
             typer.echo(released.line())
         return

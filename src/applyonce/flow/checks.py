@@ -13,8 +13,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from applyonce.core.checks import OUTPUT_TAIL, CheckFailedError, builtin_checks, failure_hint
@@ -31,6 +32,8 @@ SCRATCH_SLOTS = 16
 # How long the output of a killed check is still read: a process it detached from its group
 # (setsid, a daemon) survives the kill and may hold the output pipe open for ever.
 DRAIN_S = 2.0
+# How often a running check's progress callback is told its elapsed time.
+TICK_S = 1.0
 
 
 def run_checks(
@@ -51,9 +54,10 @@ def run_checks(
         with scratch_checkout(ctx) as scratch:
             scratch.checkout(tree_id)
             for command in options.checks:
-                record = run_command(
-                    command, cwd=scratch.root, changed=changed, timeout=options.check_timeout
-                )
+                with _ticking(command, options.check_progress):
+                    record = run_command(
+                        command, cwd=scratch.root, changed=changed, timeout=options.check_timeout
+                    )
                 records.append(record)
                 if record.exit_code != 0:
                     break
@@ -70,6 +74,28 @@ def run_checks(
         error.checks = records
         raise error
     return records
+
+
+@contextlib.contextmanager
+def _ticking(command: str, progress: Callable[[str, float], None] | None) -> Iterator[None]:
+    """Tell ``progress`` every second, from a thread, how long ``command`` has been running."""
+    if progress is None:
+        yield
+        return
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(TICK_S):
+            progress(command, time.monotonic() - started)
+
+    ticker = threading.Thread(target=tick, name="applyonce-check-ticker", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
 
 
 def scratch_dir(ctx: Context) -> Path:

@@ -82,6 +82,9 @@ class CallOptions:
     # How long this call's claim holds without renewal (None: git config applyonce.leaseSeconds,
     # else 30 s); not part of its identity.
     lease_seconds: float | None = None
+    # Told about a --check still running, about once a second: (its command, seconds so far).
+    # For a terminal's elapsed line; not part of the call's identity.
+    check_progress: Callable[[str, float], None] | None = None
 
     def __post_init__(self) -> None:
         skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks

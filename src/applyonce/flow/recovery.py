@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from applyonce.core.identity import ApplyPatchArgs
 from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
@@ -52,7 +52,11 @@ class InterruptedCallError(ApplyOnceError):
     default_hint = "nothing was committed; repeat the call to run it again"
 
 
-def recover(ctx: Context) -> RecoveryReport:
+# Told each call's place before it is settled: (calls settled so far, calls to settle).
+Progress = Callable[[int, int], None]
+
+
+def recover(ctx: Context, *, progress: Progress | None = None) -> RecoveryReport:
     """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
     report = RecoveryReport()
     lease = lease_length(ctx, None)
@@ -62,7 +66,9 @@ def recover(ctx: Context) -> RecoveryReport:
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
     history = _history(ctx, in_flight.values(), report)
-    for row in in_flight.values():
+    for done, row in enumerate(in_flight.values()):
+        if progress is not None:
+            progress(done, len(in_flight))
         outcome = reconcile(ctx, row, history=history, lease_seconds=lease)
         if outcome is not None:
             report.outcomes.append(outcome)
