@@ -48,9 +48,10 @@ def identify_revert(
                 hint="pass an existing --branch, or leave it out to revert on the call's branch",
             )
     args = RevertArgs(ref=ref, reverts=call_id, commit=reverted.commit)
+    # Not the contract: undoing a call is the same act whoever asks (the CLI, or an MCP server
+    # run with --contract), so both find the one revert.
     ident = CallIdentity.compute(
         args.sha256(),
-        contract_sha256=options.contract_sha256,
         attempt=options.attempt,
         tool=REVERT_TOOL,
         tool_version=REVERT_TOOL_VERSION,
