@@ -217,3 +217,44 @@ def test_revert_refuses_a_call_that_did_not_commit_and_writes_nothing(repo: Repo
     assert missing.returncode == 2 and missing.stderr.startswith("error: no call 'abcdef1234'")
     assert repo.head() == head and repo.commit_count() == 1
     assert record_of(repo) == state_before  # no receipt, no ledger event
+
+
+def test_a_commit_carrying_a_reverts_call_id_but_another_change_is_not_adopted(
+    repo: Repo,
+) -> None:
+    call_id = call_id_of(repo, UTIL_PATCH)
+    crashed = revert(repo, call_id, env={"APPLYONCE_FAULT": "after-prepared"})
+    assert crashed.returncode == -signal.SIGKILL
+    [row] = [
+        r
+        for r in orjson.loads(cli("log", "--repo", str(repo.path), "--json").stdout)
+        if r["state"] == "prepared"
+    ]
+    prepared = orjson.loads((repo.state_dir() / "receipts" / f"{row['call_id']}.json").read_bytes())
+    # Someone commits another change under the revert's trailers (its identity recomputes).
+    (repo.path / "README.md").write_text("# changed\n")
+    trailers = (
+        f"Call-Id: {prepared['call_id']}\nContract-Sha256: {prepared['contract_sha256']}\n"
+        f"Attempt: 1\nTool: revert_patch\nTool-Version: {prepared['tool_version']}\n"
+        f"Args-Sha256: {prepared['args_sha256']}\nReverts-Call-Id: {call_id}\n"
+    )
+    repo.git("commit", "-q", "-am", f"revert_patch: M src/util.py\n\n{trailers}")
+    recovered = cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 5
+    assert "a commit carries this Call-Id but not its change" in recovered.stdout
+    again = revert(repo, call_id)
+    assert again.returncode == 5 and repo.path.joinpath("src/util.py").read_text() == "VALUE = 2\n"
+
+
+def test_revert_of_a_change_already_undone_by_hand_changes_nothing(repo: Repo) -> None:
+    call_id = call_id_of(repo, UTIL_PATCH)
+    (repo.path / "src/util.py").write_text("VALUE = 1\n")
+    repo.git("commit", "-q", "-am", "undo by hand")
+    head = repo.head()
+    refused = revert(repo, call_id)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "error: every file the call changed is already as it was before it; the change is "
+        "already undone on the branch"
+    )
+    assert repo.head() == head
