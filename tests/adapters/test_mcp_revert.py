@@ -36,6 +36,13 @@ def test_revert_patch_undoes_a_call_once_and_a_repeat_replays(repo: Repo, tmp_pa
     assert seen["revert"].is_error is False
     assert text_of(seen["revert"]) == SUCCESS  # the same file, changed back
     assert seen["again"].is_error is False and text_of(seen["again"]) == text_of(seen["revert"])
+    assert tool.output_schema is not None  # the structured result apply_patch has
+    first, again = seen["revert"].structured_content, seen["again"].structured_content
+    assert first is not None and again is not None
+    assert first["status"] == "committed" and first["replayed"] is False
+    assert first["commit"] == repo.head() and again["replayed"] is True
+    assert first["files"] == [{"path": "src/util.py", "action": "update", "from": None}]
+    assert "-VALUE = 2\n+VALUE = 1\n" in first["diff"]
     assert seen["commits"] == 3 and repo.commit_count() == 3
     assert repo.path.joinpath("src/util.py").read_bytes() == original
     assert repo.git("log", "-1", "--format=%s").strip() == "revert_patch: M src/util.py"
@@ -45,4 +52,5 @@ def test_revert_patch_undoes_a_call_once_and_a_repeat_replays(repo: Repo, tmp_pa
     ]:
         assert seen[key].is_error is True, key
         assert text_of(seen[key]).startswith(reason) and text_of(seen[key]).count("\n") == 1
+        assert seen[key].structured_content["status"] == "rejected"
     assert "Traceback" not in (tmp_path / "server.err").read_text()

@@ -85,9 +85,11 @@ def test_revert_of_a_one_file_call_is_one_commit_and_a_repeat_replays(repo: Repo
     assert "update src/util.py" in planned.stdout and "nothing was written" in planned.stdout
     assert repo.commit_count() == 2
 
-    first = revert(repo, call_id[:8])
+    first = revert(repo, call_id[:8], "--diff")
     assert first.returncode == 0, first.stderr
-    assert first.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    output, _, diff = first.stdout.partition("\n\n")
+    assert output == "Success. Updated the following files:\nM src/util.py"
+    assert "\n-VALUE = 2\n+VALUE = 1\n" in diff and diff.startswith("diff --git")
     assert repo.files() == base and repo.commit_count() == 3
     message = repo.git("log", "-1", "--format=%B")
     assert message.startswith("revert_patch: M src/util.py\n")
@@ -95,7 +97,7 @@ def test_revert_of_a_one_file_call_is_one_commit_and_a_repeat_replays(repo: Repo
     assert f"Reverts-Call-Id: {call_id}\n" in trailers and "Tool: revert_patch\n" in trailers
 
     again = revert(repo, call_id)
-    assert (again.returncode, again.stdout) == (0, first.stdout)
+    assert (again.returncode, again.stdout) == (0, output + "\n")
     assert repo.commit_count() == 3 and reverting_commits(repo) == [call_id]
     # The reverted call's commit is still on the branch: audit is clean for it.
     assert_clean(repo)

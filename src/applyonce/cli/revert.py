@@ -19,7 +19,7 @@ from applyonce.cli.app import (
     StateOpt,
     app,
 )
-from applyonce.console import print_receipt
+from applyonce.console import diff_fields, diff_or_warning, print_diff, print_receipt
 from applyonce.executor import CallOptions, Executor
 from applyonce.flow.sync import sync_warnings
 
@@ -38,6 +38,14 @@ def revert(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Also print the revert's unified diff (git's format), after its output and an "
+            "empty line; with --json, a 'diff' field.",
+        ),
+    ] = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
@@ -59,17 +67,24 @@ def revert(
     full = executor.find_call(call_id)
     if dry_run:
         view = executor.dry_run_revert(full, options)
+        planned = executor.plan_diff(view) if diff else None
         if json:
-            typer.echo(orjson.dumps(view.to_dict(), option=orjson.OPT_INDENT_2).decode())
+            fields = {**view.to_dict(), **(diff_fields(planned) if diff else {})}
+            typer.echo(orjson.dumps(fields, option=orjson.OPT_INDENT_2).decode())
         else:
             base = str(view.base_commit)[:12]
             typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
             for line in view.lines():
                 typer.echo(f"  {line}")
+            if planned is not None:
+                print_diff(planned)
             typer.echo("nothing was written")
         return
     outcome = executor.revert(full, options)
-    print_receipt(executor, outcome.receipt, json)
+    committed = diff_or_warning(executor, outcome.receipt) if diff else None
+    print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
+    if committed is not None and not json:
+        print_diff(committed)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
     executor.close()
