@@ -18,6 +18,7 @@ from applyonce.flow import calls as calls_flow
 from applyonce.flow import recovery
 from applyonce.flow import replay as replay_flow
 from applyonce.flow import resolve as resolve_flow
+from applyonce.flow import revert as revert_flow
 from applyonce.flow import view as view_flow
 from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
@@ -87,6 +88,15 @@ class Executor:
             ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
         """
         return self.call(patch_text, options or CallOptions(**option_fields)).receipt
+
+    def revert(self, call_id: str, options: CallOptions | None = None) -> CallOutcome:
+        """Revert the commit of the committed call ``call_id`` exactly once, as one commit
+        (see :func:`applyonce.flow.revert.revert`)."""
+        return revert_flow.revert(self.context, call_id, options or CallOptions())
+
+    def dry_run_revert(self, call_id: str, options: CallOptions | None = None) -> PlanView:
+        """What ``revert`` would do on the current tip. Writes nothing at all."""
+        return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
 
     def recover(self, *, progress: Callable[[int, int], None] | None = None) -> RecoveryReport:
         """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery`);

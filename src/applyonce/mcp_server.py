@@ -5,12 +5,13 @@ the constructor), which leaves the tool results entirely to us: the text an agen
 the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool error
 (``isError: true``) whose text is the one-line reason.
 
-Two tools (definitions in :mod:`applyonce.schemas`):
+Three tools (definitions in :mod:`applyonce.schemas`):
 
 * ``apply_patch(patch, tool_call_id?, dry_run?)`` — the patch lands as one commit, exactly once; a
   repeat returns the stored result and runs nothing. ``dry_run``: the plan and its diff, nothing
   written, nothing recorded.
 * ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
+* ``revert_patch(call_id)`` — undo a call's commit with one new commit, exactly once.
 
 Every result carries, beside its text, ``structuredContent`` valid against the tool's
 ``outputSchema`` (:mod:`applyonce.results`): status, commit, replayed, files, match levels, a
@@ -24,6 +25,7 @@ traceback on stderr.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -39,7 +41,7 @@ from mcp.server.stdio import stdio_server
 from pydantic import ValidationError
 
 import applyonce
-from applyonce.agents import PatchRunner, ToolOutput
+from applyonce.agents import PatchRunner, ToolOutput, error_output
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallDiff, Executor, PlanView
 from applyonce.results import (
@@ -51,9 +53,11 @@ from applyonce.results import (
 )
 from applyonce.schemas import (
     RECEIPT_TOOL_NAME,
+    REVERT_TOOL_NAME,
     TOOL_NAME,
     McpPatchArguments,
     ReceiptArguments,
+    RevertArguments,
     dump,
     mcp_tools,
 )
@@ -62,7 +66,8 @@ log = logging.getLogger("applyonce.mcp")
 
 INSTRUCTIONS = (
     "Use apply_patch to change files: each patch lands as one Git commit, exactly once, or not at "
-    "all. Repeating a call returns its first result. patch_receipt shows what a call did."
+    "all. Repeating a call returns its first result. patch_receipt shows what a call did; "
+    "revert_patch undoes a call with one new commit."
 )
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{6,64}$")
 
@@ -137,9 +142,11 @@ class PatchServer:
                 return await self._apply_patch(params.arguments)
             if params.name == RECEIPT_TOOL_NAME:
                 return await self._patch_receipt(params.arguments)
+            if params.name == REVERT_TOOL_NAME:
+                return await self._revert_patch(params.arguments)
             return _refused(
                 f"error: unknown tool {params.name[:100]!r}; the tools here are "
-                f"{TOOL_NAME} and {RECEIPT_TOOL_NAME}\n",
+                f"{TOOL_NAME}, {RECEIPT_TOOL_NAME} and {REVERT_TOOL_NAME}\n",
                 "unknown-tool",
             )
         except Exception as exc:  # a bug here must not take the server down
@@ -216,6 +223,47 @@ class PatchServer:
         # atomically, and each thread has its own executor and ledger connection).
         text, structured = await self._in_thread(self._receipt_json, call.call_id)
         return _text(text, structured, is_error=text.startswith("error: "))
+
+    async def _revert_patch(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            call = RevertArguments.model_validate(arguments or {})
+        except ValidationError as exc:
+            return _bad_arguments(REVERT_TOOL_NAME, exc)
+        # Behind the applies: a revert is a call that commits, like apply_patch.
+        output, diff = await self._in_thread(self._revert, call.call_id.strip(), one_at_a_time=True)
+        structured = patch_result(
+            output.receipt, replayed=output.replayed, diff=diff, error=output.error
+        )
+        return _text(output.text, structured, is_error=output.is_error)
+
+    def _revert(self, key: str) -> tuple[ToolOutput, CallDiff | None]:
+        """Revert the call ``key`` names, on the call's own branch, exactly once; and the
+        revert's diff (left out, never an error, when it cannot be read)."""
+        options = dataclasses.replace(self.runner.options, branch=None, tool_call_id=None)
+        try:
+            executor = self.runner.executor()
+        except ApplyOnceError as exc:  # the repository or state directory went away
+            return error_output(exc), None
+        try:
+            outcome = executor.revert(self._find_call(executor, key), options)
+            receipt = outcome.receipt
+            output = ToolOutput(
+                receipt.output,
+                is_error=receipt.status != "committed",
+                receipt=receipt,
+                replayed=outcome.replayed,
+            )
+            if receipt.status != "committed":
+                return output, None
+            try:
+                return output, executor.diff(receipt)
+            except Exception:
+                log.exception("cannot read the diff of call %s", receipt.call_id[:12])
+                return output, None
+        except ApplyOnceError as exc:
+            return error_output(exc), None
+        finally:
+            executor.close()
 
     def _receipt_json(self, key: str) -> tuple[str, ReceiptResult]:
         executor = self.runner.executor()

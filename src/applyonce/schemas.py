@@ -21,6 +21,7 @@ from applyonce.results import PatchResult, ReceiptResult, output_schema
 
 TOOL_NAME = TOOL
 RECEIPT_TOOL_NAME = "patch_receipt"
+REVERT_TOOL_NAME = "revert_patch"
 
 EXAMPLE_PATCH = """\
 *** Begin Patch
@@ -69,6 +70,13 @@ PATCH_FIELD_DESCRIPTION = "The whole patch text, from '*** Begin Patch' to '*** 
 RECEIPT_DESCRIPTION = (
     "The verified receipt of one apply_patch call as JSON: status, commit, files and their "
     "digests, checks, and the exact output the call returned."
+)
+
+REVERT_DESCRIPTION = (
+    "Undo an earlier apply_patch call: one new Git commit that reverts that call's commit, "
+    "exactly once (sending it again returns the first result). Refused, changing nothing, when "
+    "later commits changed the same lines. On success the result lists the files as "
+    "apply_patch does; on failure it is one line starting with 'error: '."
 )
 
 CODEX_LARK_GRAMMAR = r"""// Codex apply_patch, canonical form: one terminal per kind of line.
@@ -137,6 +145,15 @@ class ReceiptArguments(_Arguments):
         description=(
             "The call ID (64 hex digits, or a unique prefix of 6 or more), or the tool_call_id "
             "given to apply_patch."
+        )
+    )
+
+
+class RevertArguments(_Arguments):
+    call_id: str = Field(
+        description=(
+            "The apply_patch call to undo: its call ID (64 hex digits, or a unique prefix of 6 or "
+            "more), or the tool_call_id given to apply_patch."
         )
     )
 
@@ -337,6 +354,19 @@ def mcp_tools() -> list[McpTool]:
                 read_only_hint=True,
                 destructive_hint=False,
                 idempotent_hint=True,
+                open_world_hint=False,
+            ),
+        ),
+        McpTool(
+            name=REVERT_TOOL_NAME,
+            description=REVERT_DESCRIPTION,
+            input_schema=input_schema(RevertArguments),
+            output_schema=output_schema(PatchResult),
+            annotations=McpToolAnnotations(
+                title="Undo an apply_patch call with one commit, exactly once",
+                read_only_hint=False,
+                destructive_hint=True,  # it may delete the files the call added
+                idempotent_hint=True,  # a repeat returns the stored result and changes nothing
                 open_world_hint=False,
             ),
         ),

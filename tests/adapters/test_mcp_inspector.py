@@ -76,7 +76,7 @@ def test_the_inspector_lists_both_tools_with_output_schemas_and_gets_structured_
     assert running[1].returncode == 0, called_err.decode()
 
     tools = {tool["name"]: tool for tool in json.loads(listed_out)["tools"]}
-    assert set(tools) == {"apply_patch", "patch_receipt"}
+    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
     for tool in tools.values():
         assert tool["outputSchema"]["type"] == "object"
         assert {"status", "call_id", "error"} <= set(tool["outputSchema"]["properties"])

@@ -85,7 +85,7 @@ def test_anthropic_tool() -> None:
 
 def test_mcp_tools() -> None:
     tools = {tool["name"]: tool for tool in schema("--for", "mcp")}
-    assert set(tools) == {"apply_patch", "patch_receipt"}
+    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
     apply_patch = tools["apply_patch"]
     assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id", "dry_run"}
     assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from applyonce.cli import apply, inspect, serve, settle  # noqa: F401 - registers the commands
+from applyonce.cli import apply, inspect, revert, serve, settle  # noqa: F401 - registers the commands
 from applyonce.cli.app import app
 from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
 

@@ -137,6 +137,8 @@ def audit(
     else:
         for p in report.problems:
             typer.echo(f"{p.kind:<12} {p.call_id[:12]}  {p.message}; {p.hint}")
+        for r in report.rewritten:
+            typer.echo(f"{'rewritten':<12} {r.call_id[:12]}  resolved by hand: {r.note}")
         verdict = "clean" if report.clean else f"{len(report.problems)} problem(s)"
         if report.copies:
             typer.echo(

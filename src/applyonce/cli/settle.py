@@ -70,7 +70,13 @@ def _print_recovery(report: RecoveryReport) -> None:
 def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
     as_: Annotated[
-        str | None, typer.Option("--as", help="committed or rejected.", show_default=False)
+        str | None,
+        typer.Option(
+            "--as",
+            help="committed or rejected (an unknown call), or rewritten (a committed call whose "
+            "commit a reset or squash removed).",
+            show_default=False,
+        ),
     ] = None,
     note: Annotated[
         str | None,
@@ -89,7 +95,11 @@ def resolve(
     state_dir: StateOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Settle a call whose outcome is unknown, by a person's decision; or free a stuck claim.
+    """Settle a call whose outcome is unknown, by a person's decision; record that a committed
+    call's commit was rewritten away by hand; or free a stuck claim.
+
+    --as rewritten: after a reset or squash removed the call's commit from its branch (exit 2 if
+    it is still there); audit then lists the call as rewritten instead of a problem.
 
     --release: free the claim of a call whose process is gone where this host cannot see (another
     host, a renamed container); the next call or 'applyonce recover' settles it through Git.
@@ -108,7 +118,7 @@ def resolve(
         return
     if as_ is None or note is None:
         raise UsageError(
-            "resolve needs --as committed|rejected with --note TEXT, or --release",
+            "resolve needs --as committed|rejected|rewritten with --note TEXT, or --release",
             hint="see 'applyonce resolve --help'",
         )
     executor = Executor(repo, state_dir=state_dir)
@@ -116,5 +126,10 @@ def resolve(
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
     if json:
         print_receipt(executor, receipt, True)
+    elif as_ == "rewritten":
+        typer.echo(
+            f"call {full[:12]} resolved as rewritten: its commit {str(receipt.commit)[:12]} is "
+            f"no longer on {receipt.ref}; audit lists it as rewritten"
+        )
     else:
         typer.echo(f"call {full[:12]} resolved as {receipt.status}")

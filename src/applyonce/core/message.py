@@ -18,7 +18,7 @@ full list is then in the body.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.plan import TreePlan
@@ -26,7 +26,15 @@ from applyonce.core.plan import TreePlan
 SUBJECT_LIMIT = 72
 
 
-def build_message(plan: TreePlan, ident: CallIdentity, *, tool_call_id: str | None) -> str:
+def build_message(
+    plan: TreePlan,
+    ident: CallIdentity,
+    *,
+    tool_call_id: str | None,
+    extra: Sequence[tuple[str, str]] = (),
+) -> str:
+    """The message of the call's commit; ``extra``: trailers of its kind of call
+    (``Reverts-Call-Id``), after applyonce's own."""
     entries = plan.summary_lines()
     subject = f"{ident.tool}: " + ", ".join(entries)
     body = ""
@@ -53,6 +61,7 @@ def build_message(plan: TreePlan, ident: CallIdentity, *, tool_call_id: str | No
         lines.append(f"Idempotency-Key: {ident.idempotency_key}")
     if tool_call_id is not None:
         lines.append(f"Tool-Call-Id: {tool_call_id}")
+    lines.extend(f"{key}: {value}" for key, value in extra)
     return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
 
 

@@ -17,12 +17,15 @@ import uuid
 from collections.abc import Iterator
 from typing import cast
 
+from pydantic import ValidationError
+
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, source_text
-from applyonce.core.plan import plan
 from applyonce.core.receipt import FileRecord, Receipt, ReceiptError, records_of_plan
+from applyonce.core.revert import RevertArgs
 from applyonce.core.texts import success_text
 from applyonce.errors import EXIT_COMMITTED, ApplyOnceError
 from applyonce.flow import settle
+from applyonce.flow.changes import CallArgs, is_revert, plan_call
 from applyonce.flow.context import Context
 from applyonce.flow.verify import UnknownOutcomeError
 from applyonce.git.store import blob_id_of
@@ -51,7 +54,7 @@ def adopt_commit(
     commit_id: str,
     prepared: Receipt | None,
     *,
-    args: ApplyPatchArgs | None = None,
+    args: CallArgs | None = None,
     note: str | None = None,
 ) -> Receipt:
     """Finish the bookkeeping of a call whose commit ``commit_id`` is already on ``ref``.
@@ -98,7 +101,7 @@ def adopt_commit(
     return receipt
 
 
-def confirm_adopted(ctx: Context, receipt: Receipt, args: ApplyPatchArgs) -> None:
+def confirm_adopted(ctx: Context, receipt: Receipt, args: CallArgs) -> None:
     """Before a committed receipt that was derived from its commit is returned again, check
     that commit with the args of the call at hand: it may have been adopted when no args were
     known (a lost ledger), or by a version that adopted any commit carrying the Call-Id.
@@ -127,7 +130,7 @@ def confirm_adopted(ctx: Context, receipt: Receipt, args: ApplyPatchArgs) -> Non
 
 
 def with_the_change(
-    ctx: Context, ident: CallIdentity, args: ApplyPatchArgs, commits: list[str]
+    ctx: Context, ident: CallIdentity, args: CallArgs, commits: list[str]
 ) -> list[str]:
     """The ``commits`` (found by the call's Call-Id) that carry the call's change."""
     found = []
@@ -173,7 +176,7 @@ Replanned = tuple[tuple[FileRecord, ...], dict[str, list[str]]]
 
 
 def change_of_commit(
-    ctx: Context, ident: CallIdentity, ref: str, commit_id: str, args: ApplyPatchArgs | None
+    ctx: Context, ident: CallIdentity, ref: str, commit_id: str, args: CallArgs | None
 ) -> Replanned | None:
     """Whether ``commit_id`` carries the call's change, and if so the receipt's records.
 
@@ -202,7 +205,7 @@ def change_of_commit(
         return None
     parent = ctx.store.parent_of(commit_id)
     try:
-        tree_plan = plan(known.patch(), ctx.store.tree_at(parent))
+        tree_plan = plan_call(ctx, known, parent, ctx.store.tree_at(parent))
     except ApplyOnceError:
         raise forged from None
     tree = ctx.store.tree_at(commit_id)
@@ -226,19 +229,25 @@ def change_of_commit(
 
 
 def _candidate_args(
-    ctx: Context, ident: CallIdentity, ref: str, args: ApplyPatchArgs | None
-) -> Iterator[ApplyPatchArgs | None]:
+    ctx: Context, ident: CallIdentity, ref: str, args: CallArgs | None
+) -> Iterator[CallArgs | None]:
     """The call's args, from wherever they are known, each only if it is the call's."""
     if args is not None and args.sha256() == ident.args_sha256:
         yield args
+    if is_revert(ident):
+        # A revert's args are its whole record (no patch text): the reverted call and commit.
+        try:
+            recorded = RevertArgs.model_validate(claimed_data(ctx.ledger, ident.call_id, "args"))
+        except ValidationError:
+            return
+        yield recorded if recorded.sha256() == ident.args_sha256 else None
+        return
     source = claimed_data(ctx.ledger, ident.call_id, "source")
     data = claimed_data(ctx.ledger, ident.call_id, "args")
     try:
         if source is not None:
             # The call passed the caps when it ran; its own record is re-read whatever they are now.
-            patch = parse(
-                source_text(source), cast(PatchFormat, source["format"]), limits=UNCAPPED
-            )
+            patch = parse(source_text(source), cast(PatchFormat, source["format"]), limits=UNCAPPED)
             found = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
             yield found if found.sha256() == ident.args_sha256 else None
         if data is not None:

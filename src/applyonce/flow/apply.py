@@ -33,6 +33,7 @@ from applyonce.faults import fault
 from applyonce.flow import settle
 from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopted
 from applyonce.flow.approval import approval_gate
+from applyonce.flow.changes import CallArgs, extra_trailers, plan_call, touched_paths
 from applyonce.flow.checks import run_checks
 from applyonce.flow.context import Context
 from applyonce.flow.leases import Lessee, lease_length
@@ -149,8 +150,20 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
         raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
     lease = lease_length(ctx, options.lease_seconds)
     args, ident = identify(ctx, patch_text, options)
+    return run_call(ctx, args, ident, patch_source(patch_text, options.format), options, lease)
+
+
+def run_call(
+    ctx: Context,
+    args: CallArgs,
+    ident: CallIdentity,
+    source: dict[str, str],
+    options: CallOptions,
+    lease: float,
+) -> CallOutcome:
+    """Run the identified call exactly once (a patch, or a revert: :mod:`applyonce.flow.revert`):
+    its known outcome if it has one, else claim, stage, check, publish and settle it."""
     with _running(ident.call_id), Lessee(ctx, ident.call_id, lease) as lessee:
-        source = patch_source(patch_text, options.format)
         known = _known_outcome(ctx, args, ident, source, lessee)
         if isinstance(known, CallOutcome):
             return known
@@ -158,7 +171,7 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
 
 
 def _known_outcome(
-    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, source: dict[str, str], lessee: Lessee
+    ctx: Context, args: CallArgs, ident: CallIdentity, source: dict[str, str], lessee: Lessee
 ) -> CallOutcome | Claim:
     """Claim the call; if it has an outcome already — recorded, or in Git — that outcome.
     Otherwise the claim under which it runs now (kept renewed by ``lessee``'s heartbeat)."""
@@ -166,7 +179,7 @@ def _known_outcome(
         # A new call's hostile paths are refused before any state exists (the tip's tree tells
         # symlinked parents). A known call is not re-judged: it replays what it was.
         tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
-        touched = args.patch().touched_paths()
+        touched = touched_paths(ctx, args)
         for path in touched:
             check_parents(tip_tree, path)
         refuse_state_paths(ctx.store, ctx.state_dir, touched)
@@ -219,7 +232,7 @@ def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
 
 
 def _find_published(
-    ctx: Context, claim: Claim, args: ApplyPatchArgs, ident: CallIdentity
+    ctx: Context, claim: Claim, args: CallArgs, ident: CallIdentity
 ) -> Receipt | None:
     """Before running, make sure this call has not already taken effect.
 
@@ -251,7 +264,7 @@ def _find_published(
 
 
 def _run(
-    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, execution_id: str, options: CallOptions
+    ctx: Context, args: CallArgs, ident: CallIdentity, execution_id: str, options: CallOptions
 ) -> CallOutcome:
     """Prepare, then stage, check and publish (restaged while the tip moves), then settle."""
     ref = args.ref
@@ -262,14 +275,13 @@ def _run(
     fault("after-prepared")
     checks: list[CheckRecord] = []
     try:
-        patch = args.patch()
         base_tree = ctx.store.tree_at(base)
-        ctx.checkouts.find_dirty_paths(ref, base_tree, patch.touched_paths())
+        ctx.checkouts.find_dirty_paths(ref, base_tree, touched_paths(ctx, args))
         approved = False
         limits = read_limits(ctx)
         for attempt in range(MAX_RESTAGES):
             try:
-                tree_plan = plan(patch, base_tree, limits=limits)
+                tree_plan = plan_call(ctx, args, base, base_tree, limits=limits)
             except ApplyOnceError as exc:
                 if attempt == 0:
                     raise
@@ -289,7 +301,9 @@ def _run(
             names = {"checks": [c.name for c in checks], "skipped": [*options.skip_checks]}
             _record(ctx, ident, execution_id, EventKind.CHECKED, names)
             fault("after-check")
-            message = build_message(tree_plan, ident, tool_call_id=options.tool_call_id)
+            message = build_message(
+                tree_plan, ident, tool_call_id=options.tool_call_id, extra=extra_trailers(args)
+            )
             commit_id = ctx.store.create_commit(tree_id, base, message)
             _record(
                 ctx,

@@ -11,6 +11,9 @@ Problems found, each named by call ID with what to do:
 * ``unreachable``     a committed receipt's commit is no longer on the branch;
 * ``pending``         a call is still prepared (interrupted): run ``applyonce recover``;
 * ``unknown``         a call's outcome is unknown: run ``applyonce resolve``.
+
+A committed call whose commit a person rewrote away on purpose and recorded so (``applyonce
+resolve CALL_ID --as rewritten --note TEXT``) is not a problem: it is listed as ``rewritten``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import ReceiptError
 from applyonce.flow.adopt import carries_other_change
 from applyonce.flow.context import Context
+from applyonce.flow.resolve import rewritten_note
 from applyonce.flow.verify import verify_against_git
 from applyonce.state.ledger import CallRow
 
@@ -38,6 +42,15 @@ class Problem:
     commit: str | None = None
 
 
+@dataclass(frozen=True)
+class Rewritten:
+    """A committed call whose commit was rewritten away by hand, as a person recorded it."""
+
+    call_id: str
+    commit: str | None
+    note: str
+
+
 @dataclass
 class AuditReport:
     ref: str
@@ -45,6 +58,7 @@ class AuditReport:
     receipts: int = 0
     problems: list[Problem] = field(default_factory=list)
     copies: int = 0  # copies (cherry-picks) of calls that landed on another branch
+    rewritten: list[Rewritten] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -58,6 +72,7 @@ class AuditReport:
             "clean": self.clean,
             "problems": [asdict(p) for p in self.problems],
             **({"copies": self.copies} if self.copies else {}),
+            **({"rewritten": [asdict(r) for r in self.rewritten]} if self.rewritten else {}),
         }
 
 
@@ -125,6 +140,10 @@ def audit(
             and not since
             and (receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit))
         ):
+            note = rewritten_note(ctx.ledger, call_id, receipt.commit)
+            if note is not None:
+                report.rewritten.append(Rewritten(call_id, receipt.commit, note))
+                continue
             report.problems.append(
                 Problem(
                     "unreachable",

@@ -24,11 +24,11 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable
 
-from applyonce.core.identity import ApplyPatchArgs
 from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import settle
 from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
+from applyonce.flow.changes import CallArgs
 from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
@@ -175,7 +175,7 @@ def reconcile(
     *,
     history: dict[str, dict[str, list[str]]] | None = None,
     already_claimed: str | None = None,
-    args: ApplyPatchArgs | None = None,
+    args: CallArgs | None = None,
     lease_seconds: float = DEFAULT_LEASE_S,
 ) -> Outcome | None:
     """Settle one in-flight call (``history``: recover's one walk per ref, see :func:`_history`;
@@ -197,7 +197,7 @@ def _reconcile(
     row: CallRow,
     execution_id: str,
     history: dict[str, dict[str, list[str]]] | None,
-    args: ApplyPatchArgs | None,
+    args: CallArgs | None,
 ) -> Outcome:
     receipt: Receipt | None = None
     with contextlib.suppress(ReceiptError):

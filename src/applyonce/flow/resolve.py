@@ -1,5 +1,6 @@
 """A person's decisions (``applyonce resolve``): the outcome of a call whose outcome is unknown,
-or (``--release``) freeing the claim of a call stuck in flight."""
+(``--as rewritten``) that a committed call's commit was rewritten away by hand (a reset, a
+squash), or (``--release``) freeing the claim of a call stuck in flight."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from applyonce.flow.adopt import adopt_commit
 from applyonce.flow.calls import MIN_PREFIX, find_call_id
 from applyonce.flow.context import Context
 from applyonce.state.lease import Owner
-from applyonce.state.ledger import IN_FLIGHT, CallRow, Event, EventKind
+from applyonce.state.ledger import IN_FLIGHT, CallRow, Event, EventKind, Ledger
+
+REWRITTEN = "rewritten"
 
 
 class ResolvedAsRejectedError(ApplyOnceError):
@@ -25,14 +28,18 @@ class ResolvedAsRejectedError(ApplyOnceError):
 def resolve(
     ctx: Context, call_id: str, *, outcome: str, note: str, commit: str | None = None
 ) -> Receipt:
-    """Record ``outcome`` (committed or rejected) for ``call_id``, with the person's ``note``.
+    """Record ``outcome`` (committed, rejected, or rewritten) for ``call_id``, with the
+    person's ``note``.
 
     Raises:
-        UsageError: the call is not unknown, the note is empty, or the commit is not the call's.
+        UsageError: the call is not unknown (not committed, or its commit still on the branch,
+            for ``rewritten``), the note is empty, or the commit is not the call's.
     """
     row = ctx.ledger.get(call_id)
     if row is None:
         raise UsageError(f"no call {call_id[:12]} in the ledger")
+    if outcome == REWRITTEN:
+        return _resolve_rewritten(ctx, row, note=note, commit=commit)
     if row.state != "unknown":
         raise UsageError(
             f"call {call_id[:12]} is {row.state}; resolve is for calls whose outcome is unknown",
@@ -65,11 +72,61 @@ def resolve(
         update = {"execution_id": execution_id, "note": note}
         receipt = settle.reject(ctx, current.model_copy(update=update), error)
     else:
-        raise UsageError(f"--as must be committed or rejected, not {outcome!r}")
+        raise UsageError(f"--as must be committed, rejected or rewritten, not {outcome!r}")
     ctx.ledger.record(
         Event(call_id, execution_id, EventKind.RESOLVED, data={"as": outcome, "note": note})
     )
     return receipt
+
+
+def _resolve_rewritten(ctx: Context, row: CallRow, *, note: str, commit: str | None) -> Receipt:
+    """Record that a committed call's commit was rewritten away by hand. The receipt stays as
+    it is (it is true: the call did commit, as that commit); the ``resolved`` event is the
+    record, which ``audit`` reads (:func:`rewritten_note`), so the call is no longer a problem.
+
+    Raises:
+        UsageError: the call is not committed, or its commit is still on the branch.
+    """
+    short = row.call_id[:12]
+    if commit is not None:
+        raise UsageError("--commit is for --as committed", hint="leave it out with --as rewritten")
+    if not note.strip():
+        raise UsageError("--note must say why", hint="pass --note TEXT")
+    receipt = ctx.receipts.load(row.call_id, expected_sha256=row.receipt_sha256)
+    if receipt is None:
+        raise ReceiptError(f"receipt {short} is missing", call_id=row.call_id)
+    if receipt.status != "committed" or receipt.commit is None:
+        raise UsageError(
+            f"call {short} is {receipt.status}; --as rewritten is for a committed call",
+            hint="see 'applyonce show' for the call",
+        )
+    if ctx.publisher.is_on(receipt.ref, receipt.commit):
+        raise UsageError(
+            f"call {short}'s commit {receipt.commit[:12]} is still on {receipt.ref}; "
+            "nothing was rewritten",
+            hint="--as rewritten is for a commit the branch lost to a reset or squash; to undo "
+            "the call, run 'applyonce revert'",
+        )
+    ctx.ledger.record(
+        Event(
+            row.call_id,
+            receipt.execution_id,
+            EventKind.RESOLVED,
+            data={"as": REWRITTEN, "note": " ".join(note.split()), "commit": receipt.commit},
+        )
+    )
+    return receipt
+
+
+def rewritten_note(ledger: Ledger, call_id: str, commit: str | None) -> str | None:
+    """The note of the latest ``resolve --as rewritten`` of ``call_id`` for ``commit``, if any."""
+    note = None
+    for event in ledger.events(call_id):
+        data = event.data
+        rewritten = event.kind == EventKind.RESOLVED and data.get("as") == REWRITTEN
+        if rewritten and data.get("commit") == commit:
+            note = str(data.get("note", ""))
+    return note
 
 
 @dataclass(frozen=True)
