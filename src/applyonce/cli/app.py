@@ -15,6 +15,8 @@ import typer
 import typer.core
 
 from applyonce.console import error_boundary
+from applyonce.errors import UsageError
+from applyonce.flow.options import DIRTY_MODES, DirtyMode
 
 
 class _Commands(typer.core.TyperGroup):
@@ -52,7 +54,10 @@ ContractOpt = Annotated[
 ContractShaOpt = Annotated[str | None, typer.Option(help="The contract's sha256, given directly.")]
 AttemptOpt = Annotated[int, typer.Option(min=1, help="The harness's attempt number.")]
 CheckOpt = Annotated[
-    list[str] | None, typer.Option(help="Command run in a scratch checkout; repeatable.")
+    list[str] | None,
+    typer.Option(
+        help="Command run in a scratch checkout; repeatable. Replaces git config applyonce.check."
+    ),
 ]
 CheckTimeoutOpt = Annotated[float, typer.Option(help="Seconds per --check command.")]
 LeaseOpt = Annotated[
@@ -65,8 +70,30 @@ LeaseOpt = Annotated[
 ]
 SkipCheckOpt = Annotated[
     list[str] | None,
-    typer.Option("--skip-check", help="Built-in check not to run: syntax or markers; repeatable."),
+    typer.Option(
+        "--skip-check",
+        help="Built-in check not to run: syntax or markers; repeatable. Replaces git config "
+        "applyonce.skipCheck.",
+    ),
 ]
+DirtyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dirty",
+        help="A touched path with uncommitted changes: refuse the call (exit 4), or commit the "
+        "changes first in a snapshot commit under the call's (default: git config "
+        "applyonce.dirty, else refuse).",
+        metavar="refuse|commit",
+        show_default=False,
+    ),
+]
+
+
+def dirty_mode(value: str | None) -> DirtyMode | None:
+    """``--dirty``'s value, checked (None: not given; git config decides)."""
+    if value is not None and value not in DIRTY_MODES:
+        raise UsageError(f"unknown --dirty {value!r}", hint="use refuse or commit")
+    return value
 
 
 def _emit_json(data: object) -> None:

@@ -15,12 +15,14 @@ from applyonce.cli.app import (
     CheckTimeoutOpt,
     ContractOpt,
     ContractShaOpt,
+    DirtyOpt,
     JsonOpt,
     LeaseOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
     app,
+    dirty_mode,
 )
 from applyonce.console import (
     contract_sha256,
@@ -56,8 +58,13 @@ def apply(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     protect: Annotated[
-        list[str] | None, typer.Option(help="Glob of paths that need approval; repeatable.")
+        list[str] | None,
+        typer.Option(
+            help="Glob of paths that need approval; repeatable. Replaces git config "
+            "applyonce.protect."
+        ),
     ] = None,
+    dirty: DirtyOpt = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
     diff: Annotated[
@@ -84,10 +91,11 @@ def apply(
         idempotency_key=idempotency_key,
         tool_call_id=tool_call_id,
         format=cast(PatchFormat, format),
-        checks=check or [],
+        checks=check,
         check_timeout=check_timeout,
-        skip_checks=skip_check or [],
-        protect=protect or [],
+        skip_checks=skip_check,
+        protect=protect,
+        dirty=dirty_mode(dirty),
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,

@@ -15,12 +15,14 @@ from applyonce.cli.app import (
     CheckTimeoutOpt,
     ContractOpt,
     ContractShaOpt,
+    DirtyOpt,
     LeaseOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_json,
     app,
+    dirty_mode,
 )
 from applyonce.console import contract_sha256
 from applyonce.errors import UsageError
@@ -38,6 +40,7 @@ def mcp_command(
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
+    dirty: DirtyOpt = None,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
@@ -58,9 +61,10 @@ def mcp_command(
         branch=branch,
         contract_sha256=contract_sha256(contract, contract_sha),
         attempt=attempt,
-        checks=check or [],
+        checks=check,
         check_timeout=check_timeout,
-        skip_checks=skip_check or [],
+        skip_checks=skip_check,
+        dirty=dirty_mode(dirty),
         lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))

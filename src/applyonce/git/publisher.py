@@ -103,7 +103,7 @@ class LocalRefPublisher:
         # Never a branch pointing at missing objects: what a concurrent prune removed is
         # rewritten first, and again after the move (a prune that judged them unreachable just
         # before it may still be deleting).
-        self.store.written.ensure_complete(new)
+        self.store.written.ensure_complete(new, down_to=expected)
         self._compare_and_swap(ref, expected, new, reason=reason)
         self.store.written.restore()
 
