@@ -54,6 +54,7 @@ def mcp_command(
         raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
     if lease_seconds is not None:
         checked_lease(lease_seconds)  # refused now, not at every call
+    dirty_given = dirty_mode(dirty)
     from applyonce.agents import PatchRunner
     from applyonce.mcp_server import serve
 
@@ -64,7 +65,7 @@ def mcp_command(
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
-        dirty=dirty_mode(dirty),
+        dirty=dirty_given,
         lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))
