@@ -113,6 +113,10 @@ def test_refusal_names_dirty_commit_and_writes_nothing(repo: Repo) -> None:
     assert repo.head() == head
     assert (repo.path / "src/app.py").read_text() == MINE
     assert repo.git("status", "--porcelain") == " M src/app.py\n"
+    # The refusal is retryable: the same call, repeated with --dirty commit, runs.
+    again = apply(repo, PATCH, "--dirty", "commit")
+    assert again.returncode == 0, again.stderr
+    assert repo.commit_count() == 3
 
 
 def test_partly_staged_path_is_refused_even_with_dirty_commit(repo: Repo) -> None:
