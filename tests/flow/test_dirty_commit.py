@@ -138,9 +138,18 @@ def test_dry_run_with_dirty_commit_writes_nothing(repo: Repo) -> None:
     before = {p: p.stat().st_mtime_ns for p in git_dir.rglob("*")}
     result = apply(repo, PATCH, "--dirty", "commit", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.endswith("nothing was written\n")
+    assert result.stdout.splitlines()[1:] == [
+        "  commit src/app.py  [your uncommitted changes, first]",
+        "  update src/app.py  [match: exact]",
+        "  add    tests/test_app.py",
+        "nothing was written",
+    ]
     assert {p: p.stat().st_mtime_ns for p in git_dir.rglob("*")} == before
     assert (repo.path / "src/app.py").read_text() == MINE
+    listed = apply(repo, PATCH, "--dirty", "commit", "--dry-run", "--json")
+    assert orjson.loads(listed.stdout)["snapshot"] == ["src/app.py"]
+    assert "snapshot" not in orjson.loads(apply(repo, PATCH, "--dry-run", "--json").stdout)
+    assert {p: p.stat().st_mtime_ns for p in git_dir.rglob("*")} == before
 
 
 def test_bad_dirty_value_is_a_usage_error(repo: Repo) -> None:

@@ -128,13 +128,20 @@ def identify(
 
 
 def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
-    """What ``apply`` would do on the current tip. Writes nothing at all."""
+    """What ``apply`` would do on the current tip. Writes nothing at all. With ``--dirty
+    commit``, it names the touched paths whose uncommitted changes the call would commit
+    first (its plan is still made on the tip's versions of them)."""
     args, ident = identify(ctx, patch_text, options)
-    with_config(ctx, options)  # a bad applyonce.* value is refused here too
+    options = with_config(ctx, options)  # a bad applyonce.* value is refused here too
     base = ctx.publisher.tip(args.ref)
-    refuse_state_paths(ctx.store, ctx.state_dir, args.patch().touched_paths())
-    tree_plan = plan(args.patch(), ctx.store.tree_at(base), limits=read_limits(ctx))
-    return PlanView(ident.call_id, args.ref, base, tree_plan)
+    touched = args.patch().touched_paths()
+    refuse_state_paths(ctx.store, ctx.state_dir, touched)
+    base_tree = ctx.store.tree_at(base)
+    tree_plan = plan(args.patch(), base_tree, limits=read_limits(ctx))
+    snapshot: tuple[str, ...] = ()
+    if options.dirty == "commit":
+        snapshot = tuple(ctx.checkouts.dirty_paths(args.ref, base_tree, touched))
+    return PlanView(ident.call_id, args.ref, base, tree_plan, snapshot)
 
 
 # --- the call ------------------------------------------------------------------------------------

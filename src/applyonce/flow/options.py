@@ -27,9 +27,11 @@ class PlanView:
     ref: str
     base_commit: str | None
     plan: TreePlan
+    # --dirty commit: the touched paths whose uncommitted changes would be committed first.
+    snapshot: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        out = []
+        out = [f"commit {path}  [your uncommitted changes, first]" for path in self.snapshot]
         for change in self.plan.changes:
             levels = ",".join(level.label for level in change.match_levels)
             moved = f" (from {change.from_path})" if change.from_path else ""
@@ -54,6 +56,7 @@ class PlanView:
                 }
                 for c in self.plan.changes
             ],
+            **({"snapshot": list(self.snapshot)} if self.snapshot else {}),
         }
 
 

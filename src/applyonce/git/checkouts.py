@@ -123,6 +123,11 @@ class Checkouts:
         for found in self._dirty(ref, base, paths):
             raise found.error()
 
+    def dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[str]:
+        """The touched paths the checkouts of ``ref`` hold in a version ``base`` does not
+        (reads only)."""
+        return sorted({found.path for found in self._dirty(ref, base, paths)})
+
     def dirty_versions(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
         """The user's changes on ``paths`` in the checkouts of ``ref``, each as the version
         ``git commit -- PATH`` would commit (the work tree's file, through the clean filters),
