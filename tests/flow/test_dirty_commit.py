@@ -183,3 +183,21 @@ def test_crash_then_recover_then_repeat_gives_one_snapshot_and_one_call(
     assert repo.git("status", "--porcelain") == ""
     leftovers = [p for p in Path(repo.path, ".git").rglob("*.lock") if "applyonce" not in p.parts]
     assert leftovers == []
+
+
+def test_tip_moving_during_the_call_makes_the_snapshot_again_on_the_new_tip(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Another writer commits while the call is checked: the call is restaged, and so is the
+    snapshot, on the new tip (the other commit did not touch the user's path)."""
+    (repo.path / "src/app.py").write_text(MINE)
+    marker = tmp_path / "moved"
+    outside = (
+        f"test -e {marker} || (touch {marker} &&"
+        f" git -C {repo.path} commit -q --allow-empty -m outside)"
+    )
+    result = apply(repo, PATCH, "--dirty", "commit", "--check", outside)
+    assert result.returncode == 0, result.stderr
+    assert subjects(repo)[1:] == [SNAPSHOT_SUBJECT + repo.call_ids()[0][:12], "outside", "base"]
+    assert repo.git("show", "HEAD~1:src/app.py") == MINE
+    assert repo.git("status", "--porcelain") == ""
