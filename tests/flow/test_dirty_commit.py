@@ -11,6 +11,8 @@ import orjson
 import pytest
 
 from applyonce import Executor
+from applyonce.agents import PatchRunner
+from applyonce.executor import CallOptions
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply, run_cli
 
@@ -201,3 +203,12 @@ def test_tip_moving_during_the_call_makes_the_snapshot_again_on_the_new_tip(
     assert subjects(repo)[1:] == [SNAPSHOT_SUBJECT + repo.call_ids()[0][:12], "outside", "base"]
     assert repo.git("show", "HEAD~1:src/app.py") == MINE
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_the_adapter_and_mcp_template_option_commits_first(repo: Repo) -> None:
+    """``applyonce mcp --dirty commit`` sets this server-wide: the runner's options template."""
+    base = repo.head()
+    (repo.path / "src/app.py").write_text(MINE)
+    output = PatchRunner(repo.path, options=CallOptions(dirty="commit")).run(PATCH)
+    assert not output.is_error, output.text
+    assert_snapshot_then_call(repo, base, {"src/app.py": MINE})
