@@ -12,6 +12,7 @@ import signal
 POINTS = (
     "after-claim",
     "after-prepared",
+    "after-snapshot",  # --dirty commit: the snapshot commit object written, the call not staged
     "after-stage",
     "after-check",
     "after-commit-object",

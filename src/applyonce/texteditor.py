@@ -249,9 +249,7 @@ def _range(view_range: Any, count: int) -> tuple[int, int]:
 def folder_text(seen: FolderView) -> str:
     """A folder's listing, one path a line (folders end with ``/``, links with ``@``)."""
     shown = seen.path or "."
-    header = (
-        f"Here are the files and directories up to 2 levels deep in {shown}, excluding .git:\n"
-    )
+    header = f"Here are the files and directories up to 2 levels deep in {shown}, excluding .git:\n"
     lines = "".join(f"{entry}\n" for entry in seen.entries) or "(empty)\n"
     more = f"… and {seen.left_out} more entries\n" if seen.left_out else ""
     return header + lines + more

@@ -27,7 +27,8 @@ PATCH = """*** Begin Patch
 *** End Patch
 """
 BAD_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 7\n+VALUE = 8\n*** End Patch\n"
-COMMIT_POINTS = [p for p in POINTS if p != "after-reject-receipt-tmp"]
+# after-snapshot is reached only with --dirty commit (tests/flow/test_dirty_commit.py).
+COMMIT_POINTS = [p for p in POINTS if p not in ("after-reject-receipt-tmp", "after-snapshot")]
 
 
 def apply(repo: Repo, patch: str = PATCH, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]

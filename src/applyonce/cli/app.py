@@ -17,6 +17,8 @@ from typer.models import CommandFunctionType
 
 import applyonce
 from applyonce.console import SCHEMA_VERSION, emit_json, error_boundary
+from applyonce.errors import UsageError
+from applyonce.flow.options import DIRTY_MODES, DirtyMode
 
 # ctx.meta, shared by a command's context and its group's: whether the command line asks for
 # --json, for the error boundary's sake.
@@ -137,7 +139,10 @@ ContractShaOpt = Annotated[
 AttemptOpt = Annotated[int, typer.Option(min=1, metavar="N", help="The harness's attempt number.")]
 CheckOpt = Annotated[
     list[str] | None,
-    typer.Option(metavar="CMD", help="Command run in a scratch checkout; repeatable."),
+    typer.Option(
+        metavar="CMD",
+        help="Command run in a scratch checkout; repeatable. Replaces git config applyonce.check.",
+    ),
 ]
 CheckTimeoutOpt = Annotated[
     float, typer.Option(metavar="SECONDS", help="Seconds per --check command.")
@@ -156,9 +161,28 @@ SkipCheckOpt = Annotated[
     typer.Option(
         "--skip-check",
         metavar="NAME",
-        help="Built-in check not to run: syntax or markers; repeatable.",
+        help="Built-in check not to run: syntax or markers; repeatable. Replaces git config "
+        "applyonce.skipCheck.",
     ),
 ]
+DirtyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dirty",
+        help="A touched path with uncommitted changes: refuse the call (exit 4), or commit the "
+        "changes first in a snapshot commit under the call's (default: git config "
+        "applyonce.dirty, else refuse).",
+        metavar="refuse|commit",
+        show_default=False,
+    ),
+]
+
+
+def dirty_mode(value: str | None) -> DirtyMode | None:
+    """``--dirty``'s value, checked (None: not given; git config decides)."""
+    if value is not None and value not in DIRTY_MODES:
+        raise UsageError(f"unknown --dirty {value!r}", hint="use refuse or commit")
+    return value
 
 
 def _emit_json(data: object) -> None:

@@ -15,6 +15,7 @@ from applyonce.cli.app import (
     CheckTimeoutOpt,
     ContractOpt,
     ContractShaOpt,
+    DirtyOpt,
     JsonOpt,
     LeaseOpt,
     RepoOpt,
@@ -22,6 +23,7 @@ from applyonce.cli.app import (
     StateOpt,
     _emit_report,
     app,
+    dirty_mode,
 )
 from applyonce.console import (
     check_elapsed,
@@ -67,8 +69,13 @@ def apply(
     skip_check: SkipCheckOpt = None,
     protect: Annotated[
         list[str] | None,
-        typer.Option(metavar="GLOB", help="Glob of paths that need approval; repeatable."),
+        typer.Option(
+            metavar="GLOB",
+            help="Glob of paths that need approval; repeatable. Replaces git config "
+            "applyonce.protect.",
+        ),
     ] = None,
+    dirty: DirtyOpt = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
     diff: Annotated[
@@ -95,10 +102,11 @@ def apply(
         idempotency_key=idempotency_key,
         tool_call_id=tool_call_id,
         format=cast(PatchFormat, format),
-        checks=check or [],
+        checks=check,
         check_timeout=check_timeout,
-        skip_checks=skip_check or [],
-        protect=protect or [],
+        skip_checks=skip_check,
+        protect=protect,
+        dirty=dirty_mode(dirty),
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,

@@ -61,9 +61,9 @@ def revert(
     options = CallOptions(
         branch=branch,
         attempt=attempt,
-        checks=check or [],
+        checks=check,
         check_timeout=check_timeout,
-        skip_checks=skip_check or [],
+        skip_checks=skip_check,
         lease_seconds=lease_seconds,
     )
     executor = Executor(repo, state_dir=state_dir)

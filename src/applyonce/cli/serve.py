@@ -15,12 +15,14 @@ from applyonce.cli.app import (
     CheckTimeoutOpt,
     ContractOpt,
     ContractShaOpt,
+    DirtyOpt,
     LeaseOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_json,
     app,
+    dirty_mode,
 )
 from applyonce.console import contract_sha256
 from applyonce.core.receipt import Receipt
@@ -39,6 +41,7 @@ def mcp_command(
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
+    dirty: DirtyOpt = None,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
@@ -52,6 +55,7 @@ def mcp_command(
         raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
     if lease_seconds is not None:
         checked_lease(lease_seconds)  # refused now, not at every call
+    dirty_given = dirty_mode(dirty)
     from applyonce.agents import PatchRunner
     from applyonce.mcp_server import serve
 
@@ -59,9 +63,10 @@ def mcp_command(
         branch=branch,
         contract_sha256=contract_sha256(contract, contract_sha),
         attempt=attempt,
-        checks=check or [],
+        checks=check,
         check_timeout=check_timeout,
-        skip_checks=skip_check or [],
+        skip_checks=skip_check,
+        dirty=dirty_given,
         lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))

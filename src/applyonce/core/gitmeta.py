@@ -366,4 +366,3 @@ def _value(text: str, pos: int, fail: ConfigFail) -> tuple[str, int, int]:
             quoted = not quoted
             continue
         out.append(ch)
-

@@ -14,6 +14,9 @@
 The trailer block is the last paragraph, one ``Key: value`` per line, as ``git interpret-trailers``
 parses it. A subject that would pass 72 characters names the first files and counts the rest; the
 full list is then in the body.
+
+With ``--dirty commit`` the call's commit has a parent of its own making, the snapshot of the
+user's changes (:func:`build_snapshot_message`), trailer ``Snapshot-For: <call ID>``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,28 @@ def build_message(
         lines.append(f"Tool-Call-Id: {tool_call_id}")
     lines.extend(f"{key}: {value}" for key, value in extra)
     return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
+
+
+SNAPSHOT_FOR = "Snapshot-For"
+
+
+def build_snapshot_message(call_id: str, paths: Sequence[str]) -> str:
+    """The message of the commit that snapshots the user's uncommitted changes to the paths a
+    call touches (``--dirty commit``), before the call's own commit::
+
+        applyonce: uncommitted changes before <first 12 hex of the call ID>
+
+        src/price.py
+
+        Snapshot-For: <call ID>
+
+    It carries no ``Call-Id``: audit, recovery and adoption never take it for the call."""
+    body = "\n".join(sorted(paths))
+    return (
+        f"applyonce: uncommitted changes before {call_id[:12]}\n\n"
+        + (f"{body}\n\n" if body else "")
+        + f"{SNAPSHOT_FOR}: {call_id}\n"
+    )
 
 
 def identity_from_trailers(trailers: Mapping[str, str]) -> CallIdentity | None:

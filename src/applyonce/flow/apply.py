@@ -35,7 +35,9 @@ from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, confirm_adopte
 from applyonce.flow.approval import approval_gate
 from applyonce.flow.changes import CallArgs, extra_trailers, plan_call, touched_paths
 from applyonce.flow.checks import run_checks
+from applyonce.flow.config import with_config
 from applyonce.flow.context import Context
+from applyonce.flow.dirty import Snapshot, take_dirty
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
@@ -50,6 +52,7 @@ from applyonce.flow.verify import (
     verify_against_git,
 )
 from applyonce.git.publisher import TipMovedError
+from applyonce.git.store import GitTree
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
 from applyonce.state.storage import StorageError
@@ -126,12 +129,20 @@ def identify(
 
 
 def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
-    """What ``apply`` would do on the current tip. Writes nothing at all."""
+    """What ``apply`` would do on the current tip. Writes nothing at all. With ``--dirty
+    commit``, it names the touched paths whose uncommitted changes the call would commit
+    first (its plan is still made on the tip's versions of them)."""
     args, ident = identify(ctx, patch_text, options)
+    options = with_config(ctx, options)  # a bad applyonce.* value is refused here too
     base = ctx.publisher.tip(args.ref)
-    refuse_state_paths(ctx.store, ctx.state_dir, args.patch().touched_paths())
-    tree_plan = plan(args.patch(), ctx.store.tree_at(base), limits=read_limits(ctx))
-    return PlanView(ident.call_id, args.ref, base, tree_plan)
+    touched = args.patch().touched_paths()
+    refuse_state_paths(ctx.store, ctx.state_dir, touched)
+    base_tree = ctx.store.tree_at(base)
+    tree_plan = plan(args.patch(), base_tree, limits=read_limits(ctx))
+    snapshot: tuple[str, ...] = ()
+    if options.dirty == "commit":
+        snapshot = tuple(ctx.checkouts.dirty_paths(args.ref, base_tree, touched))
+    return PlanView(ident.call_id, args.ref, base, tree_plan, snapshot)
 
 
 # --- the call ------------------------------------------------------------------------------------
@@ -149,6 +160,7 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
     if not options.check_timeout > 0:
         raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
     lease = lease_length(ctx, options.lease_seconds)
+    options = with_config(ctx, options)
     args, ident = identify(ctx, patch_text, options)
     return run_call(ctx, args, ident, patch_source(patch_text, options.format), options, lease)
 
@@ -276,12 +288,15 @@ def _run(
     checks: list[CheckRecord] = []
     try:
         base_tree = ctx.store.tree_at(base)
-        ctx.checkouts.find_dirty_paths(ref, base_tree, touched_paths(ctx, args))
+        dirty_mode = options.dirty or "refuse"
+        snap = take_dirty(ctx, ident, ref, base, base_tree, touched_paths(ctx, args), dirty_mode)
         approved = False
         limits = read_limits(ctx)
         for attempt in range(MAX_RESTAGES):
+            # With a snapshot of the user's changes, the call is staged on it (its parent).
+            parent, parent_tree = (snap.commit, snap.tree) if snap else (base, base_tree)
             try:
-                tree_plan = plan_call(ctx, args, base, base_tree, limits=limits)
+                tree_plan = plan_call(ctx, args, parent, parent_tree, limits=limits)
             except ApplyOnceError as exc:
                 if attempt == 0:
                     raise
@@ -289,28 +304,28 @@ def _run(
                     f"{ref} moved and the patch no longer applies ({exc.message})",
                     cause=exc.to_dict(),
                 ) from None
-            tree_id, blobs = ctx.store.write_tree(base_tree, tree_plan)
+            tree_id, blobs = ctx.store.write_tree(parent_tree, tree_plan, fresh=snap is None)
             _record(ctx, ident, execution_id, EventKind.STAGED, {"base": base, "tree": tree_id})
             fault("after-stage")
             if not approved:
                 approval_gate(
-                    ctx, PlanView(ident.call_id, ref, base, tree_plan), execution_id, options
+                    ctx, PlanView(ident.call_id, ref, parent, tree_plan), execution_id, options
                 )
                 approved = True
-            checks = run_checks(ctx, tree_plan, base_tree, tree_id, options)
-            names = {"checks": [c.name for c in checks], "skipped": [*options.skip_checks]}
+            checks = run_checks(ctx, tree_plan, parent_tree, tree_id, options)
+            names = {"checks": [c.name for c in checks], "skipped": [*(options.skip_checks or ())]}
             _record(ctx, ident, execution_id, EventKind.CHECKED, names)
             fault("after-check")
             message = build_message(
                 tree_plan, ident, tool_call_id=options.tool_call_id, extra=extra_trailers(args)
             )
-            commit_id = ctx.store.create_commit(tree_id, base, message)
+            commit_id = ctx.store.create_commit(tree_id, parent, message)
             _record(
                 ctx,
                 ident,
                 execution_id,
                 EventKind.COMMIT_OBJECT,
-                {"commit": commit_id, "base": base},
+                {"commit": commit_id, "base": base, **({"snapshot": parent} if snap else {})},
             )
             fault("after-commit-object")
             try:
@@ -325,8 +340,10 @@ def _run(
                         ctx, ident, execution_id, ref, own[0], prepared, args=args
                     )
                     return _landed(ctx, landed, replayed=False)
-                base = moved.actual
+                moved_from, base = base, moved.actual
                 base_tree = ctx.store.tree_at(base)
+                if snap is not None:
+                    snap = _snapshot_again(ctx, ident, ref, snap, moved_from, base, base_tree)
         else:
             raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
     except ForgedCallIdError:
@@ -335,7 +352,7 @@ def _run(
         return CallOutcome(settle.reject(ctx, prepared, exc, checks))
     fault("after-publish")
     try:
-        committed = _settle_published(ctx, prepared, tree_plan, blobs, base, commit_id, checks)
+        committed = _settle_published(ctx, prepared, tree_plan, blobs, parent, commit_id, checks)
     except StorageError as exc:
         # Exit 5 until recorded: never "rejected" for a change that landed, and no "committed"
         # without its receipt. Repeating the call, or 'applyonce recover', finds the commit.
@@ -348,6 +365,33 @@ def _run(
     outcome = _landed(ctx, committed, replayed=False)
     fault("after-sync")
     return outcome
+
+
+def _snapshot_again(
+    ctx: Context,
+    ident: CallIdentity,
+    ref: str,
+    snap: Snapshot,
+    old_base: str | None,
+    base: str | None,
+    base_tree: GitTree,
+) -> Snapshot | None:
+    """The snapshot of the user's changes, made again on the branch's new tip; refused if the
+    tip changed a snapshotted path (the user's version was made on the old one).
+
+    Raises:
+        BaseMovedError: another commit changed a path the user has changes on.
+    """
+    if old_base is not None and base is not None:
+        changed = ctx.store.paths_changed(old_base, base) & set(snap.paths)
+    else:
+        changed = set(snap.paths)
+    if changed:
+        raise BaseMovedError(
+            f"{ref} moved and changed {', '.join(sorted(changed)[:3])}, where you have"
+            " uncommitted changes"
+        )
+    return take_dirty(ctx, ident, ref, base, base_tree, snap.paths, "commit")
 
 
 def _settle_published(

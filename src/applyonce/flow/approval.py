@@ -32,7 +32,7 @@ def approval_gate(ctx: Context, view: PlanView, execution_id: str, options: Call
     Raises:
         ApprovalError: approval is needed and nobody can give it, or it was denied.
     """
-    protected = protected_paths(view, list(options.protect))
+    protected = protected_paths(view, list(options.protect or ()))
     if not protected and not options.require_approval:
         return
     if options.approve is None:

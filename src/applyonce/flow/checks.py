@@ -48,12 +48,12 @@ def run_checks(
     for change in tree_plan.changes:
         for path in filter(None, (change.path, change.from_path)):
             old[path] = base_tree.read(path)[0] if base_tree.kind(path) == "file" else None
-    records = builtin_checks(tree_plan, old, skip=options.skip_checks)
+    records = builtin_checks(tree_plan, old, skip=options.skip_checks or ())
     if options.checks and not any(r.exit_code for r in records):
         changed = [c.path for c in tree_plan.changes]
         with scratch_checkout(ctx) as scratch:
             scratch.checkout(tree_id)
-            for command in options.checks:
+            for command in options.checks or ():
                 with _ticking(command, options.check_progress):
                     record = run_command(
                         command, cwd=scratch.root, changed=changed, timeout=options.check_timeout

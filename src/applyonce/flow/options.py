@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from applyonce.core.checks import check_skip_names
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
@@ -27,9 +27,11 @@ class PlanView:
     ref: str
     base_commit: str | None
     plan: TreePlan
+    # --dirty commit: the touched paths whose uncommitted changes would be committed first.
+    snapshot: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        out = []
+        out = [f"commit {path}  [your uncommitted changes, first]" for path in self.snapshot]
         for change in self.plan.changes:
             levels = ",".join(level.label for level in change.match_levels)
             moved = f" (from {change.from_path})" if change.from_path else ""
@@ -54,10 +56,13 @@ class PlanView:
                 }
                 for c in self.plan.changes
             ],
+            **({"snapshot": list(self.snapshot)} if self.snapshot else {}),
         }
 
 
 Approver = Callable[[PlanView], bool]
+DirtyMode = Literal["refuse", "commit"]
+DIRTY_MODES: tuple[DirtyMode, ...] = ("refuse", "commit")
 
 
 @dataclass(frozen=True)
@@ -71,12 +76,16 @@ class CallOptions:
     idempotency_key: str | None = None
     tool_call_id: str | None = None
     format: PatchFormat = "auto"
-    checks: Sequence[str] = ()
+    # None (unset): git config applyonce.check (multi-valued), else none. Given (even empty),
+    # it replaces the config's.
+    checks: Sequence[str] | None = None
     check_timeout: float = 300.0
     # Built-in checks not to run ("syntax", "markers"). Like ``checks``, not part of the call's
     # identity (DESIGN §3: a call is its patch); the receipt lists each one as skipped.
-    skip_checks: Sequence[str] = ()
-    protect: Sequence[str] = ()
+    # None: git config applyonce.skipCheck.
+    skip_checks: Sequence[str] | None = None
+    # Globs of paths that need approval. None: git config applyonce.protect.
+    protect: Sequence[str] | None = None
     approve: Approver | None = None
     require_approval: bool = False
     # How long this call's claim holds without renewal (None: git config applyonce.leaseSeconds,
@@ -85,12 +94,23 @@ class CallOptions:
     # Told about a --check still running, about once a second: (its command, seconds so far).
     # For a terminal's elapsed line; not part of the call's identity.
     check_progress: Callable[[str, float], None] | None = None
+    # A touched path with uncommitted changes: "refuse" it (exit 4), or "commit" it first, in a
+    # snapshot commit under the call's (see flow.dirty). None: git config applyonce.dirty, else
+    # "refuse". Like ``checks``, not part of the call's identity.
+    dirty: DirtyMode | None = None
 
     def __post_init__(self) -> None:
-        skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks
-        object.__setattr__(self, "skip_checks", check_skip_names(skip))
-        object.__setattr__(self, "checks", tuple(self.checks))
-        object.__setattr__(self, "protect", tuple(self.protect))
+        if self.skip_checks is not None:
+            skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks
+            object.__setattr__(self, "skip_checks", check_skip_names(skip))
+        for name in ("checks", "protect"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        if self.dirty is not None and self.dirty not in DIRTY_MODES:
+            raise UsageError(
+                f"unknown --dirty {self.dirty!r}", hint="use " + " or ".join(DIRTY_MODES)
+            )
 
 
 @dataclass(frozen=True)

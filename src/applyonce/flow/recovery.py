@@ -274,7 +274,7 @@ def _orphan_commit(ctx: Context, call_id: str, base: str | None) -> str | None:
         commit = event.data.get("commit")
         if event.data.get("base") != base or not commit or not ctx.store.has_object(commit):
             return None
-        if ctx.store.written.missing(str(commit)):
+        if ctx.store.written.missing(str(commit), down_to=base):
             return None  # pruned in part: publishing it would leave the branch broken
         if call_id not in ctx.store.trailers_of(commit).all("Call-Id"):
             return None

@@ -14,6 +14,7 @@ from applyonce.core.revert import REVERT_TOOL, REVERT_TOOL_VERSION, RevertArgs
 from applyonce.errors import UsageError
 from applyonce.flow.apply import run_call
 from applyonce.flow.changes import plan_call
+from applyonce.flow.config import with_config
 from applyonce.flow.context import Context
 from applyonce.flow.leases import lease_length
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
@@ -72,6 +73,7 @@ def revert(ctx: Context, call_id: str, options: CallOptions) -> CallOutcome:
     if not options.check_timeout > 0:
         raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
     lease = lease_length(ctx, options.lease_seconds)
+    options = with_config(ctx, options)  # applyonce.check, .skipCheck, .dirty, as for a patch
     args, ident = identify_revert(ctx, call_id, options)
     if ctx.receipts.read_bytes(ident.call_id) is None:
         _check_on_branch(ctx, args)

@@ -12,6 +12,7 @@ from pathlib import Path
 from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.errors import ApplyOnceError
 from applyonce.flow.context import Context
+from applyonce.flow.dirty import sync_base
 from applyonce.git.checkouts import SyncReport
 from applyonce.state.files import ensure_dir
 from applyonce.state.ledger import Event, EventKind, RowChange
@@ -44,7 +45,7 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                     if record.from_:
                         paths[record.from_] = None
             pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
-            bases = [r.base_commit for r in group] + sorted(b for b in pending if b is not None)
+            bases = [sync_base(ctx, r) for r in group] + sorted(b for b in pending if b is not None)
             since = _oldest_base(ctx, ref, bases)
             ref_reports = ctx.checkouts.sync_checkouts(
                 ref, since, list(paths), journal=lock_journal(ctx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +42,27 @@ class DirtyPathError(ConflictError):
 
     kind = "dirty-path"
     default_retryable = True
-    default_hint = "commit or stash your changes to it, then repeat the call"
+    default_hint = "commit or stash them, or pass --dirty commit"
+
+
+@dataclass(frozen=True)
+class DirtyPath:
+    """A touched path the user changed in a checkout: the versions (blob ID, mode) it has in
+    the work tree (``current``, what ``git add`` would stage), the index and the base."""
+
+    path: str
+    worktree: str
+    current: Version
+    staged: Version
+    expected: Version
+
+    def error(self) -> DirtyPathError:
+        state = "is untracked" if self.expected[0] is None else "has uncommitted changes"
+        return DirtyPathError(
+            f"{self.path} {state} in the checkout at {self.worktree}",
+            path=self.path,
+            worktree=self.worktree,
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,84 @@ class Checkouts:
             UnsupportedIndexError: the checkout has a split index.
             FilterDriverError: a path's filter driver is missing or fails.
         """
+        for found in self._dirty(ref, base, paths):
+            raise found.error()
+
+    def dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[str]:
+        """The touched paths the checkouts of ``ref`` hold in a version ``base`` does not
+        (reads only)."""
+        return sorted({found.path for found in self._dirty(ref, base, paths)})
+
+    def dirty_versions(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
+        """The user's changes on ``paths`` in the checkouts of ``ref``, each as the version
+        ``git commit -- PATH`` would commit (the work tree's file, through the clean filters),
+        its blob written (for ``--dirty commit``). Reads the checkout; writes objects only.
+
+        Raises:
+            DirtyPathError: a change that cannot be committed as it is: a directory or an
+                unreadable file where the path is, staged content that differs from the work
+                tree's (committing either would lose the other), or two checkouts that differ.
+        """
+        found: dict[str, DirtyPath] = {}
+        for dirty in self._dirty(ref, base, paths):
+            path = dirty.path
+            if dirty.current[0] in ("directory", "unreadable"):
+                raise DirtyPathError(
+                    f"{path} is a {dirty.current[0]} entry in the checkout at {dirty.worktree},"
+                    " which cannot be committed as a file",
+                    path=path,
+                    worktree=dirty.worktree,
+                    hint="move it aside, then repeat the call",
+                )
+            if dirty.staged not in (dirty.current, dirty.expected):
+                raise DirtyPathError(
+                    f"{path} has staged changes that differ from the work tree in the checkout"
+                    f" at {dirty.worktree}",
+                    path=path,
+                    worktree=dirty.worktree,
+                    hint="stage all of it ('git add') or none of it, then repeat the call",
+                )
+            if path in found and found[path].current != dirty.current:
+                raise DirtyPathError(
+                    f"{path} has different uncommitted changes in two checkouts",
+                    path=path,
+                    hint="commit or stash them in one of the checkouts, then repeat the call",
+                )
+            found[path] = dirty
+        for dirty in found.values():
+            self._write_blob(dirty)
+        return list(found.values())
+
+    def _write_blob(self, dirty: DirtyPath) -> None:
+        """Write the object of the work tree's version of ``dirty.path`` (as ``git add`` would)."""
+        blob = dirty.current[0]
+        if blob is None:
+            return
+        if blob in self.store.repo:  # kept for the publish, like every object of the staging
+            self.store.written.remember(pygit2.Oid(hex=blob))
+            return
+        checkout = pygit2.Repository(dirty.worktree)
+        full = Path(dirty.worktree) / dirty.path
+        if full.is_symlink():
+            oid = self.store.repo.create_blob(os.fsencode(os.readlink(full)))
+        elif (driver := filter_of(checkout, dirty.path)) is not None:
+            oid = pygit2.Oid(
+                hex=clean_blob(checkout, Path(dirty.worktree), dirty.path, driver, write=True)
+            )
+        else:
+            oid = checkout.create_blob_fromworkdir(dirty.path)
+        if str(oid) != blob:
+            raise DirtyPathError(
+                f"{dirty.path} changed while it was read in the checkout at {dirty.worktree}",
+                path=dirty.path,
+                worktree=dirty.worktree,
+                hint="repeat the call",
+            )
+        self.store.written.remember(oid)
+
+    def _dirty(self, ref: str, base: GitTree, paths: Iterable[str]) -> Iterator[DirtyPath]:
+        """Each touched path that a checkout of ``ref`` holds in a version the base does not."""
+        paths = list(paths)
         for checkout in self.checkouts_of(ref):
             root = Path(checkout.workdir)
             index = read_index(checkout)
@@ -116,10 +214,7 @@ class Checkouts:
                         checkout, root, path, staged, trusts_mode=trusts_mode
                     )
                 if current != expected or staged != expected:
-                    state = "is untracked" if expected[0] is None else "has uncommitted changes"
-                    raise DirtyPathError(
-                        f"{path} {state} in the checkout at {root}", path=path, worktree=str(root)
-                    )
+                    yield DirtyPath(path, str(root), current, staged, expected)
 
     def sync_checkouts(
         self, ref: str, base_commit: str | None, paths: Iterable[str], *, journal: Path

@@ -58,13 +58,15 @@ def _required(config: pygit2.Config, driver: str) -> bool:
         return False
 
 
-def clean_blob(repo: pygit2.Repository, root: Path, path: str, driver: str) -> str:
-    """The blob ID git would commit the work-tree file ``path`` as (through ``driver``'s clean)."""
+def clean_blob(
+    repo: pygit2.Repository, root: Path, path: str, driver: str, *, write: bool = False
+) -> str:
+    """The blob ID git would commit the work-tree file ``path`` as (through ``driver``'s clean);
+    ``write``: the blob is written too, as ``git add`` would."""
     with open(root / path, "rb") as stream:
         data = stream.read()
-    out = _git(
-        repo, root, driver, "clean", ["hash-object", f"--path={path}", "--stdin"], data, path
-    )
+    args = ["hash-object", *(["-w"] if write else []), f"--path={path}", "--stdin"]
+    out = _git(repo, root, driver, "clean", args, data, path)
     return out.decode().strip()
 
 

@@ -60,6 +60,11 @@ def writing_objects(objects_dir: Path) -> Iterator[None]:
         ) from None
 
 
+# ``down_to`` of :meth:`WrittenObjects.missing`: only the commit itself, over its first parent.
+PARENT = "parent"
+MAX_CHAIN = 4
+
+
 class WrittenObjects:
     """The raw objects written for the current staging, by ID, in the order written (blobs,
     trees bottom-up, the commit)."""
@@ -109,15 +114,16 @@ class WrittenObjects:
                 assert str(written) == oid, (written, oid)
         return missing
 
-    def ensure_complete(self, commit_id: str) -> None:
+    def ensure_complete(self, commit_id: str, *, down_to: str | None = PARENT) -> None:
         """Make sure the commit and every object it adds over its first parent are on disk,
-        writing back what this process wrote and a prune removed.
+        writing back what this process wrote and a prune removed (``down_to``: the same for
+        each commit on the first-parent chain down to this one, the ref's old tip).
 
         Raises:
             ObjectsMissingError: an object is gone and not known here (nothing is published).
         """
         self.restore()
-        missing = self.missing(commit_id)
+        missing = self.missing(commit_id, down_to=down_to)
         if missing:
             raise ObjectsMissingError(
                 f"commit {commit_id[:12]} needs {len(missing)} objects that are gone"
@@ -125,10 +131,24 @@ class WrittenObjects:
                 commit=commit_id,
             )
 
-    def missing(self, commit_id: str) -> list[str]:
+    def missing(self, commit_id: str, *, down_to: str | None = PARENT) -> list[str]:
         """The objects the commit needs beyond its first parent's tree that are not on disk:
         the commit, its tree, and the trees and blobs that differ from the parent's (cost:
-        the changed paths, not the repository)."""
+        the changed paths, not the repository). ``down_to``: also those of the commits on its
+        first-parent chain down to that one (a call's commit on the snapshot of the user's
+        changes publishes both), at most :data:`MAX_CHAIN` commits."""
+        chain = [commit_id]
+        if down_to != PARENT:
+            while len(chain) < MAX_CHAIN and chain[-1] in self.repo:
+                commit = self.repo[chain[-1]]
+                assert isinstance(commit, pygit2.Commit)
+                parent = str(commit.parent_ids[0]) if commit.parent_ids else None
+                if parent is None or parent == down_to:
+                    break
+                chain.append(parent)
+        return [oid for one in chain for oid in self._missing_of(one)]
+
+    def _missing_of(self, commit_id: str) -> list[str]:
         odb = self._disk_odb()
         if commit_id not in odb:
             return [commit_id]

@@ -103,7 +103,7 @@ class LocalRefPublisher:
         # Never a branch pointing at missing objects: what a concurrent prune removed is
         # rewritten first, and again after the move (a prune that judged them unreachable just
         # before it may still be deleting).
-        self.store.written.ensure_complete(new)
+        self.store.written.ensure_complete(new, down_to=expected)
         self._compare_and_swap(ref, expected, new, reason=reason)
         self.store.written.restore()
 
@@ -158,9 +158,7 @@ class LocalRefPublisher:
                 return
             current = self.store.repo.references.get(ref)
             if current is None or str(current.target) != expected:
-                raise TipMovedError(
-                    ref, expected, None if current is None else str(current.target)
-                )
+                raise TipMovedError(ref, expected, None if current is None else str(current.target))
             # set_target passes the value read above to libgit2 as the expected old value,
             # checked under the ref's lock: a writer between the read and here makes it fail.
             current.set_target(pygit2.Oid(hex=new), reason)

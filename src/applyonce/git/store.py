@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,15 +228,19 @@ class GitStore:
 
     # --- writing objects ----------------------------------------------------------------------
 
-    def write_tree(self, base: GitTree, plan: TreePlan) -> tuple[str, dict[str, str]]:
-        """Write the blobs and trees of ``plan`` on top of ``base``.
+    def write_tree(
+        self, base: GitTree, plan: TreePlan, *, fresh: bool = True
+    ) -> tuple[str, dict[str, str]]:
+        """Write the blobs and trees of ``plan`` on top of ``base`` (``fresh``: a new staging
+        begins; False: it continues one, e.g. on a snapshot of the user's changes).
 
         Returns:
             The new root tree ID and the blob ID of every written path.
         """
         edits: dict[str, tuple[pygit2.Oid, int] | None] = {path: None for path in plan.removed}
         blobs: dict[str, str] = {}
-        self.written.reset()
+        if fresh:
+            self.written.reset()
         with writing_objects(self.objects_dir):
             for change in plan.changes:
                 if change.content is None:
@@ -287,6 +291,19 @@ class GitStore:
             return None
         return self.written.remember(builder.write())
 
+    def write_tree_of(self, base: GitTree, versions: Mapping[str, Version]) -> str:
+        """Write the tree of ``base`` with each path of ``versions`` set to its version (the
+        blob already written; ``(None, None)`` removes the path), as part of the current
+        staging. Returns the new root tree ID."""
+        edits: dict[str, tuple[pygit2.Oid, int] | None] = {}
+        for path, (blob, mode) in versions.items():
+            edits[path] = None if blob is None or mode is None else (pygit2.Oid(hex=blob), mode)
+        with writing_objects(self.objects_dir):
+            root = self._build(base.tree, edits)
+            if root is None:
+                root = self.written.remember(self.repo.TreeBuilder().write())
+        return str(root)
+
     def config_value(self, name: str) -> str | None:
         """``name`` (e.g. ``applyonce.leaseSeconds``) from the git config the repository sees —
         its own, the user's, the system's — or None. Where a patch cannot change it."""
@@ -295,6 +312,14 @@ class GitStore:
             return str(config[name]) if name in config else None
         except (pygit2.GitError, KeyError, ValueError):
             return None
+
+    def config_values(self, name: str) -> list[str]:
+        """Every value of the multi-valued ``name`` (e.g. ``applyonce.check``) in the git config
+        the repository sees, in git's order (system, user, repository; none: [])."""
+        try:
+            return [str(v) for v in self.repo.config.get_multivar(name) if v is not None]
+        except (pygit2.GitError, KeyError, ValueError):
+            return []
 
     def signature(self) -> pygit2.Signature:
         try:

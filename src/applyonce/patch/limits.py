@@ -188,7 +188,6 @@ def write_error(count: int, limits: Limits, *, bound: bool) -> LimitError:
     to ``count``; else at least ``count``, as far as the plan got)."""
     amount = f"{'up to' if bound else 'at least'} {show_bytes(count)}"
     return LimitError(
-        f"the patch would write {amount}, more than the limit of "
-        f"{show_bytes(limits.write_bytes)}",
+        f"the patch would write {amount}, more than the limit of {show_bytes(limits.write_bytes)}",
         hint=f"split the change into several smaller patches, {_raise_hint('write_bytes')}",
     )
