@@ -40,7 +40,14 @@ from applyonce.core.receipt import Receipt
 from applyonce.core.texts import error_text
 from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.executor import CallDiff, CallOptions, Executor, PlanView, UnknownOutcomeError
+from applyonce.executor import (
+    CallDiff,
+    CallOptions,
+    Executor,
+    PlanView,
+    ReplayNote,
+    UnknownOutcomeError,
+)
 from applyonce.flow.sync import sync_warnings
 from applyonce.schemas import TOOL_NAME
 from applyonce.state.ledger import CallBusyError
@@ -64,6 +71,8 @@ class ToolOutput:
     receipt: Receipt | None = None
     landed_commit: str | None = None
     replayed: bool = False
+    # A repeat of a finished call: what it found (see applyonce.flow.replays.ReplayNote).
+    replay: ReplayNote | None = None
     error: dict[str, Any] | None = None
 
 
@@ -131,6 +140,7 @@ class PatchRunner:
         *,
         tool_call_id: str | None = None,
         approve: Callable[[PlanView], bool] | None = None,
+        attempt: int | None = None,
     ) -> ToolOutput:
         """Apply ``patch`` exactly once and say what happened, in the words the model is given.
 
@@ -139,9 +149,12 @@ class PatchRunner:
             tool_call_id: the model's tool-call ID, recorded in the commit and receipt.
             approve: asked with the plan before a call that is about to run; a repeat or a
                 reconciled call is never asked.
+            attempt: the model's attempt number (None: the options' one); a new attempt is a
+                new call.
         """
         options = dataclasses.replace(
             self.options,
+            attempt=self.options.attempt if attempt is None else attempt,
             tool_call_id=tool_call_id,
             approve=approve or self.options.approve,
             require_approval=self.options.require_approval or approve is not None,
@@ -173,11 +186,14 @@ class PatchRunner:
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
         receipt = outcome.receipt
+        if outcome.replay_note is not None:
+            log.info("%s", outcome.replay_note)
         return ToolOutput(
             receipt.output,
             is_error=receipt.status != "committed",
             receipt=receipt,
             replayed=outcome.replayed,
+            replay=outcome.replay,
         )
 
     def dry_run(self, patch: str, *, tool_call_id: str | None = None) -> DryRun | ToolOutput:
@@ -334,10 +350,15 @@ class ToolCallAdapter:
         if call.name != self.tool_name:
             return self._fallback(call)
         try:
-            patch = call.patch_text()
+            arguments = call.patch_arguments()
         except ToolInputError as exc:
             return call.result(error_output(exc).text, is_error=True)
-        output = self.runner.run(patch, tool_call_id=call.id, approve=self._approver(call))
+        output = self.runner.run(
+            arguments.patch,
+            tool_call_id=call.id,
+            approve=self._approver(call),
+            attempt=arguments.attempt,
+        )
         return call.result(output.text, is_error=output.is_error)
 
     def _approver(self, call: ToolCall) -> Callable[[PlanView], bool] | None:

@@ -40,8 +40,8 @@ from applyonce.state.ledger import (
     identity_data,
     judge_claim,
     judge_release,
-    judge_reopen,
     judge_renew,
+    judge_reopen,
     judge_take_over,
 )
 

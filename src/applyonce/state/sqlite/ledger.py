@@ -39,8 +39,8 @@ from applyonce.state.ledger import (
     identity_data,
     judge_claim,
     judge_release,
-    judge_reopen,
     judge_renew,
+    judge_reopen,
     judge_take_over,
 )
 from applyonce.state.sqlite.connection import Database, database_error
