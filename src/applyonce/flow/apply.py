@@ -179,7 +179,7 @@ def _known_outcome(
         lessee.claimed()
     fault("after-claim")
     if claim.outcome == "replay":
-        reopened = _reopen(ctx, args, ident, claim, lessee)
+        reopened = _finished(ctx, args, ident, claim, lessee)
         if isinstance(reopened, CallOutcome):
             return reopened
         claim = reopened
@@ -202,7 +202,7 @@ def _known_outcome(
     return claim
 
 
-def _reopen(
+def _finished(
     ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, claim: Claim, lessee: Lessee
 ) -> CallOutcome | Claim:
     """A finished call: its stored result, or, for a rejection that depends on the repository
