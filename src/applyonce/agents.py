@@ -196,10 +196,16 @@ class PatchRunner:
             replay=outcome.replay,
         )
 
-    def dry_run(self, patch: str, *, tool_call_id: str | None = None) -> DryRun | ToolOutput:
+    def dry_run(
+        self, patch: str, *, tool_call_id: str | None = None, attempt: int | None = None
+    ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
         object, no receipt, no ledger entry). A refusal is an error output."""
-        options = dataclasses.replace(self.options, tool_call_id=tool_call_id)
+        options = dataclasses.replace(
+            self.options,
+            attempt=self.options.attempt if attempt is None else attempt,
+            tool_call_id=tool_call_id,
+        )
         try:
             executor = self.executor()
         except ApplyOnceError as exc:

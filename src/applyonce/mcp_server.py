@@ -172,7 +172,10 @@ class PatchServer:
         if call.dry_run:
             # Not behind the applies: it writes nothing.
             planned = await self._in_thread(
-                self.runner.dry_run, call.patch, tool_call_id=call.tool_call_id
+                self.runner.dry_run,
+                call.patch,
+                tool_call_id=call.tool_call_id,
+                attempt=call.attempt,
             )
             if isinstance(planned, ToolOutput):
                 return _text(planned.text, patch_result(None, error=planned.error), is_error=True)

@@ -13,6 +13,7 @@ from tests.adapters.test_mcp_server import text_of, with_session
 from tests.conftest import Repo
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+ADD = "*** Begin Patch\n*** Add File: docs/n.md\n+# n\n*** End Patch\n"
 SUCCESS = "Success. Updated the following files:\nM src/util.py\n"
 
 
@@ -67,11 +68,20 @@ def test_mcp_attempt_is_a_new_call(repo: Repo, tmp_path: Path) -> None:
         results["again"] = await session.call_tool("apply_patch", {"patch": PATCH})
         results["attempt"] = await session.call_tool("apply_patch", {"patch": PATCH, "attempt": 2})
         results["bad"] = await session.call_tool("apply_patch", {"patch": PATCH, "attempt": 0})
+        # A dry run plans the call of that attempt.
+        results["dry"] = await session.call_tool("apply_patch", {"patch": ADD, "dry_run": True})
+        results["dry4"] = await session.call_tool(
+            "apply_patch", {"patch": ADD, "attempt": 4, "dry_run": True}
+        )
+        results["add4"] = await session.call_tool("apply_patch", {"patch": ADD, "attempt": 4})
 
     with_session(repo, tmp_path / "server.err", scenario)
     assert text_of(results["first"]) == text_of(results["again"]) == SUCCESS
     assert results["attempt"].is_error is False and text_of(results["attempt"]) == SUCCESS
-    assert len(set(repo.call_ids())) == 2
+    assert len(set(repo.call_ids())) == 3  # attempt 1, attempt 2, and the added file
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
     assert results["bad"].is_error is True
     assert text_of(results["bad"]).startswith("error: bad arguments for apply_patch: attempt:")
+    dry, dry4, add4 = (results[k].structured_content for k in ("dry", "dry4", "add4"))
+    assert dry is not None and dry4 is not None and add4 is not None
+    assert add4["status"] == "committed" and add4["call_id"] == dry4["call_id"] != dry["call_id"]
