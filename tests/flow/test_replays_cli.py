@@ -167,11 +167,20 @@ def test_a_failed_check_runs_again_once_the_tip_moved(repo: Repo) -> None:
     rejected = orjson.loads(first.stdout)
     assert rejected["error"]["kind"] == "check-failed"
     assert apply(repo, UTIL, *check).returncode == 1  # same tip: stored
+    # The tip moves but the check still fails: judged again, rejected again at the new tip.
+    moved = _commit(repo, "README.md", "# still no ok.txt\n", "unrelated")
+    again = apply(repo, UTIL, *check, "--json")
+    assert again.returncode == 1 and again.stderr == ""
+    assert orjson.loads(again.stdout)["replayed"] is False
+    assert orjson.loads(again.stdout)["base_commit"] == moved
+    same = apply(repo, UTIL, *check)
+    assert same.returncode == 1 and f"still at {moved[:12]}, where it was rejected" in same.stderr
     _commit(repo, "ok.txt", "ok\n", "what the check needs")
     now = apply(repo, UTIL, *check, "--json")
     assert now.returncode == 0, now
     assert orjson.loads(now.stdout)["call_id"] == rejected["call_id"]
     assert repo.call_ids() == [rejected["call_id"]]
+    assert _events(repo, rejected["call_id"]).count("reevaluated") == 2
 
 
 def test_a_dirty_path_refusal_is_never_pinned(repo: Repo) -> None:
