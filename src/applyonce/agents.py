@@ -40,7 +40,14 @@ from applyonce.core.receipt import Receipt
 from applyonce.core.texts import error_text
 from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.executor import CallDiff, CallOptions, Executor, PlanView, UnknownOutcomeError
+from applyonce.executor import (
+    CallDiff,
+    CallOptions,
+    Executor,
+    PlanView,
+    ReplayNote,
+    UnknownOutcomeError,
+)
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 from applyonce.schemas import TEXT_EDITOR_NAME, TOOL_NAME
@@ -66,6 +73,8 @@ class ToolOutput:
     receipt: Receipt | None = None
     landed_commit: str | None = None
     replayed: bool = False
+    # A repeat of a finished call: what it found (see applyonce.flow.replays.ReplayNote).
+    replay: ReplayNote | None = None
     error: dict[str, Any] | None = None
 
 
@@ -134,6 +143,7 @@ class PatchRunner:
         tool_call_id: str | None = None,
         approve: Callable[[PlanView], bool] | None = None,
         format: PatchFormat | None = None,
+        attempt: int | None = None,
     ) -> ToolOutput:
         """Apply ``patch`` exactly once and say what happened, in the words the model is given.
 
@@ -143,9 +153,12 @@ class PatchRunner:
             approve: asked with the plan before a call that is about to run; a repeat or a
                 reconciled call is never asked.
             format: the patch's format, where the caller knows it (default: the options').
+            attempt: the model's attempt number (None: the options' one); a new attempt is a
+                new call.
         """
         options = dataclasses.replace(
             self.options,
+            attempt=self.options.attempt if attempt is None else attempt,
             tool_call_id=tool_call_id,
             approve=approve or self.options.approve,
             require_approval=self.options.require_approval or approve is not None,
@@ -178,17 +191,26 @@ class PatchRunner:
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
         receipt = outcome.receipt
+        if outcome.replay_note is not None:
+            log.info("%s", outcome.replay_note)
         return ToolOutput(
             receipt.output,
             is_error=receipt.status != "committed",
             receipt=receipt,
             replayed=outcome.replayed,
+            replay=outcome.replay,
         )
 
-    def dry_run(self, patch: str, *, tool_call_id: str | None = None) -> DryRun | ToolOutput:
+    def dry_run(
+        self, patch: str, *, tool_call_id: str | None = None, attempt: int | None = None
+    ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
         object, no receipt, no ledger entry). A refusal is an error output."""
-        options = dataclasses.replace(self.options, tool_call_id=tool_call_id)
+        options = dataclasses.replace(
+            self.options,
+            attempt=self.options.attempt if attempt is None else attempt,
+            tool_call_id=tool_call_id,
+        )
         try:
             executor = self.executor()
         except ApplyOnceError as exc:
@@ -351,10 +373,15 @@ class ToolCallAdapter:
         if call.name != self.tool_name:
             return self._fallback(call)
         try:
-            patch = call.patch_text()
+            arguments = call.patch_arguments()
         except ToolInputError as exc:
             return call.result(error_output(exc).text, is_error=True)
-        output = self.runner.run(patch, tool_call_id=call.id, approve=self._approver(call))
+        output = self.runner.run(
+            arguments.patch,
+            tool_call_id=call.id,
+            approve=self._approver(call),
+            attempt=arguments.attempt,
+        )
         return call.result(output.text, is_error=output.is_error)
 
     def _text_editor(self, call: ToolCall) -> dict[str, Any]:

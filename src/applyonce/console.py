@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import orjson
 import typer
+from pydantic import ValidationError
 
 import applyonce
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
@@ -203,15 +204,26 @@ def terminal_approver() -> Callable[[PlanView], bool]:
 
 
 def print_receipt(
-    executor: Executor, receipt: Receipt, as_json: bool, *, extra: dict[str, Any] | None = None
+    executor: Executor,
+    receipt: Receipt,
+    as_json: bool,
+    *,
+    extra: dict[str, Any] | None = None,
+    replayed: bool | None = None,
 ) -> None:
     """The receipt's output (stdout when committed, else stderr), or with ``as_json`` the
-    receipt as stored, with ``extra`` fields (``diff``) added beside its own."""
+    receipt as stored, with ``extra`` fields (``diff``) added beside its own, and, for a call
+    (not ``show``), ``"replayed"`` after them all."""
     if as_json:
         data = executor.receipt_bytes(receipt.call_id) or receipt.to_json()
-        if extra:
-            fields = {**orjson.loads(data), **extra}
-            data = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+        if extra or replayed is not None:
+            fields = stored_fields(data, receipt)
+            if extra:
+                fields = dict(sorted({**fields, **extra}.items()))
+            if replayed is not None:
+                fields.pop("replayed", None)
+                fields["replayed"] = replayed
+            data = orjson.dumps(fields, option=orjson.OPT_INDENT_2) + b"\n"
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
@@ -244,3 +256,15 @@ def print_diff(diff: CallDiff) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(b"\n" + diff.text)
     sys.stdout.flush()
+
+
+def stored_fields(stored: bytes, receipt: Receipt) -> dict[str, Any]:
+    """The stored receipt's fields, in their stored order and with their stored values (printed
+    again with two-space indents, as stored). Stored bytes that are no longer this call's
+    receipt (rewritten meanwhile) give way to the receipt the call returned."""
+    try:
+        fields = orjson.loads(stored)
+        same = isinstance(fields, dict) and Receipt.model_validate(fields) == receipt
+    except (orjson.JSONDecodeError, ValidationError):
+        same = False
+    return fields if same else orjson.loads(receipt.to_json())  # type: ignore[no-any-return]

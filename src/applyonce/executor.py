@@ -28,6 +28,7 @@ from applyonce.flow.context import Context, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replay import ReplayReport
+from applyonce.flow.replays import ReplayNote
 from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
 from applyonce.git.diffs import CallDiff
@@ -215,6 +216,7 @@ __all__ = [
     "CallOutcome",
     "Executor",
     "PlanView",
+    "ReplayNote",
     "UnknownOutcomeError",
     "contract_digest",
 ]

@@ -7,9 +7,9 @@ the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool e
 
 Three tools (definitions in :mod:`applyonce.schemas`):
 
-* ``apply_patch(patch, tool_call_id?, dry_run?)`` — the patch lands as one commit, exactly once; a
-  repeat returns the stored result and runs nothing. ``dry_run``: the plan and its diff, nothing
-  written, nothing recorded.
+* ``apply_patch(patch, tool_call_id?, dry_run?, attempt?)`` — the patch lands as one commit,
+  exactly once; a repeat returns the stored result and runs nothing (a new ``attempt`` is a
+  new call). ``dry_run``: the plan and its diff, nothing written, nothing recorded.
 * ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
 * ``revert_patch(call_id)`` — undo a call's commit with one new commit, exactly once.
 
@@ -179,7 +179,10 @@ class PatchServer:
         if call.dry_run:
             # Not behind the applies: it writes nothing.
             planned = await self._in_thread(
-                self.runner.dry_run, call.patch, tool_call_id=call.tool_call_id
+                self.runner.dry_run,
+                call.patch,
+                tool_call_id=call.tool_call_id,
+                attempt=call.attempt,
             )
             if isinstance(planned, ToolOutput):
                 return _text(planned.text, patch_result(None, error=planned.error), is_error=True)
@@ -187,7 +190,7 @@ class PatchServer:
             text = dry_run_text(planned.view, result.diff, result.diff_truncated)
             return _text(text, result)
         output, diff = await self._in_thread(
-            self._run_with_diff, call.patch, call.tool_call_id, one_at_a_time=True
+            self._run_with_diff, call.patch, call.tool_call_id, call.attempt, one_at_a_time=True
         )
         if call.tool_call_id is not None and output.receipt is not None:
             self.by_tool_call_id[call.tool_call_id] = output.receipt.call_id
@@ -201,11 +204,11 @@ class PatchServer:
         return _text(output.text, structured, is_error=output.is_error)
 
     def _run_with_diff(
-        self, patch: str, tool_call_id: str | None
+        self, patch: str, tool_call_id: str | None, attempt: int | None = None
     ) -> tuple[ToolOutput, CallDiff | None]:
         """Run the call, then read its diff from its commit. The call's outcome stands whatever
         happens to the diff: a diff that cannot be read is left out, never made an error."""
-        output = self.runner.run(patch, tool_call_id=tool_call_id)
+        output = self.runner.run(patch, tool_call_id=tool_call_id, attempt=attempt)
         if output.receipt is None or output.receipt.status != "committed":
             return output, None
         try:

@@ -66,6 +66,11 @@ On success the result is 'Success. Updated the following files:' then one line p
 A added, M modified, D deleted. On failure it is one line starting with 'error: '."""
 
 PATCH_FIELD_DESCRIPTION = "The whole patch text, from '*** Begin Patch' to '*** End Patch'."
+ATTEMPT_FIELD_DESCRIPTION = (
+    "Optional: 2, 3, ... to send a patch again as a new call when repeating it returns the stored "
+    "result of the first one (e.g. after the change was undone); leave it out (or null) otherwise."
+)
+MAX_ATTEMPT = 2**53 - 1
 
 RECEIPT_DESCRIPTION = (
     "The verified receipt of one apply_patch call as JSON: status, commit, files and their "
@@ -124,6 +129,13 @@ class PatchArguments(_Arguments):
     """The arguments a model gives ``apply_patch`` (OpenAI function tool, Anthropic tool)."""
 
     patch: str = Field(description=PATCH_FIELD_DESCRIPTION)
+    # A new attempt is a new call (DESIGN §3), as '--attempt' is on the command line.
+    attempt: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ATTEMPT,
+        description=ATTEMPT_FIELD_DESCRIPTION,
+    )
 
 
 class McpPatchArguments(PatchArguments):
@@ -237,9 +249,19 @@ OpenAIApi = Literal["responses", "chat"]
 OpenAIVariant = Literal["function", "custom"]
 
 
+def strict_parameters(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s schema as OpenAI's strict mode takes it: every property listed as required
+    (an optional one says so by allowing null, as pydantic writes it), and no defaults."""
+    schema = input_schema(model)
+    for prop in schema["properties"].values():
+        prop.pop("default", None)
+    schema["required"] = list(schema["properties"])
+    return schema
+
+
 def openai_tool(api: OpenAIApi = "responses", variant: OpenAIVariant = "function") -> BaseModel:
     """The ``apply_patch`` tool for one OpenAI API, as a JSON-schema function or a grammar tool."""
-    parameters = input_schema(PatchArguments)
+    parameters = strict_parameters(PatchArguments)
     if api == "responses":
         if variant == "function":
             return ResponsesFunctionTool(

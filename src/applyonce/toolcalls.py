@@ -67,10 +67,18 @@ class ToolCall:
         Raises:
             ToolInputError: the arguments are not ``{"patch": "<text>"}`` (or, freeform, text).
         """
+        return self.patch_arguments().patch
+
+    def patch_arguments(self) -> PatchArguments:
+        """The arguments of this ``apply_patch`` call (a freeform call's text is its patch).
+
+        Raises:
+            ToolInputError: the arguments are not :class:`PatchArguments` (or, freeform, text).
+        """
         if self.freeform:
             if not isinstance(self.arguments, str):
                 raise ToolInputError("the tool input is not text")
-            return self.arguments
+            return PatchArguments(patch=self.arguments)
         arguments = self.arguments
         if isinstance(arguments, str | bytes):
             try:
@@ -78,7 +86,7 @@ class ToolCall:
             except orjson.JSONDecodeError as exc:
                 raise ToolInputError(f"the tool arguments are not valid JSON ({exc})") from None
         try:
-            return PatchArguments.model_validate(arguments).patch
+            return PatchArguments.model_validate(arguments)
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(part) for part in problem["loc"]) or "arguments"

@@ -49,11 +49,19 @@ def test_openai_responses_tools() -> None:
     assert function["type"] == "function" and function["name"] == "apply_patch"
     assert function["strict"] is True
     # Strict mode: every property required, nothing else allowed.
+    properties = function["parameters"]["properties"]
     assert function["parameters"] == {
         "type": "object",
-        "properties": {"patch": {"type": "string", "description": function["parameters"]
-                                 ["properties"]["patch"]["description"]}},
-        "required": ["patch"],
+        "properties": {
+            "patch": {"type": "string", "description": properties["patch"]["description"]},
+            # Optional in strict mode: required, and null allowed.
+            "attempt": {
+                "anyOf": [{"type": "integer", "minimum": 1, "maximum": 2**53 - 1},
+                          {"type": "null"}],
+                "description": properties["attempt"]["description"],
+            },
+        },
+        "required": ["patch", "attempt"],
         "additionalProperties": False,
     }
     assert custom["type"] == "custom" and custom["name"] == "apply_patch"
@@ -66,7 +74,7 @@ def test_openai_chat_completions_tools() -> None:
     tools = schema("--for", "openai", "--api", "chat")
     assert tools["function"]["type"] == "function"
     assert tools["function"]["function"]["name"] == "apply_patch"
-    assert tools["function"]["function"]["parameters"]["required"] == ["patch"]
+    assert tools["function"]["function"]["parameters"]["required"] == ["patch", "attempt"]
     custom = tools["custom"]
     assert custom["type"] == "custom" and custom["custom"]["name"] == "apply_patch"
     assert custom["custom"]["format"] == {
@@ -87,7 +95,7 @@ def test_mcp_tools() -> None:
     tools = {tool["name"]: tool for tool in schema("--for", "mcp")}
     assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
     apply_patch = tools["apply_patch"]
-    assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id", "dry_run"}
+    assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id", "dry_run", "attempt"}
     assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"
     assert apply_patch["inputSchema"]["required"] == ["patch"]
     for tool in tools.values():  # the structured result's schema: an object, as MCP requires

@@ -11,7 +11,7 @@ import pytest
 from applyonce.core.checks import conflict_markers
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, Executor
-from tests.conftest import Repo, make_repo, run_cli
+from tests.conftest import Repo, make_repo, run_cli, stored_json
 
 CONFLICT_BLOCK = (
     "*** Begin Patch\n*** Update File: README.md\n@@\n # demo\n"
@@ -152,7 +152,7 @@ def test_skip_check_syntax_lets_python_2_through(repo: Repo) -> None:
     assert repo.git("status", "--porcelain") == ""
     # Repeated flags are one skip.
     again = apply(repo, PYTHON_2, "--skip-check", "syntax", "--skip-check", "syntax")
-    assert again.stdout == result.stdout
+    assert stored_json(again.stdout) == stored_json(result.stdout)
 
 
 def test_skip_check_is_not_part_of_the_calls_identity(repo: Repo) -> None:
@@ -166,7 +166,7 @@ def test_skip_check_is_not_part_of_the_calls_identity(repo: Repo) -> None:
     assert "--skip-check syntax" in rejected["error"]["hint"]
     assert_nothing_committed(repo, head, files)
     repeat = apply(repo, PYTHON_2, "--skip-check", "syntax")
-    assert repeat.returncode == 1 and repeat.stdout == first.stdout
+    assert repeat.returncode == 1 and stored_json(repeat.stdout) == stored_json(first.stdout)
     assert_nothing_committed(repo, head, files)
     second = apply(repo, PYTHON_2, "--skip-check", "syntax", "--attempt", "2")
     assert second.returncode == 0, second.stderr

@@ -11,14 +11,16 @@ import orjson
 import pytest
 
 from tests.conftest import APP_PATCH as PATCH
-from tests.conftest import Repo, apply
+from tests.conftest import Repo, apply, stored_json
 
 
 def test_same_call_twice_makes_one_commit_and_identical_output(repo: Repo) -> None:
     first = apply(repo, PATCH, "--json")
     second = apply(repo, PATCH, "--json")
     assert first.returncode == second.returncode == 0
-    assert first.stdout == second.stdout  # the stored receipt, byte for byte
+    assert stored_json(first.stdout) == stored_json(second.stdout)  # the receipt as stored
+    assert orjson.loads(first.stdout)["replayed"] is False
+    assert orjson.loads(second.stdout)["replayed"] is True
     assert repo.commit_count() == 2
     text_first = apply(repo, PATCH)
     assert text_first.stdout == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
@@ -40,7 +42,7 @@ def test_equivalent_spelling_is_the_same_call(repo: Repo, spelling: str) -> None
     again = apply(repo, spelling, "--json")
     assert again.returncode == 0, again.stderr
     assert orjson.loads(again.stdout)["call_id"] == orjson.loads(first.stdout)["call_id"]
-    assert again.stdout == first.stdout
+    assert stored_json(again.stdout) == stored_json(first.stdout)
     assert repo.commit_count() == 2
 
 
@@ -100,4 +102,4 @@ def test_known_call_replays_even_if_tree_changed_under_it(repo: Repo) -> None:
     repo.git("add", "d")
     repo.git("commit", "-q", "-m", "d is a link now")
     again = apply(repo, patch, "--json")
-    assert again.returncode == 0 and again.stdout == first.stdout
+    assert again.returncode == 0 and stored_json(again.stdout) == stored_json(first.stdout)

@@ -49,7 +49,8 @@ def test_failing_hunk_in_third_file_rejects_everything(repo: Repo) -> None:
     text = apply(repo, patch)
     assert text.returncode == 1
     assert text.stderr.startswith("error: src/app.py: hunk 1: expected lines not found")
-    assert text.stderr.count("\n") == 1
+    # The stored rejection (a repeat on the same tip), then the one line that says so.
+    assert text.stderr.count("\n") == 2 and "the stored rejection is returned" in text.stderr
 
 
 def test_malformed_patch_writes_nothing(repo: Repo) -> None:

@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -41,6 +41,7 @@ from applyonce.state.ledger import (
     judge_claim,
     judge_release,
     judge_renew,
+    judge_reopen,
     judge_take_over,
 )
 
@@ -156,6 +157,31 @@ class MemoryLedger:
             if event is not None:
                 _append(store, event)
             return claim
+
+    def reopen(
+        self,
+        call_id: str,
+        *,
+        owner: Owner,
+        rejected: str,
+        lease_seconds: float = DEFAULT_LEASE_S,
+        data: Mapping[str, Any] | None = None,
+    ) -> Claim | None:
+        execution_id = uuid.uuid4().hex
+        with self._transaction() as store:
+            found = store.rows.get(call_id)
+            judged = judge_reopen(
+                None if found is None else _row(found),
+                owner,
+                execution_id,
+                rejected=rejected,
+                lease=Lease.starting(time.time(), lease_seconds),
+                data=data,
+            )
+            if judged is None:
+                return None
+            _append(store, judged[1])
+            return judged[0]
 
     def take_over(
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S

@@ -203,6 +203,38 @@ def test_a_final_rejection_replays(ledger: Ledger) -> None:
     assert replay.row is not None and replay.row.exit_code == 1
 
 
+def test_a_final_rejection_is_reopened_once_in_one_reevaluated_event(ledger: Ledger) -> None:
+    claim = ledger.claim(IDENT, ref=REF, owner=ME)
+    ledger.record(
+        Event(
+            IDENT.call_id,
+            claim.execution_id,
+            EventKind.REJECTED,
+            RowChange(state="rejected", exit_code=1, retryable=False, base_commit="b" * 40),
+        )
+    )
+    assert ledger.reopen(IDENT.call_id, owner=ME, rejected="not-that-one") is None
+    reopened = ledger.reopen(
+        IDENT.call_id, owner=ME, rejected=claim.execution_id, data={"tip": "c" * 40}
+    )
+    assert reopened is not None and reopened.outcome == "run"
+    assert reopened.execution_id != claim.execution_id
+    row = row_of(ledger, IDENT.call_id)
+    assert row.state == "claimed" and row.execution_id == reopened.execution_id
+    assert row.owner == ME and row.lease is not None
+    # The second reopener of the same rejection loses: the row is no longer that rejection.
+    assert ledger.reopen(IDENT.call_id, owner=PARENT, rejected=claim.execution_id) is None
+    with pytest.raises(CallBusyError):
+        ledger.claim(IDENT, ref=REF, owner=PARENT)
+    [event] = [e for e in ledger.events(IDENT.call_id) if e.kind == "reevaluated"]
+    assert event.data["previous_state"] == "rejected" and event.data["tip"] == "c" * 40
+    assert event.data["previous_execution_id"] == claim.execution_id
+    assert kinds(ledger, IDENT.call_id) == ["claimed", "rejected", "reevaluated"]
+    folded = fold_events(ledger.events())[IDENT.call_id]
+    assert folded["state"] == "claimed" and folded["execution_id"] == reopened.execution_id
+    assert ledger.reopen(ident(9).call_id, owner=ME, rejected="x") is None  # no such call
+
+
 def test_an_unknown_call_is_left_to_a_person(ledger: Ledger) -> None:
     claim = ledger.claim(IDENT, ref=REF, owner=DEAD)
     ledger.record(

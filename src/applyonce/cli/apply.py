@@ -133,9 +133,12 @@ def apply(
         outcome = executor.call(text, options)
     # The output stays first and byte for byte what the agent is given; the diff comes after it.
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
-    print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
+    extra = diff_fields(committed) if diff else None
+    print_receipt(executor, outcome.receipt, json, extra=extra, replayed=outcome.replayed)
     if committed is not None and not json:
         print_diff(committed)
+    if outcome.replay_note is not None:
+        typer.echo(f"applyonce: {outcome.replay_note}", err=True)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
     executor.close()

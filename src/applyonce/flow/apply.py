@@ -42,6 +42,7 @@ from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
+from applyonce.flow.replays import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
 from applyonce.flow.sync import sync_after_publish
 from applyonce.flow.verify import (
@@ -203,12 +204,10 @@ def _known_outcome(
         lessee.claimed()
     fault("after-claim")
     if claim.outcome == "replay":
-        receipt = stored_receipt(ctx, ident.call_id)
-        check_still_on_branch(ctx, receipt)
-        confirm_adopted(ctx, receipt, args)
-        unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
-        reports = sync_after_publish(ctx, receipt) if unsynced else []
-        return CallOutcome(receipt, tuple(reports), replayed=True)
+        reopened = _finished(ctx, args, ident, claim, lessee)
+        if isinstance(reopened, CallOutcome):
+            return reopened
+        claim = reopened
     if claim.outcome == "unknown":
         raise _unknown(ctx, ident)
     if claim.outcome == "takeover":
@@ -228,8 +227,50 @@ def _known_outcome(
     return claim
 
 
+def _finished(
+    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, claim: Claim, lessee: Lessee
+) -> CallOutcome | Claim:
+    """A finished call: its stored result, or, for a rejection that depends on the repository
+    on a tip other than the one it was rejected at (:func:`reevaluates`), the claim under which
+    it runs again. Of several processes reopening it, one runs; the others claim it as usual
+    (it is busy, or they return what that run stored)."""
+    receipt = stored_receipt(ctx, ident.call_id)
+    tip = ctx.publisher.tip(args.ref)
+    if reevaluates(receipt, tip):
+        reopened = ctx.ledger.reopen(
+            ident.call_id,
+            owner=lessee.owner,
+            rejected=claim.execution_id,
+            lease_seconds=lessee.seconds,
+            data={
+                "kind": (receipt.error or {}).get("kind"),
+                "rejected_at": receipt.base_commit,
+                "tip": tip,
+            },
+        )
+        if reopened is None:
+            claim = ctx.ledger.claim(
+                ident, ref=args.ref, owner=lessee.owner, lease_seconds=lessee.seconds, args=args
+            )
+            if claim.outcome != "replay":
+                if claim.outcome in ("run", "takeover"):
+                    lessee.claimed()
+                return claim
+            receipt = stored_receipt(ctx, ident.call_id)
+        else:
+            lessee.claimed()
+            return reopened
+    check_still_on_branch(ctx, receipt)
+    confirm_adopted(ctx, receipt, args)
+    unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
+    reports = sync_after_publish(ctx, receipt) if unsynced else []
+    return CallOutcome(receipt, tuple(reports), replayed=True, replay=replay_note(ctx, receipt))
+
+
 def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
-    return CallOutcome(receipt, tuple(sync_after_publish(ctx, receipt)), replayed=replayed)
+    reports = tuple(sync_after_publish(ctx, receipt))
+    note = replay_note(ctx, receipt) if replayed else None
+    return CallOutcome(receipt, reports, replayed=replayed, replay=note)
 
 
 def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
@@ -349,7 +390,9 @@ def _run(
     except ForgedCallIdError:
         raise  # the call was recorded unknown: it is not a rejection
     except ApplyOnceError as exc:
-        return CallOutcome(settle.reject(ctx, prepared, exc, checks))
+        # Rejected at the tip it was last staged on: a repeat judges it again only elsewhere.
+        judged = prepared.model_copy(update={"base_commit": base})
+        return CallOutcome(settle.reject(ctx, judged, exc, checks))
     fault("after-publish")
     try:
         committed = _settle_published(ctx, prepared, tree_plan, blobs, parent, commit_id, checks)

@@ -15,6 +15,7 @@ from applyonce.core.identity import EMPTY_CONTRACT_SHA256
 from applyonce.core.plan import TreePlan
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
+from applyonce.flow.replays import ReplayNote
 from applyonce.git.checkouts import SyncReport
 from applyonce.patch import PatchFormat
 
@@ -116,11 +117,19 @@ class CallOptions:
 @dataclass(frozen=True)
 class CallOutcome:
     """What one call gives back: its receipt, what the checkout sync did, and whether the call
-    had finished before (``replayed``: nothing ran, the stored result was returned)."""
+    had finished before (``replayed``: nothing ran, the stored result was returned; ``replay``
+    then says what the repeat found: the commit still on the branch, later commits that changed
+    its files, or that a stored rejection was returned)."""
 
     receipt: Receipt
     sync_reports: tuple[SyncReport, ...] = field(default=())
     replayed: bool = False
+    replay: ReplayNote | None = None
+
+    @property
+    def replay_note(self) -> str | None:
+        """The replay as one line (the CLI's stderr line), or None for a call that ran."""
+        return self.replay.line() if self.replay is not None else None
 
 
 def contract_digest(path: str | os.PathLike[str]) -> str:

@@ -9,10 +9,18 @@ file beside the ledger (:class:`applyonce.state.sqlite.history.SqliteHistoryCach
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
+import pygit2
+
 from applyonce.git.store import GitStore
+
+# How far "which later commits changed these paths" looks: the commits walked from the tip, and
+# the commits listed. A repeat answers at once, whatever the length of the branch since.
+LATER_WALK_LIMIT = 1000
+LATER_LISTED = 5
 
 
 class HistoryCache(Protocol):
@@ -114,3 +122,58 @@ class CallIdIndex:
         """Call-Id → commits ever seen on ``ref`` (some may be gone from it since), refreshed."""
         self.refresh(ref)
         return self.cache.calls(ref)
+
+
+@dataclass(frozen=True)
+class LaterCommit:
+    """A commit after a call's commit that changed some of the call's paths."""
+
+    commit: str
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LaterChanges:
+    """The commits on a branch after a call's commit that changed its paths, newest first.
+    ``complete`` is False when there may be more than ``commits`` lists (the list or the walk
+    reached its bound)."""
+
+    commits: tuple[LaterCommit, ...] = ()
+    complete: bool = True
+
+
+def later_changes(
+    store: GitStore,
+    tip: str,
+    commit: str,
+    paths: Iterable[str],
+    *,
+    walk_limit: int = LATER_WALK_LIMIT,
+    listed: int = LATER_LISTED,
+) -> LaterChanges:
+    """The commits reachable from ``tip`` and not from ``commit`` that changed any of ``paths``
+    (each compared with its first parent, path by path: no whole-tree diff), newest first.
+
+    Walks at most ``walk_limit`` commits and lists at most ``listed``.
+    """
+    wanted = sorted(set(paths))
+    found: list[LaterCommit] = []
+    for walked, later in enumerate(store.commits(tip, hide=commit)):
+        if walked >= walk_limit or len(found) >= listed:
+            return LaterChanges(tuple(found), complete=False)
+        parent = later.parents[0].tree if later.parents else None
+        changed = tuple(p for p in wanted if _entry(later.tree, p) != _entry(parent, p))
+        if changed:
+            found.append(LaterCommit(str(later.id), changed))
+    return LaterChanges(tuple(found))
+
+
+def _entry(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
+    """What ``tree`` holds at ``path``: its object ID and mode (None: nothing)."""
+    if tree is None:
+        return None
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    return str(entry.id), entry.filemode

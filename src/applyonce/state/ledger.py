@@ -46,6 +46,9 @@ class EventKind(enum.StrEnum):
     """What happened to a call (the ``kind`` of its events, in the order they usually come)."""
 
     CLAIMED = "claimed"
+    # A stored rejection that depends on the repository, run again on a branch tip other than
+    # the one it was rejected at: the claim goes from rejected back to claimed (see reopen).
+    REEVALUATED = "reevaluated"
     ADOPTED = "adopted"  # a row re-created from a receipt or a commit, its record being lost
     PREPARED = "prepared"
     STAGED = "staged"
@@ -231,6 +234,21 @@ class Ledger(Protocol):
             CallBusyError: the claim of another process holds (see :func:`hold_of`).
             KeyReusedError: the idempotency key was used with other arguments.
         """
+        ...
+
+    def reopen(
+        self,
+        call_id: str,
+        *,
+        owner: Owner,
+        rejected: str,
+        lease_seconds: float = DEFAULT_LEASE_S,
+        data: Mapping[str, Any] | None = None,
+    ) -> Claim | None:
+        """Claim again a call whose final rejection (execution ``rejected``) is to be judged
+        anew, in one ``reevaluated`` event carrying ``data``: of any number of processes
+        reopening one rejection, exactly one gets the ``run`` claim. None: the call is no longer
+        that rejection (another process reopened it first, or it changed since it was read)."""
         ...
 
     def take_over(
@@ -420,6 +438,32 @@ def judge_claim(
         {"previous_state": row.state, "previous_execution_id": row.execution_id},
     )
     return Claim(outcome, execution_id, row), event
+
+
+def judge_reopen(
+    row: CallRow | None,
+    owner: Owner,
+    execution_id: str,
+    *,
+    rejected: str,
+    lease: Lease,
+    data: Mapping[str, Any] | None,
+) -> tuple[Claim, Event] | None:
+    """The claim and event that reopen the final rejection ``rejected`` (None: the row is not
+    that rejection any more). The row is compared by its execution ID, so two reopeners of one
+    rejection cannot both win: the first changes it."""
+    if row is None or row.state != "rejected" or row.execution_id != rejected:
+        return None
+    event = Event(
+        row.call_id,
+        execution_id,
+        EventKind.REEVALUATED,
+        RowChange(
+            state="claimed", execution_id=execution_id, retryable=False, owner=owner, lease=lease
+        ),
+        {"previous_state": row.state, "previous_execution_id": row.execution_id, **(data or {})},
+    )
+    return Claim("run", execution_id, row), event
 
 
 def judge_take_over(

@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from applyonce.state.ledger import (
     judge_claim,
     judge_release,
     judge_renew,
+    judge_reopen,
     judge_take_over,
 )
 from applyonce.state.sqlite.connection import Database, database_error
@@ -360,6 +361,31 @@ class SqliteLedger:
             if event is not None:
                 self._append(db, event)
             return claim
+
+    def reopen(
+        self,
+        call_id: str,
+        *,
+        owner: Owner,
+        rejected: str,
+        lease_seconds: float = DEFAULT_LEASE_S,
+        data: Mapping[str, Any] | None = None,
+    ) -> Claim | None:
+        execution_id = uuid.uuid4().hex
+        with self._readable(), self.database.transaction() as db:
+            lease = Lease.starting(time.time(), lease_seconds)
+            judged = judge_reopen(
+                self._find(db, call_id),
+                owner,
+                execution_id,
+                rejected=rejected,
+                lease=lease,
+                data=data,
+            )
+            if judged is None:
+                return None
+            self._append(db, judged[1])
+            return judged[0]
 
     def take_over(
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
