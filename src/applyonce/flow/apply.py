@@ -228,7 +228,7 @@ def _known_outcome(
 
 
 def _finished(
-    ctx: Context, args: ApplyPatchArgs, ident: CallIdentity, claim: Claim, lessee: Lessee
+    ctx: Context, args: CallArgs, ident: CallIdentity, claim: Claim, lessee: Lessee
 ) -> CallOutcome | Claim:
     """A finished call: its stored result, or, for a rejection that depends on the repository
     on a tip other than the one it was rejected at (:func:`reevaluates`), the claim under which
