@@ -30,7 +30,11 @@ JSON_COMMANDS = sorted(
     if "json" in c.callback.__code__.co_varnames  # type: ignore[union-attr]
 )
 # Arguments a command needs before its --repo is even looked at.
-REQUIRED_ARGS = {"show": ["abcdef0123"], "resolve": ["abcdef0123", "--as", "rejected", "--note", "x"]}
+REQUIRED_ARGS = {
+    "show": ["abcdef0123"],
+    "revert": ["abcdef0123"],
+    "resolve": ["abcdef0123", "--as", "rejected", "--note", "x"],
+}
 
 
 def invoke(*args: str, input: str | None = None) -> Run:
@@ -60,8 +64,9 @@ def test_every_command_with_json_is_covered() -> None:
 def test_json_error_outside_a_repository_on_every_command(tmp_path: Path, command: str) -> None:
     nowhere = tmp_path / "not-a-repo"
     nowhere.mkdir()
-    result = invoke(command, *REQUIRED_ARGS.get(command, []), "--repo", str(nowhere), "--json",
-                     input=ADD)
+    result = invoke(
+        command, *REQUIRED_ARGS.get(command, []), "--repo", str(nowhere), "--json", input=ADD
+    )
     error = _error_document(result, 2, "not-a-repository")
     assert result.stderr == f"error: {error['message']}; {error['hint']}\n"
     assert list(nowhere.iterdir()) == []  # nothing written
@@ -105,8 +110,9 @@ def test_json_parse_error_in_a_real_process(repo: Repo) -> None:
 
 def test_a_json_value_of_another_option_is_not_json(repo: Repo) -> None:
     """``--note --json`` is a note whose text is "--json": parsed, not guessed."""
-    result = invoke("resolve", "abcdef0123", "--as", "rejected", "--note", "--json",
-                     "--repo", str(repo.path))
+    result = invoke(
+        "resolve", "abcdef0123", "--as", "rejected", "--note", "--json", "--repo", str(repo.path)
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: no call 'abcdef0123'")
 
@@ -115,8 +121,16 @@ def test_json_conflict_a_reused_key(repo: Repo) -> None:
     first = invoke("apply", "-", "--idempotency-key", "k1", "--repo", str(repo.path), input=ADD)
     assert first.returncode == 0, first.stderr
     head = repo.head()
-    reused = invoke("apply", "-", "--idempotency-key", "k1", "--json", "--repo", str(repo.path),
-                     input=UTIL_PATCH)
+    reused = invoke(
+        "apply",
+        "-",
+        "--idempotency-key",
+        "k1",
+        "--json",
+        "--repo",
+        str(repo.path),
+        input=UTIL_PATCH,
+    )
     error = _error_document(reused, 4, "idempotency-key-reused")
     assert reused.stderr == f"error: {error['message']}; {error['hint']}\n"
     assert repo.head() == head
@@ -160,14 +174,22 @@ def test_every_json_report_has_a_schema_version(repo: Repo) -> None:
     rows = orjson.loads(invoke("log", "--json", "--repo", str(repo.path)).stdout)
     assert isinstance(rows, list) and [row["schema_version"] for row in rows] == [1]
     # The receipt keeps its own "schema" and no other key: its bytes are a contract.
-    shown = orjson.loads(invoke("show", rows[0]["call_id"], "--json", "--repo", str(repo.path)).stdout)
+    shown = orjson.loads(
+        invoke("show", rows[0]["call_id"], "--json", "--repo", str(repo.path)).stdout
+    )
     assert shown["schema"] == 1 and "schema_version" not in shown
 
 
 def test_release_json_has_a_schema_version(repo: Repo) -> None:
     other_host = {"APPLYONCE_HOST_ID": "build-host-2.example.invalid"}
-    killed = run_cli("apply", "-", "--repo", str(repo.path), input=ADD,
-                     env={"APPLYONCE_FAULT": "after-claim", **other_host})
+    killed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        input=ADD,
+        env={"APPLYONCE_FAULT": "after-claim", **other_host},
+    )
     assert killed.returncode == -signal.SIGKILL
     [row] = orjson.loads(invoke("log", "--json", "--repo", str(repo.path)).stdout)
     released = invoke("resolve", row["call_id"], "--release", "--json", "--repo", str(repo.path))
@@ -185,10 +207,14 @@ def test_receipt_schema_validates_real_receipts(repo: Repo) -> None:
     committed = invoke("apply", "-", "--json", "--repo", str(repo.path), input=UTIL_PATCH)
     rejected = invoke("apply", "-", "--json", "--repo", str(repo.path), input=MISMATCH)
     assert (committed.returncode, rejected.returncode) == (0, 1)
-    receipts += [orjson.loads(committed.stdout), orjson.loads(rejected.stdout)]
+    # 'apply --json' is the receipt's fields, then whether the call was a replay.
+    printed_calls = [orjson.loads(committed.stdout), orjson.loads(rejected.stdout)]
+    assert [p.pop("replayed") for p in printed_calls] == [False, False]
+    receipts += printed_calls
     # An unknown outcome, settled by a person: the commit landed, then history was rewritten.
-    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=ADD,
-                      env={"APPLYONCE_FAULT": "after-publish"})
+    crashed = run_cli(
+        "apply", "-", "--repo", str(repo.path), input=ADD, env={"APPLYONCE_FAULT": "after-publish"}
+    )
     assert crashed.returncode == -signal.SIGKILL
     commit = repo.head()
     repo.git("reset", "-q", "--hard")
@@ -196,8 +222,19 @@ def test_receipt_schema_validates_real_receipts(repo: Repo) -> None:
     repo.git("cherry-pick", commit)
     assert invoke("recover", "--repo", str(repo.path)).returncode == 5
     call_id = repo.call_ids()[0]
-    resolved = invoke("resolve", call_id, "--as", "committed", "--commit", commit,
-                       "--note", "the first one counts", "--json", "--repo", str(repo.path))
+    resolved = invoke(
+        "resolve",
+        call_id,
+        "--as",
+        "committed",
+        "--commit",
+        commit,
+        "--note",
+        "the first one counts",
+        "--json",
+        "--repo",
+        str(repo.path),
+    )
     assert resolved.returncode == 0, resolved.stderr
     receipts.append(orjson.loads(resolved.stdout))
     assert [r["status"] for r in receipts] == ["committed", "rejected", "committed"]

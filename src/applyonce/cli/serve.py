@@ -103,7 +103,8 @@ def schema_command(
     --for anthropic --tool text-editor: Claude's own text editor tool (text_editor_20250728),
     which ToolCallAdapter serves: edits exactly once, views read-only.
 
-    --for receipt: the JSON Schema of a receipt (what 'apply --json' and 'show --json' print).
+    --for receipt: the JSON Schema of a receipt (what 'show --json' prints; 'apply --json' adds
+    'replayed').
     """
     if for_ == "receipt":
         if variant is not None or api != "responses":
