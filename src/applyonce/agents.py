@@ -37,7 +37,7 @@ from typing import Any
 
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
-from applyonce.core.texts import error_text
+from applyonce.core.texts import rejection_text
 from applyonce.core.texts import landed_text as landed_words
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import (
@@ -88,7 +88,7 @@ class DryRun:
 
 def error_output(error: ApplyOnceError) -> ToolOutput:
     """An expected failure, in the words a rejected receipt stores."""
-    return ToolOutput(error_text(error.message, error.hint), is_error=True, error=error.to_dict())
+    return ToolOutput(rejection_text(error.to_dict()), is_error=True, error=error.to_dict())
 
 
 class PatchRunner:

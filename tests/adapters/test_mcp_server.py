@@ -126,7 +126,8 @@ def test_a_rejection_is_a_tool_error_and_a_repeat_returns_it_unchanged(
     first, again = results
     assert first.is_error and again.is_error
     assert text_of(first).startswith("error: src/util.py: hunk 1: expected lines not found")
-    assert text_of(first).count("\n") == 1 and text_of(again) == text_of(first)
+    assert text_of(first).split("\n")[1] == "expected lines (1), not found in src/util.py:"
+    assert text_of(again) == text_of(first)
     assert repo.commit_count() == 1
 
 
