@@ -149,8 +149,9 @@ def test_a_str_replace_already_applied_says_where(tmp_path: Path) -> None:
     ).decode()
     result = apply(repo, edit)
     assert result.returncode == 1
-    assert "its new_str is already at cart.py:13 — was this edit applied already?" in (
-        result.stderr.split("\n")[0]
+    assert (
+        "its new_str is already at cart.py:13 — was this edit applied already?"
+        in (result.stderr.split("\n")[0])
     )
 
 

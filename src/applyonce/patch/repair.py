@@ -15,7 +15,7 @@ carries, beside every expected line:
 Both are linear in the file's size. The window is found by voting: each file line equal to an
 expected line votes for the one window that would put them side by side; an expected line that
 is blank, or repeated more than :data:`VOTE_LIMIT` times in the hunk, does not vote, so a file line
-casts at most that many votes (a search comparing the hunk at every place would cost file × hunk).
+casts at most that many votes (a search comparing the hunk at every place would cost file x hunk).
 """
 
 from __future__ import annotations
@@ -197,4 +197,5 @@ def text_not_found(body: str, old: str, new: str, *, path: str) -> tuple[str, di
     line = body.count("\n", 0, at)
     new_lines = new.split("\n")
     details |= repair_details(bodies, expected, line, new=new_lines, already_at=line)
-    return f"; its new_str is already at {path}:{line + 1} — was this edit applied already?", details
+    where = f"; its new_str is already at {path}:{line + 1} — was this edit applied already?"
+    return where, details
