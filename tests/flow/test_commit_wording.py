@@ -146,12 +146,23 @@ def test_a_summary_through_the_adapter_becomes_the_subject(repo: Repo) -> None:
     assert _parsed_trailers(repo)[-1] == "Tool-Call-Id"
 
 
-@pytest.mark.parametrize("summary", ["two\nlines", "x" * 101, "   ", 7])
-def test_a_bad_summary_is_an_error_result_and_writes_nothing(repo: Repo, summary: Any) -> None:
+@pytest.mark.parametrize(
+    ("summary", "says"),
+    [
+        ("two\nlines", "String should match pattern"),
+        ("x" * 101, "String should have at most 100 characters"),
+        ("   ", "String should match pattern"),
+        (7, "Input should be a valid string"),
+    ],
+    ids=["two-lines", "too-long", "blank", "not-text"],
+)
+def test_a_bad_summary_is_an_error_result_and_writes_nothing(
+    repo: Repo, summary: Any, says: str
+) -> None:
     head = repo.head()
     [result] = ToolCallAdapter(repo.path).run([_tool_use(summary)])
     assert result["is_error"] is True
-    assert result["content"].startswith("error: bad tool arguments: summary")
+    assert result["content"].startswith(f"error: bad tool arguments: summary: {says}")
     assert repo.head() == head and not repo.state_dir().exists()
 
 
@@ -223,3 +234,26 @@ def test_the_adapter_logs_the_identity_warning_and_keeps_it_out_of_the_tool_text
             pygit2.settings.search_path[level] = path
     assert result["content"] == "Success. Updated the following files:\nM src/util.py\n"
     assert WARNING.removeprefix("warning: ").strip() in caplog.text
+
+
+def test_git_author_and_committer_variables_are_an_identity_as_for_git(
+    repo: Repo, tmp_path: Path
+) -> None:
+    env = {
+        **_no_identity_env(tmp_path),
+        "GIT_AUTHOR_NAME": "Env Author",
+        "GIT_AUTHOR_EMAIL": "author@example.invalid",
+        "GIT_COMMITTER_NAME": "Env Committer",
+        "GIT_COMMITTER_EMAIL": "committer@example.invalid",
+    }
+    proc = subprocess.run(
+        ["python3", "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
+        input=UTIL_PATCH,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stderr == ""
+    people = repo.git("log", "-1", "--format=%an <%ae>|%cn <%ce>").strip()
+    assert people == "Env Author <author@example.invalid>|Env Committer <committer@example.invalid>"

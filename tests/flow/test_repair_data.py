@@ -16,7 +16,6 @@ import pytest
 
 from applyonce.patch import HunkApplyError, parse
 from applyonce.patch.apply import apply_hunks
-from applyonce.patch.repair import repair_details
 from tests.conftest import apply, make_repo, run_cli
 
 # 30 lines: a cart module with a function in the middle that a stale patch misremembers.
@@ -161,6 +160,8 @@ def test_the_nearest_region_stays_linear_on_a_large_file() -> None:
     block = [f"    value_{k} = compute({k})" for k in range(40)]
     bodies = block * 5000
     expected = [*block[:20], "    missing = 1", *block[20:]]
+    from applyonce.patch.repair import repair_details
+
     start = time.perf_counter()
     details = repair_details(bodies, expected, near=100_000)
     elapsed = time.perf_counter() - start
