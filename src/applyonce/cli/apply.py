@@ -155,8 +155,8 @@ def apply(
         typer.echo(f"applyonce: {outcome.replay_note}", err=True)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
-    committed = outcome.receipt.status == "committed" and not outcome.replayed
-    if committed and (unsigned := executor.identity_warning()) is not None:
+    new_commit = outcome.receipt.status == "committed" and not outcome.replayed
+    if new_commit and (unsigned := executor.identity_warning()) is not None:
         typer.echo(f"warning: {unsigned}", err=True)
     executor.close()
     if outcome.receipt.exit_code:
