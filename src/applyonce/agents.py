@@ -37,8 +37,8 @@ from typing import Any
 
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
-from applyonce.core.texts import error_text
 from applyonce.core.texts import landed_text as landed_words
+from applyonce.core.texts import rejection_text
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import (
     CallDiff,
@@ -88,7 +88,7 @@ class DryRun:
 
 def error_output(error: ApplyOnceError) -> ToolOutput:
     """An expected failure, in the words a rejected receipt stores."""
-    return ToolOutput(error_text(error.message, error.hint), is_error=True, error=error.to_dict())
+    return ToolOutput(rejection_text(error.to_dict()), is_error=True, error=error.to_dict())
 
 
 class PatchRunner:
@@ -144,6 +144,7 @@ class PatchRunner:
         approve: Callable[[PlanView], bool] | None = None,
         format: PatchFormat | None = None,
         attempt: int | None = None,
+        summary: str | None = None,
     ) -> ToolOutput:
         """Apply ``patch`` exactly once and say what happened, in the words the model is given.
 
@@ -155,9 +156,16 @@ class PatchRunner:
             format: the patch's format, where the caller knows it (default: the options').
             attempt: the model's attempt number (None: the options' one); a new attempt is a
                 new call.
+            summary: the commit's subject (one line), instead of the default one; not part of
+                the call's identity.
         """
+        try:
+            message = summary if summary is not None else self.options.message
+            options = dataclasses.replace(self.options, message=message)
+        except ApplyOnceError as exc:  # a summary the commit cannot carry
+            return error_output(exc)
         options = dataclasses.replace(
-            self.options,
+            options,
             attempt=self.options.attempt if attempt is None else attempt,
             tool_call_id=tool_call_id,
             approve=approve or self.options.approve,
@@ -190,6 +198,9 @@ class PatchRunner:
             return self._after_failure(executor, exc, args, ident, tip_before, patch, options)
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
+        committed = outcome.receipt.status == "committed" and not outcome.replayed
+        if committed and (unsigned := executor.identity_warning()) is not None:
+            log.warning("%s", unsigned)  # stderr of a server, never the tool's text
         receipt = outcome.receipt
         if outcome.replay_note is not None:
             log.info("%s", outcome.replay_note)
@@ -381,6 +392,7 @@ class ToolCallAdapter:
             tool_call_id=call.id,
             approve=self._approver(call),
             attempt=arguments.attempt,
+            summary=arguments.summary,
         )
         return call.result(output.text, is_error=output.is_error)
 

@@ -32,6 +32,7 @@ from applyonce.flow.replays import ReplayNote
 from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
 from applyonce.git.diffs import CallDiff
+from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
 
 
@@ -198,6 +199,16 @@ class Executor:
             f"{letters.get(change.status, 'M')} {change.path}"
             for change in store.changes_in(store.parent_of(commit), commit)
         ]
+
+    def identity_warning(self) -> str | None:
+        """A one-line warning when commits here fall back to applyonce's own identity (no
+        user.name/user.email in the git config, nor GIT_AUTHOR_*/GIT_COMMITTER_* set)."""
+        if self.context.store.has_identity():
+            return None
+        return (
+            "no git identity configured (user.name/user.email); committed as "
+            f"{FALLBACK_NAME} <{FALLBACK_EMAIL}>; set them with git config"
+        )
 
     def stored_receipt(self, call_id: str) -> Receipt:
         """The verified terminal receipt of ``call_id``."""

@@ -190,7 +190,12 @@ class PatchServer:
             text = dry_run_text(planned.view, result.diff, result.diff_truncated)
             return _text(text, result)
         output, diff = await self._in_thread(
-            self._run_with_diff, call.patch, call.tool_call_id, call.attempt, one_at_a_time=True
+            self._run_with_diff,
+            call.patch,
+            call.tool_call_id,
+            call.attempt,
+            call.summary,
+            one_at_a_time=True,
         )
         if call.tool_call_id is not None and output.receipt is not None:
             self.by_tool_call_id[call.tool_call_id] = output.receipt.call_id
@@ -204,11 +209,17 @@ class PatchServer:
         return _text(output.text, structured, is_error=output.is_error)
 
     def _run_with_diff(
-        self, patch: str, tool_call_id: str | None, attempt: int | None = None
+        self,
+        patch: str,
+        tool_call_id: str | None,
+        attempt: int | None = None,
+        summary: str | None = None,
     ) -> tuple[ToolOutput, CallDiff | None]:
         """Run the call, then read its diff from its commit. The call's outcome stands whatever
         happens to the diff: a diff that cannot be read is left out, never made an error."""
-        output = self.runner.run(patch, tool_call_id=tool_call_id, attempt=attempt)
+        output = self.runner.run(
+            patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary
+        )
         if output.receipt is None or output.receipt.status != "committed":
             return output, None
         try:

@@ -63,7 +63,9 @@ one place is refused, never guessed: give it an @@ anchor or more context.
 Example:
 {EXAMPLE_PATCH}
 On success the result is 'Success. Updated the following files:' then one line per file: \
-A added, M modified, D deleted. On failure it is one line starting with 'error: '."""
+A added, M modified, D deleted. On failure it starts with one line 'error: ...'; when a \
+hunk's lines were not found, every expected line follows, then the nearest lines of the file \
+numbered 'NN | text': copy the lines to change from there."""
 
 PATCH_FIELD_DESCRIPTION = "The whole patch text, from '*** Begin Patch' to '*** End Patch'."
 ATTEMPT_FIELD_DESCRIPTION = (
@@ -125,6 +127,9 @@ class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_lean)
 
 
+SUMMARY_LIMIT = 100  # a summary is a commit subject: one line, refused when longer
+
+
 class PatchArguments(_Arguments):
     """The arguments a model gives ``apply_patch`` (OpenAI function tool, Anthropic tool)."""
 
@@ -135,6 +140,15 @@ class PatchArguments(_Arguments):
         ge=1,
         le=MAX_ATTEMPT,
         description=ATTEMPT_FIELD_DESCRIPTION,
+    )
+    summary: str | None = Field(
+        default=None,
+        max_length=SUMMARY_LIMIT,
+        pattern=r"^[^\r\n]*\S[^\r\n]*$",
+        description=(
+            "Optional: one line (at most 100 characters) saying what the change does; it becomes "
+            "the commit's subject."
+        ),
     )
 
 
@@ -251,10 +265,14 @@ OpenAIVariant = Literal["function", "custom"]
 
 def strict_parameters(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s schema as OpenAI's strict mode takes it: every property listed as required
-    (an optional one says so by allowing null, as pydantic writes it), and no defaults."""
+    (an optional one says so by allowing null, as pydantic writes it), and no defaults; a
+    string's length and pattern are left to the check here (``summary``)."""
     schema = input_schema(model)
     for prop in schema["properties"].values():
         prop.pop("default", None)
+        for choice in prop.get("anyOf", []):
+            choice.pop("maxLength", None)
+            choice.pop("pattern", None)
     schema["required"] = list(schema["properties"])
     return schema
 

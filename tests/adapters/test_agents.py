@@ -188,7 +188,8 @@ def test_a_rejected_patch_is_an_error_result_and_replays_as_stored(repo: Repo) -
     [first] = adapter.run([anthropic_block(stale)])
     assert first["is_error"] is True
     assert first["content"].startswith("error: src/util.py: hunk 1: expected lines not found")
-    assert first["content"].count("\n") == 1
+    # One error line, then the repair data (every expected line, the nearest region, a hint).
+    assert first["content"].split("\n")[1] == "expected lines (1), not found in src/util.py:"
     assert ToolCallAdapter(repo.path).run([anthropic_block(stale)]) == [first]
     assert repo.commit_count() == 1
 

@@ -126,7 +126,8 @@ def test_a_rejection_is_a_tool_error_and_a_repeat_returns_it_unchanged(
     first, again = results
     assert first.is_error and again.is_error
     assert text_of(first).startswith("error: src/util.py: hunk 1: expected lines not found")
-    assert text_of(first).count("\n") == 1 and text_of(again) == text_of(first)
+    assert text_of(first).split("\n")[1] == "expected lines (1), not found in src/util.py:"
+    assert text_of(again) == text_of(first)
     assert repo.commit_count() == 1
 
 
@@ -234,3 +235,24 @@ def test_patch_receipt_finds_a_call_by_id_prefix_or_tool_call_id(repo: Repo) -> 
     for key, reason in [("abc", "error: no call 'abc'"), (7, "error: bad arguments for patch_receipt")]:
         missing = receipt(key)
         assert missing.is_error is True and text_of(missing).startswith(reason)
+
+
+def test_a_summary_becomes_the_commit_subject_and_a_bad_one_is_a_tool_error(
+    repo: Repo, tmp_path: Path
+) -> None:
+    results: list[types.CallToolResult] = []
+
+    async def scenario(session: ClientSession) -> None:
+        results.append(
+            await session.call_tool("apply_patch", {"patch": PATCH_2, "summary": "a\nb"})
+        )
+        results.append(
+            await session.call_tool("apply_patch", {"patch": PATCH, "summary": "Raise VALUE"})
+        )
+
+    with_session(repo, tmp_path / "server.err", scenario)
+    refused, applied = results
+    assert refused.is_error and "summary" in text_of(refused)
+    assert not applied.is_error, text_of(applied)
+    assert repo.git("log", "-1", "--format=%s").strip() == "Raise VALUE"
+    assert repo.commit_count() == 2  # the base and the summarised call; the refusal wrote nothing

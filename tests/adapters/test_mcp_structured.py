@@ -105,7 +105,10 @@ def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
     assert text_of(seen["stale"]).startswith("error: src/util.py: hunk 1: expected lines not found")
     assert stale["status"] == "rejected" and stale["commit"] is None and stale["diff"] is None
     assert stale["error"]["kind"] == "hunk-mismatch"
-    assert text_of(seen["stale"]) == f"error: {stale['error']['message']}; {stale['error']['hint']}\n"
+    # The text's first line is the error's; the repair data (expected lines, nearest region)
+    # follows on the lines after it.
+    first_line = text_of(seen["stale"]).split("\n")[0]
+    assert first_line == f"error: {stale['error']['message']}; {stale['error']['hint']}"
     assert stale["error"]["hint"]
 
     # A dry run: the plan and its diff, and nothing written (branch, index, objects, record).

@@ -48,7 +48,7 @@ def test_openai_responses_tools() -> None:
     function, custom = tools["function"], tools["custom"]
     assert function["type"] == "function" and function["name"] == "apply_patch"
     assert function["strict"] is True
-    # Strict mode: every property required, nothing else allowed.
+    # Strict mode: every property required (an optional one nullable), nothing else allowed.
     properties = function["parameters"]["properties"]
     assert function["parameters"] == {
         "type": "object",
@@ -60,8 +60,12 @@ def test_openai_responses_tools() -> None:
                           {"type": "null"}],
                 "description": properties["attempt"]["description"],
             },
+            "summary": {
+                "anyOf": [{"type": "string"}, {"type": "null"}],
+                "description": properties["summary"]["description"],
+            },
         },
-        "required": ["patch", "attempt"],
+        "required": ["patch", "attempt", "summary"],
         "additionalProperties": False,
     }
     assert custom["type"] == "custom" and custom["name"] == "apply_patch"
@@ -74,7 +78,9 @@ def test_openai_chat_completions_tools() -> None:
     tools = schema("--for", "openai", "--api", "chat")
     assert tools["function"]["type"] == "function"
     assert tools["function"]["function"]["name"] == "apply_patch"
-    assert tools["function"]["function"]["parameters"]["required"] == ["patch", "attempt"]
+    assert tools["function"]["function"]["parameters"]["required"] == [
+        "patch", "attempt", "summary"
+    ]
     custom = tools["custom"]
     assert custom["type"] == "custom" and custom["custom"]["name"] == "apply_patch"
     assert custom["custom"]["format"] == {
@@ -95,7 +101,9 @@ def test_mcp_tools() -> None:
     tools = {tool["name"]: tool for tool in schema("--for", "mcp")}
     assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
     apply_patch = tools["apply_patch"]
-    assert set(apply_patch["inputSchema"]["properties"]) == {"patch", "tool_call_id", "dry_run", "attempt"}
+    assert set(apply_patch["inputSchema"]["properties"]) == {
+        "patch", "tool_call_id", "dry_run", "attempt", "summary"
+    }
     assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"
     assert apply_patch["inputSchema"]["required"] == ["patch"]
     for tool in tools.values():  # the structured result's schema: an object, as MCP requires

@@ -314,7 +314,16 @@ def test_end_of_file_hunk_not_at_end_is_refused() -> None:
     with pytest.raises(HunkApplyError) as info:
         apply_hunks(b"a\nb\nc\n", [hunk("-b", "+B", eof=True, line=3)], path="f")
     assert "at the end of the file" in info.value.message
-    assert info.value.details == {"path": "f", "hunk": 1, "patch_line": 3, "expected": ["b"]}
+    assert info.value.details == {
+        "path": "f",
+        "hunk": 1,
+        "patch_line": 3,
+        "expected": ["b"],
+        # The repair data (``patch/repair.py``): the nearest region of the file.
+        "region_start": 1,
+        "region": ["a", "b", "c"],
+        "region_equal": 1,
+    }
 
 
 def test_end_of_file_hunk_may_not_overlap_the_previous_hunk() -> None:
@@ -380,6 +389,9 @@ def test_hunk_not_found_error_fields() -> None:
         "hunk": 2,
         "patch_line": 12,
         "expected": ["two", "three"],
+        "region_start": 1,
+        "region": ["one", "two"],
+        "region_equal": 1,
     }
     assert err.message == "pkg/mod.py: hunk 2: expected lines not found (first: 'two')"
     assert "\n" not in err.one_line()

@@ -49,8 +49,12 @@ def test_failing_hunk_in_third_file_rejects_everything(repo: Repo) -> None:
     text = apply(repo, patch)
     assert text.returncode == 1
     assert text.stderr.startswith("error: src/app.py: hunk 1: expected lines not found")
-    # The stored rejection (a repeat on the same tip), then the one line that says so.
-    assert text.stderr.count("\n") == 2 and "the stored rejection is returned" in text.stderr
+    # The stored rejection (a repeat on the same tip): its output (the error line, then the
+    # repair data), then the one line that says it is the stored one.
+    assert text.stderr.startswith(receipt["output"])
+    assert text.stderr.split("\n")[1] == "expected lines (1), not found in src/app.py:"
+    rest = text.stderr.removeprefix(receipt["output"])
+    assert rest.count("\n") == 1 and "the stored rejection is returned" in rest
 
 
 def test_malformed_patch_writes_nothing(repo: Repo) -> None:

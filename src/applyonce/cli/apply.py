@@ -89,6 +89,18 @@ def apply(
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            "-m",
+            help="The commit's subject line, then an optional body after a blank line.",
+        ),
+    ] = None,
+    trailer: Annotated[
+        list[str] | None,
+        typer.Option(help="A commit trailer, KEY=VALUE (e.g. Co-authored-by=...); repeatable."),
+    ] = None,
 ) -> None:
     """Apply a patch as one commit, exactly once."""
     if format not in ("auto", "codex", "unified", "edit-json"):
@@ -110,6 +122,8 @@ def apply(
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,
+        message=message,
+        trailers=[_trailer(item) for item in trailer or []],
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir)
@@ -141,6 +155,20 @@ def apply(
         typer.echo(f"applyonce: {outcome.replay_note}", err=True)
     for warning in sync_warnings(outcome.sync_reports):
         typer.echo(f"warning: {warning}", err=True)
+    new_commit = outcome.receipt.status == "committed" and not outcome.replayed
+    if new_commit and (unsigned := executor.identity_warning()) is not None:
+        typer.echo(f"warning: {unsigned}", err=True)
     executor.close()
     if outcome.receipt.exit_code:
         raise typer.Exit(outcome.receipt.exit_code)
+
+
+def _trailer(item: str) -> tuple[str, str]:
+    """``--trailer KEY=VALUE`` as ``(KEY, VALUE)`` (checked by ``CallOptions``)."""
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise UsageError(
+            f"--trailer {item[:60]!r} is not KEY=VALUE",
+            hint="write it as --trailer 'Co-authored-by=Name <mail>'",
+        )
+    return key, value

@@ -17,16 +17,102 @@ full list is then in the body.
 
 With ``--dirty commit`` the call's commit has a parent of its own making, the snapshot of the
 user's changes (:func:`build_snapshot_message`), trailer ``Snapshot-For: <call ID>``.
+
+The caller may word the message (``apply --message``, an MCP ``summary``): its first line replaces
+the subject, the rest is the body. Its own trailers (``--trailer Co-authored-by=…``) go in the
+same last paragraph, before applyonce's, since git reads only the last paragraph as trailers; a
+caller's trailer may not use a token applyonce reads (:data:`RESERVED_TRAILERS`), so it can neither
+override nor forge one. None of this is part of the call's identity (DESIGN §3: a call is its
+patch): a repeat returns the first call's commit, worded as that call worded it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.plan import TreePlan
+from applyonce.errors import UsageError
 
 SUBJECT_LIMIT = 72
+# Tokens applyonce writes or reads in a commit's trailers, compared without regard to case.
+RESERVED_TRAILERS = frozenset(
+    token.lower()
+    for token in (
+        "Call-Id",
+        "Contract-Sha256",
+        "Attempt",
+        "Tool",
+        "Tool-Version",
+        "Args-Sha256",
+        "Idempotency-Key",
+        "Tool-Call-Id",
+        "Snapshot-For",
+        "Reverts-Call-Id",
+    )
+)
+_TOKEN = re.compile(r"[A-Za-z0-9-]+")  # a trailer token, as git's trailer.c reads one
+# A line that hides what follows it from git's trailer parser: a scissors line (commit.c).
+_SCISSORS = re.compile(r"^\S? ?-+ >8 -+$", re.MULTILINE)
+MESSAGE_LIMIT = 64 * 1024
+
+
+def check_message(message: str | None) -> str | None:
+    """``message`` as the commit will carry it (subject, then the body after a blank line), or
+    None for the default.
+
+    Raises:
+        UsageError: an empty subject, a NUL byte, a scissors line, or over 64 KiB.
+    """
+    if message is None:
+        return None
+    lines = message.replace("\r\n", "\n").strip().split("\n")
+    subject = lines[0].strip()
+    body = "\n".join(line.rstrip() for line in lines[1:]).strip("\n")
+    if not subject:
+        raise UsageError("the commit message is empty", hint="give --message a subject line")
+    if "\0" in message or "\r" in subject or len(message) > MESSAGE_LIMIT:
+        raise UsageError(
+            "the commit message has a NUL byte or a carriage return, or is over 64 KiB",
+            hint="give --message plain text",
+        )
+    if _SCISSORS.search(body):
+        raise UsageError(
+            "the commit message has a scissors line ('-- >8 --'), which would hide the call's "
+            "trailers from git",
+            hint="leave that line out of --message",
+        )
+    return subject + (f"\n\n{body}" if body else "")
+
+
+def check_trailers(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The caller's trailers, each ``(token, value)`` checked.
+
+    Raises:
+        UsageError: a token that is not a git trailer token, or one applyonce reads; an empty
+            value, or one with a line break.
+    """
+    out = []
+    for token, value in pairs:
+        token, value = token.strip(), value.strip()
+        if not _TOKEN.fullmatch(token):
+            raise UsageError(
+                f"--trailer {token[:60]!r}: not a git trailer key (letters, digits and '-' only)",
+                hint="write it as KEY=VALUE, e.g. --trailer 'Co-authored-by=Name <mail>'",
+            )
+        if token.lower() in RESERVED_TRAILERS:
+            raise UsageError(
+                f"--trailer {token}: applyonce writes that trailer itself; it cannot be given",
+                hint="use another key",
+            )
+        if not value or any(c in value for c in "\r\n\0"):
+            raise UsageError(
+                f"--trailer {token}: the value is empty or has a line break",
+                hint="give a one-line value: --trailer KEY=VALUE",
+            )
+        out.append((token, value))
+    return tuple(out)
 
 
 def build_message(
@@ -35,9 +121,16 @@ def build_message(
     *,
     tool_call_id: str | None,
     extra: Sequence[tuple[str, str]] = (),
+    message: str | None = None,
+    trailers: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The message of the call's commit; ``extra``: trailers of its kind of call
-    (``Reverts-Call-Id``), after applyonce's own."""
+    """The message of the call's commit: ``message`` (checked by :func:`check_message`) or the
+    default subject and body, then one last paragraph: the caller's ``trailers``, applyonce's
+    own, and ``extra``, trailers of its kind of call (``Reverts-Call-Id``)."""
+    own = [f"{token}: {value}" for token, value in trailers]
+    if message is not None:
+        lines = [*own, *_identity_lines(ident, tool_call_id, extra)]
+        return f"{message}\n\n" + "\n".join(lines) + "\n"
     entries = plan.summary_lines()
     subject = f"{ident.tool}: " + ", ".join(entries)
     body = ""
@@ -52,6 +145,13 @@ def build_message(
         more = len(entries) - len(shown)
         subject = f"{ident.tool}: " + ", ".join(shown) + (f" (+{more} more)" if more else "")
         body = "\n".join(entries) + "\n\n"
+    lines = [*own, *_identity_lines(ident, tool_call_id, extra)]
+    return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
+
+
+def _identity_lines(
+    ident: CallIdentity, tool_call_id: str | None, extra: Sequence[tuple[str, str]]
+) -> list[str]:
     lines = [
         f"Call-Id: {ident.call_id}",
         f"Contract-Sha256: {ident.contract_sha256}",
@@ -65,7 +165,7 @@ def build_message(
     if tool_call_id is not None:
         lines.append(f"Tool-Call-Id: {tool_call_id}")
     lines.extend(f"{key}: {value}" for key, value in extra)
-    return f"{subject}\n\n{body}" + "\n".join(lines) + "\n"
+    return lines
 
 
 SNAPSHOT_FOR = "Snapshot-For"

@@ -8,7 +8,8 @@ what its record says can never drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from applyonce.core.receipt import FileRecord, Receipt
 
@@ -25,6 +26,76 @@ def error_text(message: str, hint: str = "") -> str:
     """A rejection: ``error: what happened; what to do`` on one line."""
     line = f"{message}; {hint}" if hint else message
     return f"error: {' '.join(line.split(chr(10)))}\n"
+
+
+EXPECTED_SHOWN = 200  # expected lines shown at most (a receipt keeps them all)
+_SHOWN_CHARS = 300
+
+
+def _shown(line: str) -> str:
+    line = line.rstrip("\r")
+    return line if len(line) <= _SHOWN_CHARS else line[:_SHOWN_CHARS] + "…"
+
+
+def _numbered(number: str, line: str) -> str:
+    """``NN | text`` (no space after the bar for an empty line)."""
+    line = _shown(line)
+    return f"{number:>2} |" + (f" {line}" if line else "")
+
+
+def repair_text(error: Mapping[str, Any]) -> str:
+    """The lines after a rejection's ``error:`` line that help the model repair its patch: every
+    expected line, the nearest region of the file numbered ``NN | text``, and a hint. Empty for
+    an error without a ``region`` (and for receipts written before there was one, so their stored
+    output is derived again unchanged)."""
+    region = error.get("region")
+    if not isinstance(region, list):
+        return ""
+    path = str(error.get("path", "the file"))
+    expected = [str(line) for line in error.get("expected") or []]
+    start = int(error.get("region_start", 1))
+    already = error.get("already_applied_at")
+    out: list[str] = []
+    if expected:
+        out.append(f"expected lines ({len(expected)}), not found in {path}:")
+        out += [_numbered("", line) for line in expected[:EXPECTED_SHOWN]]
+        if len(expected) > EXPECTED_SHOWN:
+            out.append(f"  … and {len(expected) - EXPECTED_SHOWN} more")
+    stop = start + len(region) - 1
+    if not region:
+        out.append(f"{path} is empty")
+    elif already is not None:
+        out.append(f"{path}, lines {start}-{stop}, with the new lines at line {already}:")
+    elif error.get("region_equal"):
+        out.append(
+            f"nearest lines in {path} (lines {start}-{stop}; {error['region_equal']} of "
+            f"{len(expected)} expected lines equal, whitespace ignored):"
+        )
+    else:
+        out.append(
+            f"none of the expected lines is in {path}, whitespace ignored; lines {start}-{stop}, "
+            "where the search began:"
+        )
+    width = len(str(stop))
+    out += [_numbered(f"{n:>{width}}", line) for n, line in enumerate(region, start)]
+    if already is not None:
+        out.append(
+            f"hint: from line {already} on, {path} already reads as the change would leave it; "
+            "re-read it and send only what is still missing"
+        )
+    elif region:
+        out.append(
+            "hint: copy the lines to change from the numbered lines above, without the 'NN | ' "
+            "prefix, then send the change again"
+        )
+    return "".join(line + "\n" for line in out)
+
+
+def rejection_text(error: Mapping[str, Any]) -> str:
+    """What a rejected call says: the ``error:`` line, then any repair data."""
+    return error_text(str(error.get("message", "")), str(error.get("hint", ""))) + repair_text(
+        error
+    )
 
 
 def unknown_text(call_id: str) -> str:
@@ -51,5 +122,5 @@ def receipt_text(receipt: Receipt) -> str | None:
     if receipt.status == "committed":
         return success_text(receipt.files)
     if receipt.status == "rejected" and receipt.error is not None:
-        return error_text(receipt.error.get("message", ""), receipt.error.get("hint", ""))
+        return rejection_text(receipt.error)
     return None

@@ -358,7 +358,12 @@ def _run(
             _record(ctx, ident, execution_id, EventKind.CHECKED, names)
             fault("after-check")
             message = build_message(
-                tree_plan, ident, tool_call_id=options.tool_call_id, extra=extra_trailers(args)
+                tree_plan,
+                ident,
+                tool_call_id=options.tool_call_id,
+                extra=extra_trailers(args),
+                message=options.message,
+                trailers=options.trailers,
             )
             commit_id = ctx.store.create_commit(tree_id, parent, message)
             _record(

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from applyonce.core.checks import check_skip_names
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
+from applyonce.core.message import check_message, check_trailers
 from applyonce.core.plan import TreePlan
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
@@ -99,8 +100,15 @@ class CallOptions:
     # snapshot commit under the call's (see flow.dirty). None: git config applyonce.dirty, else
     # "refuse". Like ``checks``, not part of the call's identity.
     dirty: DirtyMode | None = None
+    # The commit's wording (``--message``: subject, optional body; ``--trailer``: the caller's
+    # trailers, before applyonce's). Presentation, not identity: a repeat returns the commit the
+    # call made first, worded as it was then (core/message.py).
+    message: str | None = None
+    trailers: Sequence[tuple[str, str]] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "message", check_message(self.message))
+        object.__setattr__(self, "trailers", check_trailers(self.trailers))
         if self.skip_checks is not None:
             skip = (self.skip_checks,) if isinstance(self.skip_checks, str) else self.skip_checks
             object.__setattr__(self, "skip_checks", check_skip_names(skip))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import CheckRecord, FileRecord, Receipt
-from applyonce.core.texts import error_text, success_text, unknown_text
+from applyonce.core.texts import rejection_text, success_text, unknown_text
 from applyonce.errors import EXIT_COMMITTED, EXIT_UNKNOWN, ApplyOnceError
 from applyonce.faults import fault
 from applyonce.flow.context import Context
@@ -105,7 +105,7 @@ def reject(
     """Settle a call that did not take effect as ``rejected``, saying why."""
     records = getattr(error, "checks", checks)
     rejected = prepared.with_output(
-        error_text(error.message, error.hint),
+        rejection_text(error.to_dict()),
         status="rejected",
         error=error.to_dict(),
         checks=tuple(records),

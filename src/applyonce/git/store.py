@@ -321,20 +321,34 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return []
 
-    def signature(self) -> pygit2.Signature:
+    def signature(self, role: str = "COMMITTER") -> pygit2.Signature:
+        """Who ``role`` (``AUTHOR`` or ``COMMITTER``) is, as git names them:
+        ``GIT_<role>_NAME``/``GIT_<role>_EMAIL``, else ``user.name``/``user.email`` of the git
+        config the repository sees, else applyonce's own identity (:meth:`has_identity` tells)."""
+        return self._configured(role) or pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+
+    def has_identity(self) -> bool:
+        """Whether a commit made now is signed by a configured identity, not applyonce's own."""
+        return self._configured("AUTHOR") is not None and self._configured("COMMITTER") is not None
+
+    def _configured(self, role: str) -> pygit2.Signature | None:
+        name = os.environ.get(f"GIT_{role}_NAME") or self.config_value("user.name")
+        email = os.environ.get(f"GIT_{role}_EMAIL") or self.config_value("user.email")
+        if not (name and email):
+            return None
         try:
-            return self.repo.default_signature
-        except (KeyError, pygit2.GitError):
-            return pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+            return pygit2.Signature(name, email)
+        except (ValueError, pygit2.GitError):  # a name libgit2 refuses (angle brackets)
+            return None
 
     def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
         """Create the commit object. No ref moves."""
-        sig = self.signature()
+        author, committer = self.signature("AUTHOR"), self.signature()
         parents = [pygit2.Oid(hex=parent)] if parent else []
         self.written.restore()  # libgit2 refuses a commit whose tree is missing
         with writing_objects(self.objects_dir):
             tree = pygit2.Oid(hex=tree_id)
-            oid = self.repo.create_commit(None, sig, sig, message, tree, parents)
+            oid = self.repo.create_commit(None, author, committer, message, tree, parents)
         return str(self.written.remember(oid))
 
     # --- reading history ----------------------------------------------------------------------

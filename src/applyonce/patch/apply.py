@@ -71,6 +71,7 @@ from applyonce.patch.match import (
     decode_text,
 )
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
+from applyonce.patch.repair import hunk_not_found
 from applyonce.patch.search import find_ids, intern_into
 
 
@@ -145,15 +146,16 @@ def _apply_searched(
                 continue
             found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
         if found is None:
-            old = hunk.old_lines
-            raise HunkApplyError(
-                f"{where}: expected lines not found"
-                + (" at the end of the file" if hunk.end_of_file else "")
-                + f" (first: {old[0][:60]!r})",
+            raise hunk_not_found(
+                text.bodies,
+                text.ids,
+                hunk,
+                cursor,
                 path=path,
-                hunk=index,
-                patch_line=hunk.source_line,
-                expected=old,
+                index=index,
+                message=f"{where}: expected lines not found"
+                + (" at the end of the file" if hunk.end_of_file else "")
+                + f" (first: {hunk.old_lines[0][:60]!r})",
             )
         pos, level = found
         stop = pos + sum(1 for line in lines if line.kind != "+")
@@ -279,7 +281,8 @@ class _Image:
     patched: list[bool]
     _ids: dict[MatchLevel, tuple[list[int], dict[str, int]]] = field(default_factory=dict)
 
-    def _level_ids(self, level: MatchLevel) -> tuple[list[int], dict[str, int]]:
+    def level_ids(self, level: MatchLevel) -> tuple[list[int], dict[str, int]]:
+        """The lines' keys at ``level`` as ids, and the key -> id table (made once)."""
         if level not in self._ids:
             normalise = _NORMALISERS[level]
             keys = self.bodies if level is MatchLevel.EXACT else [normalise(b) for b in self.bodies]
@@ -325,7 +328,7 @@ class _Image:
         # ``pos`` and double it until a match fits or the window holds the whole file. A match in
         # a window of radius d is nearer than any outside it, and the windows' sizes add up to
         # O(file + hunk): the search is linear, and short when the hint is near.
-        ids, table = self._level_ids(level)
+        ids, table = self.level_ids(level)
         pattern = [table.get(line, -1) for line in want]
         if -1 in pattern:
             return None  # a line the file does not have
@@ -438,13 +441,15 @@ def _apply_positioned(
             where = " at the start of the file" if at_start else ""
             where = " at the end of the file" if at_end and not at_start else where
             first = old[0][:60] if old else ""
-            raise HunkApplyError(
-                f"{path}: hunk {index} (@@ -{hunk.old_start},{len(old)} @@): expected lines not "
-                f"found{where} (first: {first!r})",
+            raise hunk_not_found(
+                image.bodies,
+                image.level_ids,
+                hunk,
+                pos,
                 path=path,
-                hunk=index,
-                patch_line=hunk.source_line,
-                expected=old,
+                index=index,
+                message=f"{path}: hunk {index} (@@ -{hunk.old_start},{len(old)} @@): expected "
+                f"lines not found{where} (first: {first!r})",
             )
         start, level = found
         fuzzy = level is not MatchLevel.EXACT

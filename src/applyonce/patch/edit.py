@@ -36,6 +36,7 @@ from applyonce.patch.model import (
     InsertCommand,
     StrReplaceCommand,
 )
+from applyonce.patch.repair import ALREADY_HINT, text_not_found
 
 
 class EditCommandError(ApplyOnceError):
@@ -137,21 +138,26 @@ def _str_replace(text: str, command: StrReplaceCommand, path: str) -> str:
             if "\r" not in new:
                 new = new.replace("\n", "\r\n")
     if len(found) != 1:
+        already, repair = text_not_found(body, old, new, path=path) if not found else ("", {})
         lines = [body.count("\n", 0, at) + 1 for at in found]
         where = f" (lines {', '.join(map(str, lines[:10]))}{', …' if len(lines) > 10 else ''})"
         raise EditCommandError(
             f"{path}: {_label(command)}: old_str occurs {len(found)} times"
             + (where if found else "")
-            + "; it must occur exactly once",
+            + "; it must occur exactly once"
+            + already,
             path=path,
             command=command.index,
             count=len(found),
             lines=lines or None,
             hint=(
-                "re-read the file and copy old_str from it exactly, whitespace included"
+                ALREADY_HINT
+                if already
+                else "re-read the file and copy old_str from it exactly, whitespace included"
                 if not found
                 else "include more of the surrounding text in old_str so it matches one place"
             ),
+            **repair,
         )
     at = found[0]
     return bom + body[:at] + new + body[at + len(old) :]
