@@ -12,6 +12,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, canonical
 from applyonce.executor import Executor
+from applyonce.patch.codex import PatchSyntaxError
 from applyonce.patch.editjson import parse_edit_json
 from applyonce.patch.model import (
     AddFile,
@@ -148,17 +150,15 @@ def test_canonical_is_rfc8785_for_ascii_keys(value: Any) -> None:
     assert canonical(value) == rfc8785.dumps(value)
 
 
-def test_an_insert_line_past_jcs_integers_is_the_documented_gap() -> None:
-    """JCS numbers are doubles: 2**53+1 has no JCS form. The edit-json parser takes such an
-    insert_line (the call is then rejected: no file has that many lines), and its identity is
-    serialised with all its digits, as core/identity.py's docstring says."""
-    patch = parse_edit_json(
-        '{"command": "insert", "path": "a.txt", "insert_line": 9007199254740993, "insert_text": "x"}'
-    )
+def test_an_insert_line_past_jcs_integers_is_refused() -> None:
+    """JCS numbers are doubles: 2**53 has no exact JCS form, so the parser refuses such an
+    insert_line (no file has that many lines) and no identity needs one; 2**53-1 is taken."""
+    command = '{"command": "insert", "path": "a.txt", "insert_line": %d, "insert_text": "x"}'
+    with pytest.raises(PatchSyntaxError, match="insert_line"):
+        parse_edit_json(command % 2**53)
+    patch = parse_edit_json(command % (2**53 - 1))
     args = ApplyPatchArgs(ref="refs/heads/main", operations=patch.operations)
-    assert b'"insert_line":9007199254740993' in args.canonical()
-    with pytest.raises(rfc8785.IntegerDomainError):
-        rfc8785.dumps(args.model_dump(mode="json"))
+    assert args.canonical() == rfc8785.dumps(args.model_dump(mode="json"))
 
 
 # The README's "How to recompute a Call-Id", run as written in a repository with one call.
@@ -170,6 +170,11 @@ body = {"v": 1, "contract_sha256": t["Contract-Sha256"], "tool": t["Tool"], "too
 body |= {"idempotency_key": t["Idempotency-Key"]} if "Idempotency-Key" in t else {"attempt": int(t["Attempt"]), "args_sha256": t["Args-Sha256"]}
 print(hashlib.sha256(rfc8785.dumps(body)).hexdigest() == t["Call-Id"], t["Call-Id"])
 """
+
+
+def test_the_readme_shows_the_example_as_tested() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert f"```python\n{README_EXAMPLE}```" in readme
 
 
 def test_the_readme_example_recomputes_call_ids_from_the_trailers(repo: Repo) -> None:

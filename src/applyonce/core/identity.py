@@ -34,10 +34,9 @@ they are ASCII, orjson's string escapes are JCS's, and integers within ±(2**53-
 (``tests/core/test_identity_jcs.py`` checks it against the independent ``rfc8785`` package on
 random identities). Floats never occur (:func:`canonical` refuses them).
 
-One gap: JCS numbers are IEEE doubles, so an integer past 2**53-1 has no JCS form; the only
-identity field that can hold one is an edit-json ``insert_line`` (the parser takes it up to
-2**64-1; such a call is always rejected, as no file has that many lines, and its rejection is
-stored under the ``call_id`` this serialiser gives).
+JCS numbers are IEEE doubles, so an integer past 2**53-1 has no JCS form; the only identity field
+that could hold one, an edit-json ``insert_line``, is refused past 2**53-1 by the parser (no file
+has that many lines), so every identity has its JCS form.
 """
 
 from __future__ import annotations

@@ -73,7 +73,8 @@ class _StrReplace(_Input):
 
 class _Insert(_Input):
     command: Literal["insert"]
-    insert_line: StrictInt = Field(ge=0)
+    # At most 2**53-1: the largest integer the identity's JCS form (RFC 8785) can write.
+    insert_line: StrictInt = Field(ge=0, le=2**53 - 1)
     insert_text: StrictStr | None = Field(default=None, min_length=1)
     new_str: StrictStr | None = Field(default=None, min_length=1)
 
