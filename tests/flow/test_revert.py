@@ -260,3 +260,17 @@ def test_revert_of_a_change_already_undone_by_hand_changes_nothing(repo: Repo) -
         "already undone on the branch"
     )
     assert repo.head() == head
+
+
+def test_a_repeated_revert_says_it_is_a_replay_as_apply_does(repo: Repo) -> None:
+    call_id = call_id_of(repo, UTIL_PATCH)
+    first = revert(repo, call_id, "--json")
+    again = revert(repo, call_id, "--json")
+    assert (first.returncode, again.returncode) == (0, 0), again.stderr
+    first_doc, again_doc = orjson.loads(first.stdout), orjson.loads(again.stdout)
+    assert (first_doc.pop("replayed"), again_doc.pop("replayed")) == (False, True)
+    assert first_doc == again_doc
+    [line] = [x for x in again.stderr.splitlines() if x.startswith("applyonce: replayed call")]
+    assert again_doc["commit"][:12] in line and "refs/heads/main" in line
+    assert "replayed" not in first.stderr
+    assert len(reverting_commits(repo)) == 1

@@ -37,7 +37,7 @@ from applyonce.console import (
     terminal_approver,
 )
 from applyonce.errors import UsageError
-from applyonce.executor import CallOptions, Executor
+from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -128,24 +128,34 @@ def apply(
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir)
     if dry_run:
-        view = executor.dry_run(text, options)
-        planned = executor.plan_diff(view) if diff else None
-        if json:
-            _emit_report({**view.to_dict(), **(diff_fields(planned) if diff else {})})
-        else:
-            base = str(view.base_commit)[:12]
-            typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
-            for line in view.lines():
-                typer.echo(f"  {line}")
-            if planned is not None:
-                print_diff(planned)
-            typer.echo("nothing was written")
+        show_dry_run(executor, executor.dry_run(text, options), diff=diff, json=json)
         return
     with status_line(json) as status:
         if status.enabled:  # no ticking thread where nothing would be shown
             options = replace(options, check_progress=check_elapsed(status))
         outcome = executor.call(text, options)
-    # The output stays first and byte for byte what the agent is given; the diff comes after it.
+    finish_call(executor, outcome, diff=diff, json=json)
+
+
+def show_dry_run(executor: Executor, view: PlanView, *, diff: bool, json: bool) -> None:
+    """A dry run's plan (``apply`` or ``revert``): its lines, its diff if asked, or JSON."""
+    planned = executor.plan_diff(view) if diff else None
+    if json:
+        _emit_report({**view.to_dict(), **(diff_fields(planned) if diff else {})})
+        return
+    base = str(view.base_commit)[:12]
+    typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
+    for line in view.lines():
+        typer.echo(f"  {line}")
+    if planned is not None:
+        print_diff(planned)
+    typer.echo("nothing was written")
+
+
+def finish_call(executor: Executor, outcome: CallOutcome, *, diff: bool, json: bool) -> None:
+    """Print a call's result (``apply`` or ``revert``) and exit with its code: the output first,
+    byte for byte what the agent is given, then the diff if asked; on stderr the replay line,
+    the checkout's warnings and a missing git identity."""
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     extra = diff_fields(committed) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=extra, replayed=outcome.replayed)

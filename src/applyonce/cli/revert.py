@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
 from applyonce.cli.app import (
@@ -19,9 +19,9 @@ from applyonce.cli.app import (
     StateOpt,
     app,
 )
-from applyonce.console import diff_fields, diff_or_warning, print_diff, print_receipt
+from applyonce.cli.apply import finish_call, show_dry_run
+from applyonce.console import check_elapsed, status_line
 from applyonce.executor import CallOptions, Executor
-from applyonce.flow.sync import sync_warnings
 
 
 @app.command(
@@ -69,27 +69,10 @@ def revert(
     executor = Executor(repo, state_dir=state_dir)
     full = executor.find_call(call_id)
     if dry_run:
-        view = executor.dry_run_revert(full, options)
-        planned = executor.plan_diff(view) if diff else None
-        if json:
-            fields = {**view.to_dict(), **(diff_fields(planned) if diff else {})}
-            typer.echo(orjson.dumps(fields, option=orjson.OPT_INDENT_2).decode())
-        else:
-            base = str(view.base_commit)[:12]
-            typer.echo(f"dry run: call {view.call_id[:12]} on {view.ref} at {base}")
-            for line in view.lines():
-                typer.echo(f"  {line}")
-            if planned is not None:
-                print_diff(planned)
-            typer.echo("nothing was written")
+        show_dry_run(executor, executor.dry_run_revert(full, options), diff=diff, json=json)
         return
-    outcome = executor.revert(full, options)
-    committed = diff_or_warning(executor, outcome.receipt) if diff else None
-    print_receipt(executor, outcome.receipt, json, extra=diff_fields(committed) if diff else None)
-    if committed is not None and not json:
-        print_diff(committed)
-    for warning in sync_warnings(outcome.sync_reports):
-        typer.echo(f"warning: {warning}", err=True)
-    executor.close()
-    if outcome.receipt.exit_code:
-        raise typer.Exit(outcome.receipt.exit_code)
+    with status_line(json) as status:
+        if status.enabled:  # no ticking thread where nothing would be shown
+            options = replace(options, check_progress=check_elapsed(status))
+        outcome = executor.revert(full, options)
+    finish_call(executor, outcome, diff=diff, json=json)
