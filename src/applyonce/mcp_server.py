@@ -217,9 +217,7 @@ class PatchServer:
     ) -> tuple[ToolOutput, CallDiff | None]:
         """Run the call, then read its diff from its commit. The call's outcome stands whatever
         happens to the diff: a diff that cannot be read is left out, never made an error."""
-        output = self.runner.run(
-            patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary
-        )
+        output = self.runner.run(patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary)
         if output.receipt is None or output.receipt.status != "committed":
             return output, None
         try:

@@ -21,3 +21,11 @@ def test_every_command_has_help(command: str) -> None:
 
 def test_command_list_is_the_designed_one() -> None:
     assert set(COMMANDS) >= {"apply", "recover", "replay", "audit", "show", "log", "resolve", "demo"}
+
+
+def test_help_lists_the_commands_in_the_order_a_user_meets_them() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"})
+    listed = result.output.split("Commands:\n", 1)[1].split()
+    names = [word for word in listed if word in COMMANDS]
+    assert names[:4] == ["apply", "revert", "recover", "audit"]
+    assert sorted(names) == sorted(COMMANDS)

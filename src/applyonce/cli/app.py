@@ -68,6 +68,16 @@ class _Commands(typer.core.TyperGroup):
         with error_boundary(lambda: bool(ctx.meta.get(_JSON))):
             return super().invoke(ctx)
 
+    def list_commands(self, ctx: Any) -> list[str]:
+        """``--help`` lists the commands in the order a user meets them, not in the order their
+        modules happen to register them."""
+        names: list[str] = super().list_commands(ctx)
+        return sorted(names, key=lambda n: _ORDER.index(n) if n in _ORDER else len(_ORDER))
+
+
+_ORDER = ["apply", "revert", "recover", "audit", "show", "log", "replay", "resolve", "mcp"]
+_ORDER += ["schema", "demo", "version"]
+
 
 class _App(typer.Typer):
     """A typer app whose commands are :class:`_Command` unless they say otherwise."""

@@ -45,7 +45,7 @@ def mcp_command(
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
 ) -> None:
-    """Serve apply_patch and patch_receipt to an MCP client over stdin/stdout.
+    """Serve apply_patch, patch_receipt and revert_patch to an MCP client over stdio.
 
     Register it as a stdio MCP server: command 'applyonce', args 'mcp --repo PATH'.
 
