@@ -12,12 +12,14 @@ from applyonce.cli.app import (
     AttemptOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    DirtyOpt,
     JsonOpt,
     LeaseOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
     app,
+    dirty_mode,
 )
 from applyonce.cli.apply import finish_call, show_dry_run
 from applyonce.console import check_elapsed, status_line
@@ -41,6 +43,7 @@ def revert(
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
+    dirty: DirtyOpt = None,
     dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
     diff: Annotated[
         bool,
@@ -64,6 +67,7 @@ def revert(
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
+        dirty=dirty_mode(dirty),
         lease_seconds=lease_seconds,
     )
     executor = Executor(repo, state_dir=state_dir)

@@ -327,6 +327,7 @@ def _run(
     )
     fault("after-prepared")
     checks: list[CheckRecord] = []
+    snap: Snapshot | None = None
     try:
         base_tree = ctx.store.tree_at(base)
         dirty_mode = options.dirty or "refuse"
@@ -395,6 +396,10 @@ def _run(
     except ForgedCallIdError:
         raise  # the call was recorded unknown: it is not a rejection
     except ApplyOnceError as exc:
+        if snap is not None:
+            # Decided on the user's uncommitted files, not on the tip: once they change the
+            # call may apply, on the same tip too, so the rejection is never pinned.
+            exc.retryable = True
         # Rejected at the tip it was last staged on: a repeat judges it again only elsewhere.
         judged = prepared.model_copy(update={"base_commit": base})
         return CallOutcome(settle.reject(ctx, judged, exc, checks))
