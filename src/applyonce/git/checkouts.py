@@ -149,6 +149,16 @@ class Checkouts:
                     worktree=dirty.worktree,
                     hint="move it aside, then repeat the call",
                 )
+            if dirty.expected[0] is None and _ignored(dirty):
+                # git add and git commit leave an ignored file out unless forced: it may hold
+                # secrets (a .env), so its bytes never go into a snapshot on the branch.
+                raise DirtyPathError(
+                    f"{path} is an untracked file that git ignores in the checkout at"
+                    f" {dirty.worktree}; --dirty commit never commits an ignored file",
+                    path=path,
+                    worktree=dirty.worktree,
+                    hint="move it aside (or 'git add -f' it yourself), then repeat the call",
+                )
             if dirty.staged not in (dirty.current, dirty.expected):
                 raise DirtyPathError(
                     f"{path} has staged changes that differ from the work tree in the checkout"
@@ -444,3 +454,10 @@ def _file_mode(git_mode: int) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
+
+
+def _ignored(dirty: DirtyPath) -> bool:
+    """Whether ``dirty.path`` is outside the checkout's index and ignored there (.gitignore,
+    info/exclude, core.excludesFile), as ``git add`` judges it."""
+    checkout = pygit2.Repository(dirty.worktree)
+    return dirty.path not in checkout.index and checkout.path_is_ignored(dirty.path)
