@@ -11,9 +11,11 @@ other rejection depends on the patch (or a person) alone and is returned as stor
   ``plan`` (no such file, a directory there, the patch changes nothing: the tree decides; the
   rare plan refusals of the patch alone, two operations on one path, are judged again to the
   same answer), ``check-failed`` (built-in or ``--check``: the whole new tree is checked, and the
-  built-in syntax check forgives what the base already failed), ``base-moved``;
-* stored for ever: a patch refused as such (``unsafe-path``, ``git-metadata``, ``binary-file``,
-  the size caps ``limit-exceeded``), and an approval *denied* (``approval``): a person said no to
+  built-in syntax check forgives what the base already failed), ``base-moved``,
+  ``binary-file`` (a patch edits a file that is binary *on the branch*: a later commit may make
+  it text again);
+* stored for ever: a patch refused as such (``unsafe-path``, ``git-metadata``, the size caps
+  ``limit-exceeded``), and an approval *denied* (``approval``): a person said no to
   this change, and a moved tip must not ask them again and again; a new attempt (``--attempt``)
   asks anew.
 
@@ -37,7 +39,7 @@ from applyonce.git.history import LaterCommit, later_changes
 
 # The rejections a repeat judges again once the branch tip moved (see the module docstring).
 REEVALUATED_KINDS: frozenset[str] = frozenset(
-    {"hunk-mismatch", "ambiguous-context", "plan", "check-failed", "base-moved"}
+    {"hunk-mismatch", "ambiguous-context", "plan", "check-failed", "base-moved", "binary-file"}
 )
 _SHORT = 12
 _PATHS_SHOWN = 3
