@@ -20,6 +20,7 @@ from applyonce.flow import settle
 from applyonce.flow.adopt import ForgedCallIdError, adopt_commit
 from applyonce.flow.context import Context
 from applyonce.flow.recovery_report import Outcome, RecoveryReport
+from applyonce.flow.resolve import rewritten_note
 from applyonce.flow.verify import verify_against_git
 from applyonce.state.ledger import CallRow, Event, EventKind, RowChange, recorded_identity
 
@@ -172,5 +173,7 @@ def _record_problem(
     if receipt is None:
         return "its receipt was missing" if row else "it had no record at all"
     if receipt.status == "committed" and receipt.commit not in on_branch:
+        if rewritten_note(ctx.ledger, call_id, receipt.commit) is not None:
+            return None  # a person recorded the rewrite ('resolve --as rewritten'): it stands
         return "its commit was rewritten (amend, rebase)"
     return None
