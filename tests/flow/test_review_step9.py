@@ -117,3 +117,28 @@ def test_a_binary_file_on_the_branch_does_not_refuse_the_patch_for_ever(repo: Re
     again = apply(repo, UTIL_PATCH)
     assert again.returncode == 0, again.stderr
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+
+
+def test_a_repeated_revert_says_it_was_replayed_as_apply_does(repo: Repo) -> None:
+    """A repeat of 'apply' prints one 'replayed call …' line on stderr and '"replayed": true'
+    with --json; a repeat of 'revert' (also an exactly-once call) says neither, so a caller
+    cannot tell a revert that ran from one returned as stored."""
+    assert apply(repo, UTIL_PATCH).returncode == 0
+    call_id = repo.call_ids()[0]
+    first = run_cli("revert", call_id, "--repo", str(repo.path), "--json")
+    assert first.returncode == 0, first.stderr
+    again = run_cli("revert", call_id, "--repo", str(repo.path), "--json")
+    assert again.returncode == 0, again.stderr
+    assert '"replayed": true' in again.stdout
+    assert "replayed call" in again.stderr
+
+
+def test_a_broken_git_config_is_a_one_line_usage_error_not_an_internal_error(repo: Repo) -> None:
+    """A typo in .git/config (which applyonce now reads its options from) is the user's to fix,
+    as git says ('fatal: bad config line …'); it is not an internal error (exit 3, a crash log,
+    and a hint to run 'applyonce recover', which fails the same way)."""
+    with (repo.path / ".git" / "config").open("a") as config:
+        config.write("[applyonce\n")
+    run = apply(repo, UTIL_PATCH, "--dry-run")
+    assert run.returncode == 2, run.stderr
+    assert "config" in run.stderr and "crash" not in run.stderr
