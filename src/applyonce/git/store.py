@@ -39,6 +39,13 @@ class NotARepositoryError(ApplyOnceError):
     default_hint = "pass --repo with the path of a Git repository"
 
 
+class UnreadableRepositoryError(UsageError):
+    """Git cannot read the repository as it is (a broken config file, say)."""
+
+    kind = "repository-unreadable"
+    default_hint = "fix what the message names ('git status' shows the same), then repeat"
+
+
 class LockedError(ConflictError):
     """A ref or index lock file is held longer than a writer should need."""
 
@@ -136,7 +143,13 @@ class GitStore:
         found = pygit2.discover_repository(str(path))
         if found is None:
             raise NotARepositoryError(f"{path} is not inside a Git repository")
-        self.repo = pygit2.Repository(found)
+        try:
+            self.repo = pygit2.Repository(found)
+        except pygit2.GitError as exc:
+            # A typo in .git/config (git says 'fatal: bad config line'): the user's to fix.
+            raise UnreadableRepositoryError(
+                f"cannot open the repository: {str(exc).splitlines()[0]}"
+            ) from None
         self._comment_char: bytes | None = None
         # What the current staging wrote, to write again if a concurrent prune removes it.
         self.written = WrittenObjects(self.repo, self.objects_dir)
