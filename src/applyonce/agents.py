@@ -56,6 +56,8 @@ from applyonce.texteditor import command_input, edit_document, edit_result, view
 from applyonce.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
 
 log = logging.getLogger("applyonce.agents")
+# How many times one edit may be asked anew after later commits changed its files.
+_EDIT_ATTEMPTS = 32
 
 
 @dataclass(frozen=True)
@@ -407,9 +409,7 @@ class ToolCallAdapter:
             document = edit_document(fields)
         except ApplyOnceError as exc:
             return call.result(f"Error: {exc.one_line()}\n", is_error=True)
-        output = self.runner.run(
-            document, tool_call_id=call.id, approve=self._approver(call), format="edit-json"
-        )
+        output = self._edit(call, document)
         # A call that landed without its record keeps the runner's words (they say so).
         if output.receipt is not None and output.landed_commit is None:
             derived = edit_result(fields, output.receipt, tool_use_id=call.id)
@@ -419,6 +419,35 @@ class ToolCallAdapter:
         if output.is_error and text.startswith("error: "):
             text = "Error: " + text.removeprefix("error: ")  # as the tool's docs spell errors
         return call.result(text, is_error=output.is_error)
+
+    def _edit(self, call: ToolCall, document: str) -> ToolOutput:
+        """Run one edit exactly once. The same edit asked again by a *new* tool call is the
+        recorded call (a model's retry after a timeout must not insert twice), unless later
+        commits changed its files since (the edit was undone, say): then it is asked anew, and
+        runs as the next attempt, so the model is never told of a success the file lacks."""
+        attempt: int | None = None
+        for _ in range(_EDIT_ATTEMPTS):
+            output = self.runner.run(
+                document,
+                tool_call_id=call.id,
+                approve=self._approver(call),
+                format="edit-json",
+                attempt=attempt,
+            )
+            receipt, note = output.receipt, output.replay
+            anew = (
+                output.replayed
+                and receipt is not None
+                and receipt.status == "committed"
+                and receipt.tool_call_id != call.id
+                and note is not None
+                and (bool(note.later) or not note.on_branch)
+            )
+            if not anew:
+                return output
+            assert receipt is not None
+            attempt = receipt.attempt + 1
+        return output
 
     def _view(self, fields: dict[str, Any]) -> tuple[str, bool]:
         runner = self.runner
