@@ -141,9 +141,9 @@ class Checkouts:
         found: dict[str, DirtyPath] = {}
         for dirty in self._dirty(ref, base, paths):
             path = dirty.path
-            if dirty.current[0] in ("directory", "unreadable"):
+            if dirty.current[0] in ("directory", "special file", "unreadable"):
                 raise DirtyPathError(
-                    f"{path} is a {dirty.current[0]} entry in the checkout at {dirty.worktree},"
+                    f"{path} is a {dirty.current[0]} in the checkout at {dirty.worktree},"
                     " which cannot be committed as a file",
                     path=path,
                     worktree=dirty.worktree,
@@ -390,7 +390,9 @@ def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | N
         if full.is_symlink():
             return str(pygit2.hash(os.readlink(full).encode()))
         if not full.is_file():
-            return None if not full.exists() else "directory"
+            if not full.exists():
+                return None
+            return "directory" if full.is_dir() else "special file"  # a FIFO, a socket
         driver = filter_of(checkout, path)
         if driver is not None:
             return clean_blob(checkout, root, path, driver)
