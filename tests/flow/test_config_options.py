@@ -100,6 +100,16 @@ def test_bad_config_values_are_usage_errors_naming_the_key(repo: Repo) -> None:
     assert repo.git("status", "--porcelain") == ""
 
 
+def test_a_config_key_without_a_value_is_quoted_as_written(repo: Repo) -> None:
+    """'[applyonce] dirty' with no '=' has no value: the refusal quotes '', not 'None'."""
+    with (repo.path / ".git" / "config").open("a") as config:
+        config.write("[applyonce]\n\tdirty\n")
+    result = apply(repo, UTIL_PATCH)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: git config applyonce.dirty is '', which is not ")
+    assert not repo.state_dir().exists()
+
+
 def test_mcp_refuses_a_bad_dirty_value_before_serving(repo: Repo) -> None:
     result = run_cli("mcp", "--repo", str(repo.path), "--dirty", "maybe")
     assert result.returncode == 2

@@ -322,7 +322,12 @@ class GitStore:
         its own, the user's, the system's — or None. Where a patch cannot change it."""
         config = self.repo.config
         try:
-            return str(config[name]) if name in config else None
+            if name not in config:
+                return None
+            value = config[name]
+            # A key written without '=' ('[applyonce] dirty') has no value: '' (not 'None'), so
+            # the caller's refusal quotes what the user wrote.
+            return "" if value is None else str(value)
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
