@@ -469,4 +469,6 @@ def schema_for(
         return dump(anthropic_tool())
     if target == "mcp":
         return [dump(mcp_tool) for mcp_tool in mcp_tools()]
-    raise UsageError(f"unknown target {target!r}", hint="use --for openai, anthropic, mcp or receipt")
+    raise UsageError(
+        f"unknown target {target!r}", hint="use --for openai, anthropic, mcp or receipt"
+    )

@@ -175,6 +175,15 @@ SkipCheckOpt = Annotated[
         "applyonce.skipCheck.",
     ),
 ]
+DryRunOpt = Annotated[bool, typer.Option(help="Print the plan; write nothing.")]
+DiffOpt = Annotated[
+    bool,
+    typer.Option(
+        "--diff",
+        help="Also print the call's unified diff (git's format), after its output and an empty "
+        "line; with --json, a 'diff' field.",
+    ),
+]
 DirtyOpt = Annotated[
     str | None,
     typer.Option(

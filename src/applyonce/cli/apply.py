@@ -15,7 +15,9 @@ from applyonce.cli.app import (
     CheckTimeoutOpt,
     ContractOpt,
     ContractShaOpt,
+    DiffOpt,
     DirtyOpt,
+    DryRunOpt,
     JsonOpt,
     LeaseOpt,
     RepoOpt,
@@ -77,15 +79,8 @@ def apply(
     ] = None,
     dirty: DirtyOpt = None,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
-    diff: Annotated[
-        bool,
-        typer.Option(
-            "--diff",
-            help="Also print the call's unified diff (git's format), after its output and an "
-            "empty line; with --json, a 'diff' field.",
-        ),
-    ] = False,
+    dry_run: DryRunOpt = False,
+    diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,

@@ -12,7 +12,9 @@ from applyonce.cli.app import (
     AttemptOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    DiffOpt,
     DirtyOpt,
+    DryRunOpt,
     JsonOpt,
     LeaseOpt,
     RepoOpt,
@@ -44,15 +46,8 @@ def revert(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
-    dry_run: Annotated[bool, typer.Option(help="Print the plan; write nothing.")] = False,
-    diff: Annotated[
-        bool,
-        typer.Option(
-            "--diff",
-            help="Also print the revert's unified diff (git's format), after its output and an "
-            "empty line; with --json, a 'diff' field.",
-        ),
-    ] = False,
+    dry_run: DryRunOpt = False,
+    diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     json: JsonOpt = False,
