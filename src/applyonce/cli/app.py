@@ -17,8 +17,6 @@ from typer.models import CommandFunctionType
 
 import applyonce
 from applyonce.console import SCHEMA_VERSION, emit_json, error_boundary
-from applyonce.errors import UsageError
-from applyonce.flow.options import DIRTY_MODES, DirtyMode
 
 # ctx.meta, shared by a command's context and its group's: whether the command line asks for
 # --json, for the error boundary's sake.
@@ -195,13 +193,6 @@ DirtyOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def dirty_mode(value: str | None) -> DirtyMode | None:
-    """``--dirty``'s value, checked (None: not given; git config decides)."""
-    if value is not None and value not in DIRTY_MODES:
-        raise UsageError(f"unknown --dirty {value!r}", hint="use refuse or commit")
-    return value
 
 
 def _emit_json(data: object) -> None:

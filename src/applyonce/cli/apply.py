@@ -25,7 +25,6 @@ from applyonce.cli.app import (
     StateOpt,
     _emit_report,
     app,
-    dirty_mode,
 )
 from applyonce.console import (
     check_elapsed,
@@ -40,6 +39,7 @@ from applyonce.console import (
 )
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
+from applyonce.flow.options import DirtyMode
 from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 
@@ -113,7 +113,7 @@ def apply(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         protect=protect,
-        dirty=dirty_mode(dirty),
+        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -21,11 +21,11 @@ from applyonce.cli.app import (
     SkipCheckOpt,
     StateOpt,
     app,
-    dirty_mode,
 )
 from applyonce.cli.apply import finish_call, show_dry_run
 from applyonce.console import check_elapsed, status_line
 from applyonce.executor import CallOptions, Executor
+from applyonce.flow.options import DirtyMode
 
 
 @app.command(
@@ -62,7 +62,7 @@ def revert(
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
-        dirty=dirty_mode(dirty),
+        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
     executor = Executor(repo, state_dir=state_dir)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -22,13 +22,13 @@ from applyonce.cli.app import (
     StateOpt,
     _emit_json,
     app,
-    dirty_mode,
 )
 from applyonce.console import contract_sha256
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
 from applyonce.executor import CallOptions
 from applyonce.flow.leases import checked_lease
+from applyonce.flow.options import DirtyMode
 
 
 @app.command("mcp", epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.")
@@ -51,11 +51,8 @@ def mcp_command(
 
     Stdout carries only the protocol; logs go to stderr.
     """
-    if not check_timeout > 0:
-        raise UsageError(f"--check-timeout must be more than 0, not {check_timeout:g}")
     if lease_seconds is not None:
         checked_lease(lease_seconds)  # refused now, not at every call
-    dirty_given = dirty_mode(dirty)
     from applyonce.agents import PatchRunner
     from applyonce.mcp_server import serve
 
@@ -66,7 +63,7 @@ def mcp_command(
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
-        dirty=dirty_given,
+        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))

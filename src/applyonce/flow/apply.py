@@ -158,8 +158,6 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
     Raises:
         ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
     """
-    if not options.check_timeout > 0:
-        raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
     lease = lease_length(ctx, options.lease_seconds)
     options = with_config(ctx, options)
     args, ident = identify(ctx, patch_text, options)

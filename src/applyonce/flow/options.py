@@ -107,6 +107,8 @@ class CallOptions:
     trailers: Sequence[tuple[str, str]] = ()
 
     def __post_init__(self) -> None:
+        if not self.check_timeout > 0:
+            raise UsageError(f"--check-timeout must be more than 0, not {self.check_timeout:g}")
         object.__setattr__(self, "message", check_message(self.message))
         object.__setattr__(self, "trailers", check_trailers(self.trailers))
         if self.skip_checks is not None:

@@ -70,8 +70,6 @@ def revert(ctx: Context, call_id: str, options: CallOptions) -> CallOutcome:
         UsageError: the call did not commit, or its commit is not on the branch (nothing written).
         ApplyOnceError: as :func:`applyonce.flow.apply.apply`.
     """
-    if not options.check_timeout > 0:
-        raise UsageError(f"--check-timeout must be more than 0, not {options.check_timeout:g}")
     lease = lease_length(ctx, options.lease_seconds)
     options = with_config(ctx, options)  # applyonce.check, .skipCheck, .dirty, as for a patch
     args, ident = identify_revert(ctx, call_id, options)
