@@ -99,10 +99,6 @@ def audit(
         if calls:
             report.commits += 1
         for call_id in calls:
-            if _resolved_rewritten(ctx, call_id, ledger_rows):
-                # A person recorded that the call's commit was rewritten by hand (a squash keeps
-                # its trailers beside other changes): listed as rewritten below, not a problem.
-                continue
             if _forged(ctx, report, ref, commit_id, call_id, ledger_rows):
                 forged.add(call_id)
             else:
@@ -161,14 +157,6 @@ def audit(
     return report
 
 
-def _resolved_rewritten(ctx: Context, call_id: str, ledger_rows: dict[str, CallRow]) -> bool:
-    """Whether ``call_id`` is committed and a person resolved its commit as rewritten."""
-    row = ledger_rows.get(call_id)
-    if row is None or row.state != "committed":
-        return False
-    return rewritten_note(ctx.ledger, call_id, row.commit_id) is not None
-
-
 def _forged(
     ctx: Context,
     report: AuditReport,
@@ -177,7 +165,8 @@ def _forged(
     call_id: str,
     ledger_rows: dict[str, CallRow],
 ) -> bool:
-    """Report ``commit_id`` if it carries ``call_id`` but not the call's change."""
+    """Report ``commit_id`` if it carries ``call_id`` but not the call's change (True: it does
+    not count as the call's commit, reported or, after 'resolve --as rewritten', accepted)."""
     row = ledger_rows.get(call_id)
     try:
         receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
@@ -185,6 +174,14 @@ def _forged(
         return False  # reported as tampered
     if not carries_other_change(ctx, call_id, ref, commit_id, receipt):
         return False
+    # A person recorded that the call's commit was rewritten by hand (a squash keeps its trailers
+    # beside other changes): the receipt is listed as rewritten, and this is no problem.
+    if (
+        receipt is not None
+        and receipt.status == "committed"
+        and rewritten_note(ctx.ledger, call_id, receipt.commit) is not None
+    ):
+        return True
     if receipt is not None and receipt.status == "unknown":
         hint = (
             f"do not count the patch as applied: settle the call with 'applyonce resolve "
