@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pygit2
 
+from applyonce.git.history import later_changes
 from applyonce.git.store import GitStore
 
 MAX_NAMED = 5
@@ -42,12 +43,10 @@ def commits_changing(
     store: GitStore, tip: str | None, since: str, paths: set[str]
 ) -> list[tuple[str, str]]:
     """The commits after ``since`` up to ``tip`` that changed any of ``paths``, newest first (at
-    most :data:`MAX_NAMED`): ``(commit ID, subject)``."""
-    found: list[tuple[str, str]] = []
-    for commit in store.commits(tip, hide=since):
-        parent = str(commit.parent_ids[0]) if commit.parent_ids else None
-        if store.paths_changed(parent, str(commit.id)) & paths:
-            found.append((str(commit.id), commit.message.split("\n", 1)[0]))
-            if len(found) == MAX_NAMED:
-                break
-    return found
+    most :data:`MAX_NAMED`): ``(commit ID, subject)``. The walk is a replay's
+    (:func:`applyonce.git.history.later_changes`: bounded, path by path)."""
+    if tip is None:
+        return []
+    later = later_changes(store, tip, since, paths, listed=MAX_NAMED).commits
+    commits = [store.repo[c.commit].peel(pygit2.Commit) for c in later]
+    return [(str(c.id), c.message.split("\n", 1)[0]) for c in commits]
