@@ -98,9 +98,20 @@ def test_dirty_commit_does_not_commit_the_contents_of_an_ignored_file(repo: Repo
     repo.git("commit", "-q", "-m", "ignore .env")
     (repo.path / ".env").write_text("SECRET=hunter2\n")
     patch = "*** Begin Patch\n*** Add File: .env\n+SECRET=changeme\n*** End Patch\n"
-    apply(repo, patch, "--dirty", "commit")
+    head = repo.head()
+    refused = apply(repo, patch, "--dirty", "commit")
+    assert refused.returncode == 4
+    assert refused.stderr.startswith(
+        "error: .env is an untracked file that git ignores in the checkout at "
+    )
+    assert "--dirty commit never commits an ignored file" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
     history = repo.git("log", "--all", "-p")
     assert "hunter2" not in history
+    # Nothing written: the branch, the user's file and the work tree are as they were.
+    assert repo.head() == head
+    assert (repo.path / ".env").read_text() == "SECRET=hunter2\n"
+    assert repo.git("status", "--porcelain") == ""
 
 
 def test_a_binary_file_on_the_branch_does_not_refuse_the_patch_for_ever(repo: Repo) -> None:
@@ -137,8 +148,16 @@ def test_a_broken_git_config_is_a_one_line_usage_error_not_an_internal_error(rep
     """A typo in .git/config (which applyonce now reads its options from) is the user's to fix,
     as git says ('fatal: bad config line …'); it is not an internal error (exit 3, a crash log,
     and a hint to run 'applyonce recover', which fails the same way)."""
-    with (repo.path / ".git" / "config").open("a") as config:
-        config.write("[applyonce\n")
-    run = apply(repo, UTIL_PATCH, "--dry-run")
-    assert run.returncode == 2, run.stderr
-    assert "config" in run.stderr and "crash" not in run.stderr
+    head = repo.head()
+    config = repo.path / ".git" / "config"
+    good = config.read_text()
+    config.write_text(good + "[applyonce\n")
+    for args in (("--dry-run",), ()):
+        run = apply(repo, UTIL_PATCH, *args)
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.startswith("error: cannot open the repository: ")
+        assert "config" in run.stderr and "crash" not in run.stderr
+        assert len(run.stderr.splitlines()) == 1
+    config.write_text(good)  # git itself cannot read the repository until then
+    assert repo.head() == head
+    assert not repo.state_dir().exists()
