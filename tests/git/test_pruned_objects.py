@@ -45,13 +45,15 @@ def test_a_scratch_checkout_whose_last_tree_was_pruned_is_checked_out_afresh(rep
 
 def test_recover_never_publishes_a_commit_whose_objects_were_pruned(repo: Repo) -> None:
     head = repo.head()
-    killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "after-commit-object"})
-    assert killed.returncode == -9
-    # The commit object survives, the new blob does not (a prune caught half-way).
+    # The new file's blob is already in the repository, loose and unreachable (someone ran
+    # 'git hash-object -w'): the call reuses it and writes only the rest into its pack.
     blob = subprocess.run(
-        ["git", "-C", str(repo.path), "hash-object", "--stdin"],
+        ["git", "-C", str(repo.path), "hash-object", "-w", "--stdin"],
         input=b"new\n", capture_output=True, check=True,
     ).stdout.decode().strip()
+    killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "after-commit-object"})
+    assert killed.returncode == -9
+    # The commit object survives in the call's pack, the loose blob does not (a prune).
     (repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
     recovered = run_cli("recover", "--repo", str(repo.path), "--json")
     assert recovered.returncode == 0, recovered

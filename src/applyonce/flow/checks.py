@@ -51,6 +51,7 @@ def run_checks(
     records = builtin_checks(tree_plan, old, skip=options.skip_checks or ())
     if options.checks and not any(r.exit_code for r in records):
         changed = [c.path for c in tree_plan.changes]
+        ctx.store.flush_objects()  # the scratch checkout reads the staged tree from the disk
         with scratch_checkout(ctx) as scratch:
             scratch.checkout(tree_id)
             for command in options.checks or ():

@@ -1,10 +1,16 @@
 """The objects one call writes, kept until they are safely published.
 
-A call's blobs, trees and commit are unreachable until the publish moves the branch, and
-``git gc --prune=now`` or ``git prune`` delete unreachable objects however young. So the raw
-bytes of everything written for the current staging are kept in memory (:class:`WrittenObjects`),
-written back where a prune removed them, and a commit is published only when every object it
-adds over its parent is on disk: never a branch pointing at missing objects.
+A call's blobs, trees and commit are written into memory first (:class:`MemoryObjects`, an object
+database backend in front of the repository's own), then reach the disk together as one pack
+(:meth:`WrittenObjects.flush`, :mod:`applyonce.git.packs`): when the commit object is made, or
+earlier when a check's scratch checkout must read the staged tree. A staging that is rejected
+leaves nothing on disk at all.
+
+They are unreachable until the publish moves the branch, and ``git gc --prune=now`` or
+``git prune`` delete unreachable objects however young. So the raw bytes of everything written
+for the current staging are kept (:class:`WrittenObjects`), written back where a prune removed
+them, and a commit is published only when every object it adds over its parent is on disk: never
+a branch pointing at missing objects.
 
 Writing objects on a full disk or a read-only file system is said for what it is
 (:func:`writing_objects`): the call is rejected as retryable, with the cause.
@@ -12,15 +18,17 @@ Writing objects on a full disk or a read-only file system is said for what it is
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pygit2
 
 from applyonce.core.plan import MODE_GITLINK, MODE_TREE
 from applyonce.errors import ApplyOnceError
+from applyonce.git.packs import merge_small_packs, write_pack
 from applyonce.state.storage import storage_cause
 
 
@@ -65,6 +73,61 @@ PARENT = "parent"
 MAX_CHAIN = 4
 
 
+# Ahead of the repository's loose (1) and pack (2) backends: libgit2 writes an object into the
+# first backend that can write, and reads from the first that has it.
+MEMORY_PRIORITY = 1000
+
+
+class MemoryObjects(pygit2.OdbBackend):
+    """An object database backend in memory: where this process's stagings write their objects
+    until they are flushed to the disk as one pack. Each object is kept while a staging holds it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.objects: dict[str, tuple[int, bytes]] = {}
+        self._holders: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+
+    # libgit2's calls (a missing object is a KeyError: "not found" to libgit2)
+    def read_cb(self, oid: str) -> tuple[int, bytes]:
+        return self.objects[str(oid)]
+
+    def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
+        prefix = str(prefix)
+        found = [oid for oid in list(self.objects) if oid.startswith(prefix)]
+        if len(found) != 1:
+            raise KeyError(prefix)
+        return (*self.objects[found[0]], pygit2.Oid(hex=found[0]))
+
+    def read_header_cb(self, oid: str) -> tuple[int, int]:
+        kind, data = self.objects[str(oid)]
+        return kind, len(data)
+
+    def exists_cb(self, oid: str) -> bool:
+        return str(oid) in self.objects
+
+    def write_cb(self, oid: str, data: bytes, kind: int) -> None:
+        self.objects[str(oid)] = (int(kind), bytes(data))
+
+    def refresh_cb(self) -> None:
+        return None
+
+    # the stagings' bookkeeping
+    def hold(self, oid: str) -> None:
+        with self._lock:
+            self._holders[oid] += 1
+
+    def release(self, oids: Iterable[str]) -> None:
+        """A staging is done with ``oids``: drop those no other staging holds."""
+        with self._lock:
+            for oid in oids:
+                self._holders[oid] -= 1
+                if self._holders[oid] <= 0:
+                    del self._holders[oid]
+                    self.objects.pop(oid, None)
+
+
 class WrittenObjects:
     """The raw objects written for the current staging, by ID, in the order written (blobs,
     trees bottom-up, the commit)."""
@@ -72,6 +135,8 @@ class WrittenObjects:
     def __init__(self, repo: pygit2.Repository, objects_dir: Path) -> None:
         self.repo = repo
         self.objects_dir = objects_dir
+        self._memory: MemoryObjects | None = None
+        self._install_lock = threading.Lock()
         # Per thread: two calls staged at once in one process keep apart what each wrote.
         self._local = threading.local()
 
@@ -82,18 +147,37 @@ class WrittenObjects:
             raw = self._local.raw = {}
         return raw
 
+    def begin(self) -> None:
+        """Objects written from now on go into memory until :meth:`flush` (installed on first
+        use: a process that only reads never pays for the backend)."""
+        if self._memory is None:
+            with self._install_lock:
+                if self._memory is None:
+                    memory = MemoryObjects()
+                    self.repo.odb.add_backend(memory, MEMORY_PRIORITY)
+                    self._memory = memory
+
     def reset(self) -> None:
         """A new staging begins: forget the previous one's objects."""
+        self.begin()
+        old = self._raw
         self._local.raw = {}
+        if self._memory is not None and old:
+            self._memory.release(old)
+
+    def _keep(self, oid: str, kind: int, data: bytes) -> None:
+        if oid not in self._raw and self._memory is not None:
+            self._memory.hold(oid)
+        self._raw[oid] = (kind, data)
 
     def blob(self, oid: pygit2.Oid, data: bytes) -> pygit2.Oid:
-        self._raw[str(oid)] = (pygit2.enums.ObjectType.BLOB, data)
+        self._keep(str(oid), pygit2.enums.ObjectType.BLOB, data)
         return oid
 
     def remember(self, oid: pygit2.Oid) -> pygit2.Oid:
         """Keep the raw bytes of the object ``oid`` just written."""
         kind, data = self.repo.odb.read(oid)
-        self._raw[str(oid)] = (kind, data)
+        self._keep(str(oid), kind, data)
         return oid
 
     def _disk_odb(self) -> pygit2.Odb:
@@ -101,18 +185,38 @@ class WrittenObjects:
         # answer for an object that is no longer on disk.
         return pygit2.Odb(str(self.objects_dir))
 
-    def restore(self) -> list[str]:
-        """Write back the objects a concurrent prune removed. Returns their IDs."""
+    def flush(self) -> list[str]:
+        """Make every object of the current staging durable on disk: those not there yet (never
+        written out, or removed by a concurrent prune) are written as one pack. Returns their
+        IDs."""
         if not self._raw:
             return []
         odb = self._disk_odb()
         missing = [oid for oid in self._raw if oid not in odb]
+        if not missing:
+            return []
         with writing_objects(self.objects_dir):
-            for oid in missing:
-                kind, data = self._raw[oid]
-                written = self.repo.odb.write(kind, data)
-                assert str(written) == oid, (written, oid)
+            if _sha1_repository(self.repo):
+                write_pack(self.objects_dir, ((oid, *self._raw[oid]) for oid in missing))
+                with contextlib.suppress(OSError, pygit2.GitError):
+                    merge_small_packs(self.objects_dir, self._disk_odb().read)
+            else:  # our pack writer speaks SHA-1 only: loose objects, each fsynced by libgit2
+                for oid in missing:
+                    kind, data = self._raw[oid]
+                    written = odb.write(kind, data)
+                    assert str(written) == oid, (written, oid)
         return missing
+
+    restore = flush  # what a concurrent prune removed is written back the same way
+
+    def ensure_readable(self) -> None:
+        """Put back in memory what the current staging wrote and a concurrent prune removed
+        from the disk since (libgit2 refuses a commit whose tree it cannot read)."""
+        if self._memory is None:
+            return
+        for oid, value in self._raw.items():
+            if oid not in self._memory.objects and oid not in self.repo.odb:
+                self._memory.objects[oid] = value
 
     def ensure_complete(self, commit_id: str, *, down_to: str | None = PARENT) -> None:
         """Make sure the commit and every object it adds over its first parent are on disk,
@@ -189,3 +293,11 @@ def _child(tree: pygit2.Object | None, name: str) -> pygit2.Object | None:
         return tree[name]
     except KeyError:
         return None
+
+
+def _sha1_repository(repo: pygit2.Repository) -> bool:
+    try:
+        value = repo.config["extensions.objectformat"]
+    except (KeyError, pygit2.GitError, ValueError):
+        return True
+    return str(value).lower() in ("", "sha1")

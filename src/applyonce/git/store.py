@@ -254,6 +254,7 @@ class GitStore:
         blobs: dict[str, str] = {}
         if fresh:
             self.written.reset()
+        self.written.begin()
         with writing_objects(self.objects_dir):
             for change in plan.changes:
                 if change.content is None:
@@ -311,6 +312,7 @@ class GitStore:
         edits: dict[str, tuple[pygit2.Oid, int] | None] = {}
         for path, (blob, mode) in versions.items():
             edits[path] = None if blob is None or mode is None else (pygit2.Oid(hex=blob), mode)
+        self.written.begin()
         with writing_objects(self.objects_dir):
             root = self._build(base.tree, edits)
             if root is None:
@@ -360,14 +362,27 @@ class GitStore:
             return None
 
     def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
-        """Create the commit object. No ref moves."""
+        """Create the commit object, then write it and every object of the staging it needs to
+        the disk, as one pack (:meth:`flush_objects`). No ref moves."""
         author, committer = self.signature("AUTHOR"), self.signature()
         parents = [pygit2.Oid(hex=parent)] if parent else []
-        self.written.restore()  # libgit2 refuses a commit whose tree is missing
+        self.written.begin()
+        self.written.ensure_readable()  # libgit2 refuses a commit whose tree is missing
         with writing_objects(self.objects_dir):
             tree = pygit2.Oid(hex=tree_id)
             oid = self.repo.create_commit(None, author, committer, message, tree, parents)
-        return str(self.written.remember(oid))
+        commit = str(self.written.remember(oid))
+        self.flush_objects()
+        return commit
+
+    def flush_objects(self) -> None:
+        """Make every object the current staging wrote durable on disk (one pack), e.g. before
+        another repository reads them (a check's scratch checkout, through its alternates).
+
+        Raises:
+            ObjectStorageError: the disk is full or read-only (nothing was published).
+        """
+        self.written.flush()
 
     # --- reading history ----------------------------------------------------------------------
 

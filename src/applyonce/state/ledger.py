@@ -67,6 +67,15 @@ class EventKind(enum.StrEnum):
     SYNCED = "synced"
 
 
+# Events whose loss in a power cut costs nothing: a call's progress between its durable
+# ``prepared`` record and its publish (what recovery decides by asking Git, never by these), and
+# a checkout sync (``recover`` syncs a call again, which writes nothing when it was done). A
+# ledger may record them without flushing; they reach the disk with the next durable record.
+DEFERRED_KINDS = frozenset(
+    {EventKind.STAGED, EventKind.CHECKED, EventKind.COMMIT_OBJECT, EventKind.SYNCED}
+)
+
+
 class LedgerError(StateError):
     kind = "ledger-unreadable"
     default_hint = "move the ledger file aside and run 'applyonce recover' to rebuild the record"

@@ -130,9 +130,27 @@ class Database:
         finally:
             db.close()
 
-    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``: one writer at a time, all or nothing."""
-        return _transaction(self.db, self.path, self._error)
+    def transaction(
+        self, *, durable: bool = True
+    ) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``: one writer at a time, all or nothing.
+
+        ``durable=False``: the commit is atomic and visible at once, but not fsynced (WAL,
+        ``synchronous=NORMAL`` for this one commit): it reaches the disk with the next durable
+        commit, whose fsync of the WAL covers every frame before it. For records whose loss in a
+        power cut costs nothing (see :data:`applyonce.state.ledger.DEFERRED_KINDS`)."""
+        if durable or self._synchronous != "FULL":
+            return _transaction(self.db, self.path, self._error)
+        return self._deferred()
+
+    @contextlib.contextmanager
+    def _deferred(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with _transaction(self.db, self.path, self._error) as db:
+                yield db
+        finally:
+            self.db.execute("PRAGMA synchronous = FULL")
 
     def _migrate(self, migrations: Migrations) -> None:
         with self.transaction() as db:

@@ -25,6 +25,7 @@ from applyonce.core.identity import CallIdentity, is_sha256_hex
 from applyonce.core.receipt import now
 from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
+    DEFERRED_KINDS,
     NO_CHANGE,
     UNSET,
     CallRow,
@@ -321,7 +322,8 @@ class SqliteLedger:
             )
 
     def record(self, *events: Event) -> None:
-        with self._readable(), self.database.transaction() as db:
+        durable = not all(event.kind in DEFERRED_KINDS for event in events)
+        with self._readable(), self.database.transaction(durable=durable) as db:
             for event in events:
                 self._append(db, event)
 
@@ -336,7 +338,9 @@ class SqliteLedger:
         source: dict[str, str] | None = None,
     ) -> Claim:
         execution_id = uuid.uuid4().hex
-        with self._readable(), self.database.transaction() as db:
+        # Not flushed: nothing takes effect on a claim alone; the call's durable ``prepared``
+        # record comes before its publish, and carries the claim to the disk with it.
+        with self._readable(), self.database.transaction(durable=False) as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
             row = self._find(db, ident.call_id)
@@ -391,7 +395,9 @@ class SqliteLedger:
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> str | None:
         execution_id = uuid.uuid4().hex
-        with self._readable(), self.database.transaction() as db:
+        # Not flushed: nothing takes effect on a claim alone; the call's durable ``prepared``
+        # record comes before its publish, and carries the claim to the disk with it.
+        with self._readable(), self.database.transaction(durable=False) as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
             row = self._find(db, call_id)

@@ -1,0 +1,197 @@
+"""A call's objects reach the disk as one pack: two files and three fsyncs, however many objects.
+
+Written as loose objects, every blob, tree and commit of a call costs a file, its fsync and an
+fsync of its fan-out directory. :func:`write_pack` writes them instead as one pack and its index,
+as git's own ``index-pack`` does: each file complete in a temp file of ``objects/pack`` and
+fsynced, then renamed into place (the index last: git and libgit2 see a pack by its ``.idx``),
+then one fsync of the directory. A crash leaves either no new pack or a whole one, never a pack
+that names missing bytes; a left-over ``tmp_pack_*`` is removed by ``git gc`` as git's own are.
+
+Small packs are merged (:func:`merge_small_packs`) so that their number stays bounded: lookups
+in a repository probe every pack, and ``git gc --auto`` would otherwise repack the whole
+repository once 50 have piled up. A merge writes the new pack durably before it removes the ones
+it replaces, so every object is on disk at every moment.
+
+Objects are stored whole (no deltas): ``git gc`` deltifies them later, as it does a push's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from applyonce.state.files import fsync_dir
+
+# A pack smaller than this is "small": merged with the others once there are MERGE_AT of them.
+SMALL_PACK_BYTES = 1 << 20
+MERGE_AT = 16
+_LARGE_OFFSET = 0x80000000
+_ZLIB_LEVEL = 1  # speed over size: git gc recompresses
+
+
+def _entry_header(kind: int, size: int) -> bytes:
+    """A pack entry's header: the type and the inflated size, 4 bits then 7 bits a byte."""
+    byte = (kind << 4) | (size & 0x0F)
+    size >>= 4
+    out = bytearray()
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def _pack_bytes(
+    objects: Sequence[tuple[bytes, int, bytes]],
+) -> tuple[bytes, list[tuple[bytes, int, int]]]:
+    """The pack of ``objects`` ((raw id, type, data), in order) and each entry's (raw id, crc32,
+    offset)."""
+    parts = [b"PACK", struct.pack(">II", 2, len(objects))]
+    offset = 12
+    entries = []
+    for raw_id, kind, data in objects:
+        entry = _entry_header(kind, len(data)) + zlib.compress(data, _ZLIB_LEVEL)
+        entries.append((raw_id, zlib.crc32(entry) & 0xFFFFFFFF, offset))
+        parts.append(entry)
+        offset += len(entry)
+    body = b"".join(parts)
+    return body + hashlib.sha1(body).digest(), entries
+
+
+def _index_bytes(entries: list[tuple[bytes, int, int]], pack_sum: bytes) -> bytes:
+    """The version 2 index of a pack: fan-out, sorted IDs, CRCs, offsets, checksums."""
+    entries = sorted(entries)
+    fanout = [0] * 256
+    for raw_id, _, _ in entries:
+        fanout[raw_id[0]] += 1
+    total = 0
+    for i in range(256):
+        total += fanout[i]
+        fanout[i] = total
+    small: list[int] = []
+    large: list[int] = []
+    for _, _, offset in entries:
+        if offset < _LARGE_OFFSET:
+            small.append(offset)
+        else:
+            small.append(_LARGE_OFFSET | len(large))
+            large.append(offset)
+    body = b"".join(
+        [
+            b"\xfftOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            *(raw_id for raw_id, _, _ in entries),
+            struct.pack(f">{len(entries)}I", *(crc for _, crc, _ in entries)),
+            struct.pack(f">{len(small)}I", *small),
+            struct.pack(f">{len(large)}Q", *large),
+            pack_sum,
+        ]
+    )
+    return body + hashlib.sha1(body).digest()
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_pack(objects_dir: Path, objects: Iterable[tuple[str, int, bytes]]) -> str | None:
+    """Write ``objects`` ((hex ID, git type, data)) as one pack in ``objects_dir/pack``, durably.
+    Returns the pack's name (``pack-<sum>``), or None when there was nothing to write.
+
+    Raises:
+        OSError: the pack could not be written (nothing was renamed into place).
+    """
+    unique = {oid: (kind, data) for oid, kind, data in objects}
+    if not unique:
+        return None
+    ordered = sorted((bytes.fromhex(oid), kind, data) for oid, (kind, data) in unique.items())
+    pack, entries = _pack_bytes(ordered)
+    index = _index_bytes(entries, pack[-20:])
+    pack_dir = objects_dir / "pack"
+    name = f"pack-{pack[-20:].hex()}"
+    if (pack_dir / f"{name}.idx").exists():
+        return name  # the same objects, already durable
+    token = secrets.token_hex(8)
+    tmp_pack, tmp_index = pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}"
+    try:
+        _write_durably(tmp_pack, pack)
+        _write_durably(tmp_index, index)
+        os.replace(tmp_pack, pack_dir / f"{name}.pack")
+        os.replace(tmp_index, pack_dir / f"{name}.idx")
+    finally:
+        for tmp in (tmp_pack, tmp_index):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    fsync_dir(pack_dir)
+    return name
+
+
+def pack_ids(index_path: Path) -> list[str]:
+    """The hex IDs of the objects a version 2 pack index names."""
+    data = index_path.read_bytes()
+    if data[:8] != b"\xfftOc\x00\x00\x00\x02":
+        raise ValueError(f"{index_path.name} is not a version 2 pack index")
+    count = struct.unpack_from(">I", data, 8 + 255 * 4)[0]
+    start = 8 + 256 * 4
+    return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
+
+
+def small_packs(objects_dir: Path) -> list[Path]:
+    """The small packs of ``objects_dir`` that may be merged (an index beside them, no
+    ``.keep`` or ``.promisor``), by their ``.pack`` path."""
+    found = []
+    with contextlib.suppress(FileNotFoundError), os.scandir(objects_dir / "pack") as it:
+        names = {entry.name: entry for entry in it}
+    for name, entry in names.items():
+        if not name.endswith(".pack"):
+            continue
+        stem = name[: -len(".pack")]
+        if f"{stem}.idx" not in names or any(
+            f"{stem}.{other}" in names for other in ("keep", "promisor", "mtimes")
+        ):
+            continue  # kept, a partial clone's, or a cruft pack of git gc: left to git
+        with contextlib.suppress(OSError):
+            if entry.stat().st_size < SMALL_PACK_BYTES:
+                found.append(Path(entry.path))
+    return found
+
+
+def merge_small_packs(objects_dir: Path, read: Callable[[str], tuple[int, bytes]]) -> int:
+    """Merge the small packs into one once there are :data:`MERGE_AT` of them; ``read(oid)``
+    gives an object's type and data. The merged pack is durable before any pack it replaces is
+    removed. Returns how many packs were merged (0: too few, or another process merged them)."""
+    packs = small_packs(objects_dir)
+    if len(packs) < MERGE_AT:
+        return 0
+    objects = []
+    try:
+        for pack in packs:
+            for oid in pack_ids(pack.with_suffix(".idx")):
+                kind, data = read(oid)
+                objects.append((oid, kind, data))
+    except (OSError, KeyError, ValueError):
+        return 0  # merged or removed meanwhile by someone else: nothing is lost by waiting
+    merged = write_pack(objects_dir, objects)
+    for pack in packs:
+        if pack.stem == merged:
+            continue
+        for suffix in (".idx", ".rev", ".pack"):  # the index first: then the pack is unseen
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pack.with_suffix(suffix))
+    fsync_dir(objects_dir / "pack")
+    return len(packs)
