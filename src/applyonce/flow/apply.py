@@ -211,6 +211,7 @@ def _known_outcome(
     if claim.outcome == "takeover":
         # Its last process died mid-call: Git says whether it took effect; never run it twice.
         assert claim.row is not None
+        ctx.receipts.remove_stale_temps(ident.call_id)
         outcome = reconcile(ctx, claim.row, already_claimed=claim.execution_id, args=args)
         assert outcome is not None
         if outcome.now == "committed":

@@ -47,8 +47,6 @@ class ReceiptStore:
             )
         try:
             ensure_dir(self.dir)
-            for tmp in stale_temp_files(self.dir, f"{receipt.call_id}.json"):
-                tmp.unlink(missing_ok=True)  # left by a killed earlier execution of this call
             atomic_write(path, data, before_replace=before_replace)
         except OSError as exc:
             cause = storage_cause(self.dir, exc)
@@ -56,6 +54,12 @@ class ReceiptStore:
                 raise
             raise storage_error(self.dir, cause, exc.strerror or "") from None
         return hashlib.sha256(data).hexdigest()
+
+    def remove_stale_temps(self, call_id: str) -> None:
+        """Remove the temp files a killed earlier execution of ``call_id`` left (it lists the
+        directory: called when a call is taken over, never on a call's ordinary path)."""
+        for tmp in stale_temp_files(self.dir, f"{self.path(call_id).name}"):
+            tmp.unlink(missing_ok=True)
 
     def read_bytes(self, call_id: str) -> bytes | None:
         """The receipt file's bytes (None: there is none).

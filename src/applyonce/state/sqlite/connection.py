@@ -153,6 +153,8 @@ class Database:
             self.db.execute("PRAGMA synchronous = FULL")
 
     def _migrate(self, migrations: Migrations) -> None:
+        if self._migrated(migrations):
+            return  # the usual case, read without a write transaction (nor its fsync)
         with self.transaction() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS migrations"
@@ -165,6 +167,14 @@ class Database:
                 for statement in filter(str.strip, sql.split(";")):
                     db.execute(statement)
                 db.execute("INSERT INTO migrations VALUES (?, ?)", (name, now()))
+
+
+    def _migrated(self, migrations: Migrations) -> bool:
+        try:
+            rows = self.db.execute("SELECT name FROM migrations").fetchall()
+        except sqlite3.OperationalError:  # no such table: a new database
+            return False
+        return {name for name, _ in migrations} <= {row[0] for row in rows}
 
 
 @contextlib.contextmanager

@@ -1,0 +1,153 @@
+"""The fsync discipline, proven on the system calls of a real call (``strace``), not by reading
+the code: every rename into ``.git`` or the state directory moves a file whose data was fsynced
+first, and is followed by an fsync of the directory it lands in; a call's objects reach the disk
+as one pack, whatever their number; and the ledger flushes only its durable records.
+
+The one exception is the lock journal (``<state>/locks``): an entry lives only while its lock
+does, and a lost or torn entry after a power cut makes ``recover`` report the lock, never remove
+it (:mod:`applyonce.state.lockjournal`), so its entries are not flushed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import APP_PATCH, Repo
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("strace") is None and not os.environ.get("APPLYONCE_REQUIRE_STRACE"),
+    reason="strace is not installed (.ci/run installs it)",
+)
+
+_CALL = re.compile(r"^(\d+)\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
+_FD_PATH = re.compile(r"^\d+<(.*)>$")
+
+
+@dataclass(frozen=True)
+class Syscall:
+    name: str
+    args: list[str]
+    result: int
+
+
+def _traced(repo: Repo, patch: str, *args: str) -> list[Syscall]:
+    log = repo.path.parent / "strace.log"
+    subprocess.run(
+        [
+            "strace", "-f", "-y", "-qq", "-o", str(log),
+            "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+            sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path), *args,
+        ],
+        input=patch.encode(), check=True, capture_output=True, env=os.environ.copy(),
+    )
+    calls = []
+    for line in log.read_text().splitlines():
+        match = _CALL.match(line)
+        if match:
+            args_text = match.group(3)
+            parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\d+<[^>]*>)', args_text)
+            calls.append(
+                Syscall(match.group(2), [a or b for a, b in parts], int(match.group(4)))
+            )
+    return calls
+
+
+def _fd_path(arg: str) -> str:
+    match = _FD_PATH.match(arg)
+    assert match, arg
+    return match.group(1)
+
+
+def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> list[str]:
+    """Each rename into ``roots`` (outside ``exempt``): its source fsynced before, the target's
+    directory fsynced after. Returns the target paths of the renames checked."""
+    durable: set[str] = set()
+    renamed: list[tuple[int, str]] = []
+    for i, call in enumerate(calls):
+        if call.name in ("fsync", "fdatasync"):
+            durable.add(_fd_path(call.args[0]))
+        elif call.name in ("rename", "renameat", "renameat2") and call.result == 0:
+            source, target = (a for a in call.args if not _FD_PATH.match(a))
+            if source in durable:
+                durable.add(target)  # the same inode, now under its new name
+            if not any(Path(target).is_relative_to(root) for root in roots):
+                continue
+            if Path(target).is_relative_to(exempt):
+                continue
+            assert source in durable, f"{source} renamed to {target} before its data was fsynced"
+            renamed.append((i, target))
+    for i, target in renamed:
+        parent = str(Path(target).parent)
+        later = [_fd_path(c.args[0]) for c in calls[i + 1 :] if c.name in ("fsync", "fdatasync")]
+        assert parent in later, f"no fsync of {parent} after renaming into it"
+    return [target for _, target in renamed]
+
+
+def test_every_rename_into_git_or_the_state_dir_follows_an_fsync_and_is_made_durable(
+    repo: Repo,
+) -> None:
+    git_dir = (repo.path / ".git").resolve()
+    state = git_dir / "applyonce"
+    calls = _traced(repo, APP_PATCH)
+    targets = _check_discipline(calls, [git_dir], exempt=state / "locks")
+    names = {Path(t).name for t in targets}
+    # What the call put in place: its receipts, its pack and index, the branch, the index.
+    assert any(n.endswith(".json") for n in names), names
+    assert any(n.endswith(".pack") for n in names) and any(n.endswith(".idx") for n in names)
+    assert "main" in names and "index" in names, names
+
+
+def test_a_call_writes_its_objects_as_one_pack_with_three_fsyncs(repo: Repo) -> None:
+    """Blobs, trees and the commit of a two-file call (about eight objects): no loose object
+    file, one pack and its index, fsynced once each, and one fsync of the pack directory."""
+    objects = (repo.path / ".git" / "objects").resolve()
+    loose_before = {p for p in objects.glob("??/*")}
+    calls = _traced(repo, APP_PATCH)
+    assert {p for p in objects.glob("??/*")} == loose_before
+    object_syncs = [
+        _fd_path(c.args[0]) for c in calls
+        if c.name in ("fsync", "fdatasync") and _fd_path(c.args[0]).startswith(str(objects))
+    ]
+    assert len(object_syncs) == 3, object_syncs
+    assert sorted(Path(p).name.split("_")[0] for p in object_syncs[:2]) == ["tmp", "tmp"]
+    assert object_syncs[2] == str(objects / "pack")
+    assert repo.git("fsck", "--strict", "--no-dangling") == ""
+
+
+_IN_PROCESS = """
+import os, sys
+from applyonce import Executor
+executor = Executor(sys.argv[1])
+executor.apply("*** Begin Patch\\n*** Add File: warm.txt\\n+x\\n*** End Patch\\n")
+marker = os.path.join(sys.argv[2], "call-begins")
+fd = os.open(marker, os.O_WRONLY | os.O_CREAT); os.fsync(fd)
+executor.apply(sys.stdin.read())
+os.fsync(fd)
+"""
+
+
+def test_the_ledger_flushes_twice_a_call_prepared_and_committed(repo: Repo) -> None:
+    """In a long-lived process (the MCP server's case), a call's ledger records cost two
+    flushes: the claim, the staging's progress and the sync ride on the durable ones."""
+    log = repo.path.parent / "strace.log"
+    subprocess.run(
+        [
+            "strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync",
+            sys.executable, "-c", _IN_PROCESS, str(repo.path), str(repo.path.parent),
+        ],
+        input=APP_PATCH.encode(), check=True, capture_output=True, env=os.environ.copy(),
+    )
+    paths = [_fd_path(m) for m in re.findall(r"\((\d+<[^>]*>)\)", log.read_text())]
+    marker = str((repo.path.parent / "call-begins").resolve())
+    begin, end = (i for i, p in enumerate(paths) if p == marker)
+    during = paths[begin + 1 : end]
+    wal = str((repo.path / ".git" / "applyonce" / "ledger.sqlite3-wal").resolve())
+    assert during.count(wal) == 2, during
