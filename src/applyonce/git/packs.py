@@ -9,8 +9,11 @@ that names missing bytes; a left-over ``tmp_pack_*`` is removed by ``git gc`` as
 
 Small packs are merged (:func:`merge_small_packs`) so that their number stays bounded: lookups
 in a repository probe every pack, and ``git gc --auto`` would otherwise repack the whole
-repository once 50 have piled up. A merge writes the new pack durably before it removes the ones
-it replaces, so every object is on disk at every moment.
+repository once 50 have piled up. Packs are merged by tiers of size, as a log-structured store
+merges its runs: :data:`MERGE_AT` packs of one tier become one pack of the next, so after ``n``
+calls there are at most ``(MERGE_AT - 1)`` packs a tier and ``log(n)`` tiers, and each object is
+rewritten once a tier (amortised: a few objects a call). A merge writes the new pack durably
+before it removes the ones it replaces, so every object is on disk at every moment.
 
 Objects are stored whole (no deltas): ``git gc`` deltifies them later, as it does a push's.
 """
@@ -28,9 +31,12 @@ from pathlib import Path
 
 from applyonce.state.files import fsync_dir
 
-# A pack smaller than this is "small": merged with the others once there are MERGE_AT of them.
-SMALL_PACK_BYTES = 1 << 20
-MERGE_AT = 16
+# Packs from this size up are git's business (git gc), never merged here.
+SMALL_PACK_BYTES = 64 << 20
+# A tier holds packs of TIER_BASE * MERGE_AT**k bytes up to the next power; MERGE_AT of one tier
+# are merged into one.
+TIER_BASE = 16 << 10
+MERGE_AT = 8
 _LARGE_OFFSET = 0x80000000
 _ZLIB_LEVEL = 1  # speed over size: git gc recompresses
 
@@ -151,10 +157,10 @@ def pack_ids(index_path: Path) -> list[str]:
     return [data[start + 20 * i : start + 20 * (i + 1)].hex() for i in range(count)]
 
 
-def small_packs(objects_dir: Path) -> list[Path]:
+def small_packs(objects_dir: Path) -> dict[Path, int]:
     """The small packs of ``objects_dir`` that may be merged (an index beside them, no
-    ``.keep`` or ``.promisor``), by their ``.pack`` path."""
-    found = []
+    ``.keep``, ``.promisor``, ``.mtimes`` or ``.bitmap``): their sizes by ``.pack`` path."""
+    found: dict[Path, int] = {}
     with contextlib.suppress(FileNotFoundError), os.scandir(objects_dir / "pack") as it:
         names = {entry.name: entry for entry in it}
     for name, entry in names.items():
@@ -162,36 +168,50 @@ def small_packs(objects_dir: Path) -> list[Path]:
             continue
         stem = name[: -len(".pack")]
         if f"{stem}.idx" not in names or any(
-            f"{stem}.{other}" in names for other in ("keep", "promisor", "mtimes")
+            f"{stem}.{other}" in names for other in ("keep", "promisor", "mtimes", "bitmap")
         ):
-            continue  # kept, a partial clone's, or a cruft pack of git gc: left to git
+            continue  # kept, a partial clone's, a cruft pack or a bitmapped one: left to git
         with contextlib.suppress(OSError):
-            if entry.stat().st_size < SMALL_PACK_BYTES:
-                found.append(Path(entry.path))
+            size = entry.stat().st_size
+            if size < SMALL_PACK_BYTES:
+                found[Path(entry.path)] = size
     return found
 
 
+def _tier(size: int) -> int:
+    tier, bound = 0, TIER_BASE
+    while size >= bound:
+        tier, bound = tier + 1, bound * MERGE_AT
+    return tier
+
+
 def merge_small_packs(objects_dir: Path, read: Callable[[str], tuple[int, bytes]]) -> int:
-    """Merge the small packs into one once there are :data:`MERGE_AT` of them; ``read(oid)``
+    """Merge the packs of each tier that holds :data:`MERGE_AT` of them into one; ``read(oid)``
     gives an object's type and data. The merged pack is durable before any pack it replaces is
-    removed. Returns how many packs were merged (0: too few, or another process merged them)."""
-    packs = small_packs(objects_dir)
-    if len(packs) < MERGE_AT:
-        return 0
-    objects = []
-    try:
-        for pack in packs:
-            for oid in pack_ids(pack.with_suffix(".idx")):
-                kind, data = read(oid)
-                objects.append((oid, kind, data))
-    except (OSError, KeyError, ValueError):
-        return 0  # merged or removed meanwhile by someone else: nothing is lost by waiting
-    merged = write_pack(objects_dir, objects)
-    for pack in packs:
-        if pack.stem == merged:
+    removed. Returns how many packs were merged (0: no tier is full, or another process merged
+    them first)."""
+    tiers: dict[int, list[Path]] = {}
+    for pack, size in small_packs(objects_dir).items():
+        tiers.setdefault(_tier(size), []).append(pack)
+    merged_count = 0
+    for tier in sorted(tiers):
+        packs = sorted(tiers[tier])
+        if len(packs) < MERGE_AT:
             continue
-        for suffix in (".idx", ".rev", ".pack"):  # the index first: then the pack is unseen
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pack.with_suffix(suffix))
-    fsync_dir(objects_dir / "pack")
-    return len(packs)
+        objects = []
+        try:
+            for pack in packs:
+                for oid in pack_ids(pack.with_suffix(".idx")):
+                    objects.append((oid, *read(oid)))
+        except (OSError, KeyError, ValueError):
+            return merged_count  # merged or removed meanwhile by someone else: nothing is lost
+        merged = write_pack(objects_dir, objects)
+        for pack in packs:
+            if pack.stem == merged:
+                continue
+            for suffix in (".idx", ".rev", ".pack"):  # the index first: then the pack is unseen
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pack.with_suffix(suffix))
+        fsync_dir(objects_dir / "pack")
+        merged_count += len(packs)
+    return merged_count
