@@ -121,15 +121,14 @@ class _Text:
 
     def crlf_dominant(self) -> bool:
         """Split on ``\\n`` only: do most ended lines carry a ``\\r`` (a CRLF file)?"""
+        if "\r" not in "".join(self.bodies):
+            return False  # the usual file: one scan in C
         ended = [body for body, end in zip(self.bodies, self.ends, strict=True) if end]
         return sum(body.endswith("\r") for body in ended) * 2 > len(ended)
 
     def encode(self, bodies: Sequence[str], ends: Sequence[str]) -> bytes:
         out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
         return ((BOM if self.bom else "") + out).encode("utf-8", self.errors)
-
-
-_LF_LINE = re.compile(r"([^\n]*)(\n|$)")
 
 
 def decode_text(
@@ -166,8 +165,16 @@ def decode_text(
         text = text[1:]
     bodies: list[str] = []
     ends: list[str] = []
-    if text:
-        for match in (_LINE if split_cr else _LF_LINE).finditer(text):
+    if text and (not split_cr or "\r" not in text):
+        # Only ``\n`` ends a line: one split in C, not a match object a line.
+        bodies = text.split("\n")
+        last = bodies.pop()
+        ends = ["\n"] * len(bodies)
+        if last:
+            bodies.append(last)
+            ends.append("")
+    elif text:
+        for match in _LINE.finditer(text):
             body, end = match.group(1), match.group(2)
             if not end and not body:
                 break  # the empty match at the very end
