@@ -70,6 +70,7 @@ def test_wal_full_sync_and_named_migrations(tmp_path: Path) -> None:
         "0002_trailer_index",
         "0003_claim_leases",
         "0004_owner_namespace",
+        "0005_unsynced_calls",
     ]
     ledger.close()
     again = SqliteLedger(tmp_path / "ledger.sqlite3")  # re-opening does not re-apply

@@ -124,7 +124,8 @@ def test_state_files_are_private(repo: Repo, tmp_path: Path, umask: int) -> None
 
 
 def test_state_files_of_a_sync_killed_halfway_are_private(repo: Repo) -> None:
-    # Killed while the index lock is held: the lock journal's entry and its index copy remain.
+    # Killed while the index lock is held: the lock journal's entry remains (the index is read
+    # and written beside itself, in .git, never copied into the state directory).
     old = os.umask(0o022)
     try:
         killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "during-sync"})
@@ -133,7 +134,8 @@ def test_state_files_of_a_sync_killed_halfway_are_private(repo: Repo) -> None:
     assert killed.returncode == -9, killed
     state = repo.state_dir()
     found = [p for p in state.rglob("*") if "scratch" not in p.relative_to(state).parts]
-    assert any(p.suffix == ".data" for p in found), found  # the copy of the index
+    assert any(p.suffix == ".json" for p in found), found  # the journal's entry
+    assert not any(p.suffix == ".data" for p in found), found
     for path in [state, *found]:
         mode = stat.S_IMODE(os.lstat(path).st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))

@@ -435,7 +435,9 @@ def _snapshot_again(
         BaseMovedError: another commit changed a path the user has changes on.
     """
     if old_base is not None and base is not None:
-        changed = ctx.store.paths_changed(old_base, base) & set(snap.paths)
+        # Only the snapshotted paths are compared (not a diff of the two trees).
+        old_tree = ctx.store.tree_at(old_base)
+        changed = {p for p in snap.paths if old_tree.version(p) != base_tree.version(p)}
     else:
         changed = set(snap.paths)
     if changed:

@@ -44,12 +44,17 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                     paths[record.path] = None
                     if record.from_:
                         paths[record.from_] = None
-            pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
-            bases = [sync_base(ctx, r) for r in group] + sorted(b for b in pending if b is not None)
-            since = _oldest_base(ctx, ref, bases)
-            ref_reports = ctx.checkouts.sync_checkouts(
-                ref, since, list(paths), journal=lock_journal(ctx)
-            )
+            checkouts = ctx.checkouts.checkouts_of(ref)
+            ref_reports = []
+            if checkouts:  # none (a bare repository, another branch checked out): synced
+                pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
+                bases = [sync_base(ctx, r) for r in group] + sorted(
+                    b for b in pending if b is not None
+                )
+                since = _oldest_base(ctx, ref, bases)
+                ref_reports = ctx.checkouts.sync_checkouts(
+                    ref, since, list(paths), journal=lock_journal(ctx), checkouts=checkouts
+                )
             reports.extend(ref_reports)
             detail = {"reports": [r.__dict__ for r in ref_reports]}
             left = {p for report in ref_reports for p in report.left_alone}
@@ -95,16 +100,23 @@ def sync_warnings(reports: Sequence[SyncReport]) -> list[str]:
 
 
 def _oldest_base(ctx: Context, ref: str, bases: Sequence[str | None]) -> str | None:
-    """The oldest of ``bases`` on ``ref`` (one walk from the tip): the checkout may hold any
-    version of a path from there on. None if a call started on an unborn branch."""
+    """The oldest of ``bases`` on ``ref``: the checkout may hold any version of a path from
+    there on. None if a call started on an unborn branch. A single base is the answer as it is;
+    several are ordered by ancestry (each check walks only the commits between them, never the
+    history below), sides merged since count from where they parted. Bases not on ``ref``
+    (rewritten away) do not count, unless none is on it (then the first)."""
     if any(base is None for base in bases):
         return None
-    remaining = set(bases)
-    oldest: str | None = None
-    for commit_id in ctx.store.walk(ctx.store.tip(ref)):
-        if commit_id in remaining:
-            oldest = commit_id
-            remaining.discard(commit_id)
-            if not remaining:
-                break
-    return oldest if oldest is not None else (bases[0] if bases else None)
+    unique = [b for b in dict.fromkeys(bases) if b is not None]
+    if len(unique) <= 1:
+        return unique[0] if unique else None
+    on_ref = [b for b in unique if ctx.publisher.is_on(ref, b)]
+    if not on_ref:
+        return unique[0]
+    oldest = on_ref[0]
+    for base in on_ref[1:]:
+        if ctx.store.is_ancestor(base, oldest):
+            oldest = base
+        elif not ctx.store.is_ancestor(oldest, base):
+            oldest = ctx.store.merge_base(oldest, base) or oldest
+    return oldest

@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
-from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_LINK, MODE_TREE
+from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_LINK
 from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
-from applyonce.git.filters import clean_blob, filter_of, smudged
-from applyonce.git.indexlock import locked_index, read_index, skips_worktree, stage_file
+from applyonce.git.filters import autocrlf_of, clean_blob, filter_of
+from applyonce.git.indexlock import lent, locked_index, reading_index, skips_worktree, stage_file
 from applyonce.git.store import GitStore, GitTree, Version
+from applyonce.git.workfiles import (
+    checkout_bytes,
+    file_mode,
+    index_version,
+    stage,
+    trusts_filemode,
+    workdir_version,
+)
 from applyonce.state.files import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
-
-_ZERO_OID = pygit2.Oid(hex="0" * 40)
 
 
 class CheckoutSyncError(ApplyOnceError):
@@ -55,6 +60,8 @@ class DirtyPath:
     current: Version
     staged: Version
     expected: Version
+    # Untracked, and ignored by git there (.gitignore, info/exclude, core.excludesFile).
+    ignored: bool = field(default=False, compare=False)
 
     def error(self) -> DirtyPathError:
         state = "is untracked" if self.expected[0] is None else "has uncommitted changes"
@@ -149,7 +156,7 @@ class Checkouts:
                     worktree=dirty.worktree,
                     hint="move it aside, then repeat the call",
                 )
-            if dirty.expected[0] is None and _ignored(dirty):
+            if dirty.expected[0] is None and dirty.ignored:
                 # git add and git commit leave an ignored file out unless forced: it may hold
                 # secrets (a .env), so its bytes never go into a snapshot on the branch.
                 raise DirtyPathError(
@@ -195,7 +202,8 @@ class Checkouts:
                 hex=clean_blob(checkout, Path(dirty.worktree), dirty.path, driver, write=True)
             )
         else:
-            oid = checkout.create_blob_fromworkdir(dirty.path)
+            with reading_index(checkout):  # its clean filters may look at the index
+                oid = checkout.create_blob_fromworkdir(dirty.path)
         if str(oid) != blob:
             raise DirtyPathError(
                 f"{dirty.path} changed while it was read in the checkout at {dirty.worktree}",
@@ -205,29 +213,43 @@ class Checkouts:
             )
         self.store.written.remember(oid)
 
-    def _dirty(self, ref: str, base: GitTree, paths: Iterable[str]) -> Iterator[DirtyPath]:
-        """Each touched path that a checkout of ``ref`` holds in a version the base does not."""
+    def _dirty(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
+        """Each touched path that a checkout of ``ref`` holds in a version the base does not
+        (only the touched paths are looked at: the index entry, the work-tree file)."""
         paths = list(paths)
+        found: list[DirtyPath] = []
         for checkout in self.checkouts_of(ref):
             root = Path(checkout.workdir)
-            index = read_index(checkout)
-            trusts_mode = _trusts_filemode(checkout)
-            for path in paths:
-                if base.kind(path) in ("dir", "submodule"):
-                    continue  # not a file: the planner refuses the operation itself
-                expected = base.version(path)
-                staged = _index_version(index, path)
-                if skips_worktree(index, path):  # git ignores its work-tree file, and so do we
-                    current = staged
-                else:
-                    current = _workdir_version(
-                        checkout, root, path, staged, trusts_mode=trusts_mode
-                    )
-                if current != expected or staged != expected:
-                    yield DirtyPath(path, str(root), current, staged, expected)
+            with reading_index(checkout) as index:
+                trusts_mode = trusts_filemode(checkout)
+                for path in paths:
+                    if base.kind(path) in ("dir", "submodule"):
+                        continue  # not a file: the planner refuses the operation itself
+                    expected = base.version(path)
+                    staged = index_version(index, path)
+                    if skips_worktree(index, path):  # git ignores its work-tree file, and so do we
+                        current = staged
+                    else:
+                        current = workdir_version(
+                            checkout, root, path, staged, trusts_mode=trusts_mode
+                        )
+                    if current != expected or staged != expected:
+                        ignored = (
+                            expected[0] is None
+                            and path not in index
+                            and checkout.path_is_ignored(path)
+                        )
+                        found.append(DirtyPath(path, str(root), current, staged, expected, ignored))
+        return found
 
     def sync_checkouts(
-        self, ref: str, base_commit: str | None, paths: Iterable[str], *, journal: Path
+        self,
+        ref: str,
+        base_commit: str | None,
+        paths: Iterable[str],
+        *,
+        journal: Path,
+        checkouts: Sequence[pygit2.Repository] | None = None,
     ) -> list[SyncReport]:
         """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
 
@@ -235,6 +257,7 @@ class Checkouts:
         since ``base_commit`` (in both the work tree and the index); anything else is the user's
         and is left alone, and reported. Each checkout's index is held locked from its read to its
         write (``journal``: where the lock is recorded first, see ``state.lockjournal``).
+        ``checkouts``: :meth:`checkouts_of` ``ref``, if the caller has them already.
 
         Raises:
             ApplyOnceError: the index stays locked, is a split index, a filter driver fails, or
@@ -243,7 +266,7 @@ class Checkouts:
         tip = self.store.tip(ref)
         reports: list[SyncReport] = []
         paths = list(paths)
-        for checkout in self.checkouts_of(ref):
+        for checkout in self.checkouts_of(ref) if checkouts is None else checkouts:
             try:
                 with locked_index(checkout, journal, paths) as locked:
                     report = self._sync_one(checkout, locked.index, tip, base_commit, paths)
@@ -267,41 +290,14 @@ class Checkouts:
         root = Path(checkout.workdir)
         tip_tree = self.store.tree_at(tip)
         known = self._versions_since(tip, base_commit, paths)
+        trusts_mode = trusts_filemode(checkout)
         written: list[str] = []
         left: list[str] = []
-        trusts_mode = _trusts_filemode(checkout)
         skipped: list[tuple[str, Version]] = []
         # Everything that can fail on the user's setup (a clean or smudge filter) runs before the
         # first write: the sync writes all the paths it may write, or none.
-        planned: list[tuple[str, Version, Version, Version, bytes | None]] = []
-        for path in paths:
-            target = tip_tree.version(path)
-            staged = _index_version(index, path)
-            if skips_worktree(index, path):
-                # Outside the sparse checkout: git keeps only the index entry, and so do we.
-                if staged != target and staged in known[path]:
-                    skipped.append((path, target))
-                elif staged != target:
-                    left.append(path)
-                continue
-            current = _workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
-            if current == target and staged == target:
-                continue
-            if current not in known[path] or staged not in known[path]:
-                left.append(path)
-                continue
-            if not is_real_dir_chain(root, path):
-                left.append(path)
-                continue
-            full = root / path
-            if full.is_dir() and not full.is_symlink():
-                left.append(path)
-                continue
-            data: bytes | None = None
-            entry = tip_tree.entry(path) if target[0] is not None else None
-            if entry is not None and entry.filemode != MODE_LINK:
-                data = self._checkout_bytes(checkout, root, path, entry.id)
-            planned.append((path, target, staged, current, data))
+        with lent(checkout, index):
+            planned = self._plan_sync(checkout, index, tip_tree, known, paths, left, skipped)
         for path, target in skipped:
             if target[0] is None:
                 index.remove(path)
@@ -323,7 +319,7 @@ class Checkouts:
             ):
                 # Only the mode changed, and git ignores the work tree's bit here
                 # (core.fileMode=false): the index entry alone carries it.
-                _stage(index, full, path, target)
+                stage(index, full, path, target)
             else:
                 entry = tip_tree.entry(path)
                 assert entry is not None
@@ -339,127 +335,87 @@ class Checkouts:
                     atomic_write(
                         full,
                         data,
-                        mode=_file_mode(entry.filemode),
+                        mode=file_mode(entry.filemode),
                         durable=False,
                         before_replace=_during_sync,
                     )
-                _stage(index, full, path, target)
+                stage(index, full, path, target)
             written.append(path)
         return SyncReport(str(root), tuple(written), tuple(left))
 
-    def _checkout_bytes(
-        self, checkout: pygit2.Repository, root: Path, path: str, blob_id: pygit2.Oid
-    ) -> bytes:
-        """The bytes git would write for the blob at ``path``: through a filter driver by git
-        itself, else through libgit2's built-in filters (eol, ident), as git would."""
-        driver = filter_of(checkout, path)
-        if driver is not None:
-            return smudged(checkout, root, path, str(blob_id), driver)
-        blob = self.store.repo[blob_id]
-        assert isinstance(blob, pygit2.Blob)
-        with pygit2.BlobIO(blob, as_path=path) as stream:
-            return stream.read()
+    def _plan_sync(
+        self,
+        checkout: pygit2.Repository,
+        index: pygit2.Index,
+        tip_tree: GitTree,
+        known: dict[str, set[Version]],
+        paths: list[str],
+        left: list[str],
+        skipped: list[tuple[str, Version]],
+    ) -> list[tuple[str, Version, Version, Version, bytes | None]]:
+        """What the sync of one checkout writes: each path to bring to the tip, with its versions
+        (target, staged, current) and the bytes to write. Appends the paths to leave alone to
+        ``left``, the skip-worktree entries to update to ``skipped``."""
+        root = Path(checkout.workdir)
+        trusts_mode = trusts_filemode(checkout)
+        autocrlf = autocrlf_of(checkout)
+        planned: list[tuple[str, Version, Version, Version, bytes | None]] = []
+        for path in paths:
+            target = tip_tree.version(path)
+            staged = index_version(index, path)
+            if skips_worktree(index, path):
+                # Outside the sparse checkout: git keeps only the index entry, and so do we.
+                if staged != target and staged in known[path]:
+                    skipped.append((path, target))
+                elif staged != target:
+                    left.append(path)
+                continue
+            current = workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+            if current == target and staged == target:
+                continue
+            if current not in known[path] or staged not in known[path]:
+                left.append(path)
+                continue
+            if not is_real_dir_chain(root, path):
+                left.append(path)
+                continue
+            full = root / path
+            if full.is_dir() and not full.is_symlink():
+                left.append(path)
+                continue
+            data: bytes | None = None
+            entry = tip_tree.entry(path) if target[0] is not None else None
+            if entry is not None and entry.filemode != MODE_LINK:
+                data = checkout_bytes(checkout, root, path, str(entry.id), autocrlf=autocrlf)
+            planned.append((path, target, staged, current, data))
+        return planned
 
     def _versions_since(
         self, tip: str | None, base_commit: str | None, paths: list[str]
     ) -> dict[str, set[Version]]:
         """Every version (blob ID and mode) each path had from ``base_commit`` to ``tip``: its
-        version at the base plus every version a commit in between introduced (one tree diff a
-        commit, so the cost follows the changes, not commits x paths)."""
-        base_tree = self.store.tree_at(base_commit)
-        versions: dict[str, set[Version]] = {path: {base_tree.version(path)} for path in paths}
-        for commit in self.store.commits(tip, hide=base_commit):
-            if not commit.parents:  # a root commit: its versions are simply its own
-                root = GitTree(self.store.repo, commit.tree)
-                for path in paths:
-                    versions[path].add(root.version(path))
-                continue
-            for delta in commit.parents[0].tree.diff_to_tree(commit.tree).deltas:
-                for side in (delta.old_file, delta.new_file):
-                    if side.path in versions:
-                        absent = side.id == _ZERO_OID or side.mode in (MODE_TREE, MODE_GITLINK)
-                        version = (None, None) if absent else (str(side.id), int(side.mode))
-                        versions[side.path].add(version)
+        version at the base plus its version in every commit in between (and in a first parent
+        outside that range: a merged side's). Only the paths are looked up, in each commit's
+        tree: the cost is commits x paths x depth, never the size of the tree."""
+        versions: dict[str, set[Version]] = {path: set() for path in paths}
+        trees: list[GitTree] = [self.store.tree_at(base_commit)]
+        if tip is not None:
+            walker = self.store.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
+            if base_commit is not None:
+                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                    walker.hide(pygit2.Oid(hex=base_commit))
+            commits = list(walker)  # bounded by the base: a hidden walk stops there
+            inside = {commit.id for commit in commits}
+            for commit in commits:
+                trees.append(GitTree(self.store.repo, commit.tree))
+                parents = commit.parent_ids
+                if parents and parents[0] not in inside and str(parents[0]) != base_commit:
+                    trees.append(self.store.tree_at(str(parents[0])))
+        for tree in trees:
+            for path in paths:
+                versions[path].add(tree.version(path))
         return versions
-
-
-def _workdir_blob(checkout: pygit2.Repository, root: Path, path: str) -> str | None:
-    """The blob ID the work-tree file would be committed as (after the repo's clean filters)."""
-    full = root / path
-    try:
-        if full.is_symlink():
-            return str(pygit2.hash(os.readlink(full).encode()))
-        if not full.is_file():
-            if not full.exists():
-                return None
-            return "directory" if full.is_dir() else "special file"  # a FIFO, a socket
-        driver = filter_of(checkout, path)
-        if driver is not None:
-            return clean_blob(checkout, root, path, driver)
-        return str(checkout.hashfile(str(full), as_path=path))
-    except (OSError, pygit2.GitError):
-        return "unreadable"
-
-
-def _trusts_filemode(checkout: pygit2.Repository) -> bool:
-    """``core.fileMode``: whether git reads the executable bit from the work tree."""
-    try:
-        return bool(checkout.config.get_bool("core.fileMode"))
-    except (KeyError, pygit2.GitError, ValueError):
-        return True
-
-
-def _workdir_version(
-    checkout: pygit2.Repository, root: Path, path: str, staged: Version, *, trusts_mode: bool
-) -> Version:
-    """The version git would see in the work tree. Where the work tree cannot tell, git takes
-    a regular file's mode from the index, and so does this: the executable bit under
-    ``core.fileMode=false``, a symlink checked out as a plain file under ``core.symlinks=false``."""
-    blob = _workdir_blob(checkout, root, path)
-    full = root / path
-    try:
-        st = os.lstat(full)
-    except OSError:
-        return (blob, None)
-    if stat.S_ISLNK(st.st_mode):
-        return (blob, MODE_LINK)
-    if not stat.S_ISREG(st.st_mode):
-        return (blob, None)
-    if staged[1] == MODE_LINK or (not trusts_mode and staged[1] in (MODE_FILE, MODE_EXEC)):
-        return (blob, staged[1])
-    return (blob, MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE)
-
-
-def _index_version(index: pygit2.Index, path: str) -> Version:
-    try:
-        entry = index[path]
-    except KeyError:
-        return (None, None)
-    return (str(entry.id), int(entry.mode))
-
-
-def _stage(index: pygit2.Index, full: Path, path: str, target: Version) -> None:
-    """Record ``target`` (the commit's blob and mode) for ``path``, with the stat data of the work
-    tree's file, as git checkout does. The mode is the commit's even under
-    ``core.fileMode=false``, where the file's own bit does not count."""
-    blob, mode = target
-    assert blob is not None and mode is not None
-    stage_file(index, path, blob, mode, full)
 
 
 def _during_sync() -> None:
     fault("during-sync")
-
-
-def _file_mode(git_mode: int) -> int:
-    """Permission bits for a checkout file, as git would give them under the user's umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return (0o777 if git_mode == MODE_EXEC else 0o666) & ~umask
-
-
-def _ignored(dirty: DirtyPath) -> bool:
-    """Whether ``dirty.path`` is outside the checkout's index and ignored there (.gitignore,
-    info/exclude, core.excludesFile), as ``git add`` judges it."""
-    checkout = pygit2.Repository(dirty.worktree)
-    return dirty.path not in checkout.index and checkout.path_is_ignored(dirty.path)

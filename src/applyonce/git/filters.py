@@ -47,6 +47,41 @@ def filter_of(repo: pygit2.Repository, path: str) -> str | None:
     return None
 
 
+def autocrlf_of(repo: pygit2.Repository) -> str:
+    """``core.autocrlf`` as libgit2 reads it: ``false`` (also when unset), ``true``, ``input``,
+    or ``other`` (a value libgit2 would not take: left to libgit2 to judge)."""
+    config = repo.config
+    try:
+        if "core.autocrlf" not in config:
+            return "false"
+        return "true" if config.get_bool("core.autocrlf") else "false"
+    except (KeyError, ValueError, pygit2.GitError):
+        pass
+    try:
+        value = config["core.autocrlf"]
+    except (KeyError, ValueError, pygit2.GitError):
+        return "other"
+    return "input" if isinstance(value, str) and value.lower() == "input" else "other"
+
+
+def builtin_filters_apply(repo: pygit2.Repository, path: str, *, autocrlf: str) -> bool:
+    """Whether libgit2's built-in filters may change the bytes of ``path`` on their way to the
+    work tree (``autocrlf``: :func:`autocrlf_of`). False only where they certainly do not: no
+    ``ident``, and no end-of-line conversion (libgit2's crlf.c: a path converts LF to CRLF on
+    checkout only if ``text``/``crlf``/``eol`` say so, or none is set and core.autocrlf is
+    true)."""
+    if repo.get_attr(path, "ident") is not None:
+        return True
+    text = repo.get_attr(path, "text")
+    if text is None:
+        text = repo.get_attr(path, "crlf")
+    if text is False:  # -text (or -crlf): binary, never converted, whatever eol says
+        return False
+    if text is not None or repo.get_attr(path, "eol") is not None:
+        return True  # a text or eol setting: libgit2 judges it
+    return autocrlf not in ("false", "input")  # input converts only on the way in
+
+
 def _has_command(config: pygit2.Config, driver: str) -> bool:
     return any(f"filter.{driver}.{key}" in config for key in ("clean", "smudge", "process"))
 

@@ -1,10 +1,18 @@
 """A checkout's index, read and written as git does: under ``index.lock`` from read to write.
 
 :func:`locked_index` creates ``index.lock`` exclusively (journaled first, see
-:mod:`applyonce.state.lockjournal`), copies the index to a private file and opens that copy; the
-caller changes it; :meth:`LockedIndex.commit` puts the new bytes into the held lock and renames
-it over the index. A ``git add`` that ran before holds its change in the copy; one that runs
-meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
+:mod:`applyonce.state.lockjournal`) and makes sure the index it hands out is the one on disk; the
+caller changes it; :meth:`LockedIndex.commit` has libgit2 write it once, into a file beside the
+index, fsyncs that file and renames it over the index while ``index.lock`` is still held, then
+releases the lock. A ``git add`` that ran before is in what was read; one that runs meanwhile
+finds the lock taken and fails loudly, as between two gits. Nothing is lost.
+
+Reading a large index costs tens of milliseconds, so the parsed index is kept in memory between
+calls (:func:`open_index`, :func:`keep_index`), with the identity of the file it was read from or
+written to (device, inode, size, mtime, ctime): while the file keeps that identity, nobody has
+replaced it (git writes a new index by renaming a new file over it), and the copy in memory is
+used without a read. Anything else reads it again. The index is read through a symbolic link
+beside it, so that libgit2 later writes it there, never into ``index.lock``.
 
 libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension) nor
 a sparse index (``index.sparse``, ``sdir``): that is an :class:`UnsupportedIndexError`, raised
@@ -16,11 +24,15 @@ its index entry is updated, its work-tree file ignored.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import secrets
 import shutil
 import stat
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
@@ -29,11 +41,15 @@ from pygit2.ffi import C, ffi
 
 from applyonce.errors import UsageError
 from applyonce.git.store import LockedError
+from applyonce.state.files import TMP_PREFIX
 from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock, stale_lock_hint
 
 INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
 _U32 = 0xFFFFFFFF
 _SKIP_WORKTREE = 1 << 14  # GIT_INDEX_ENTRY_SKIP_WORKTREE, in an entry's flags_extended
+
+# What tells one index file from another: (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns).
+Identity = tuple[int, int, int, int, int]
 
 
 class UnsupportedIndexError(UsageError):
@@ -56,40 +72,185 @@ class UnreadableIndexError(UsageError):
     )
 
 
-def read_index(checkout: pygit2.Repository) -> pygit2.Index:
-    """The checkout's index as it is on disk (for reading only).
+@dataclass
+class CheckoutIndex:
+    """A checkout's index, parsed: ``identity`` is that of the file it was read from or written
+    to (None: unknown, never reused); libgit2 writes it to ``scratch`` (None: it cannot be
+    written, it was read where no file could be made beside the index)."""
+
+    path: Path
+    index: pygit2.Index
+    scratch: Path | None
+    identity: Identity | None
+
+
+_KEPT: dict[Path, CheckoutIndex] = {}  # by index file: the copies kept between calls
+_KEPT_LOCK = threading.Lock()
+
+
+def open_index(checkout: pygit2.Repository) -> CheckoutIndex:
+    """The checkout's index as it is on disk: the copy kept by :func:`keep_index` if the file
+    has not changed since, else read (once). The caller has it to itself until it keeps it.
 
     Raises:
-        UnsupportedIndexError: a split index (or another extension libgit2 cannot read).
+        UnsupportedIndexError: a split or sparse index.
         UnreadableIndexError: a damaged index.
     """
+    path = Path(checkout.path) / "index"
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(path, None)
+    if kept is not None and kept.identity is not None and kept.identity == identity_of(path):
+        return kept
+    return _read(checkout, path, _scratch_name(path))
+
+
+def keep_index(held: CheckoutIndex) -> None:
+    """Keep ``held`` in memory for the next :func:`open_index` of its checkout (unchanged since
+    it was read or written, or it is not kept)."""
+    if held.identity is not None and held.scratch is not None:
+        with _KEPT_LOCK:
+            _KEPT[held.path] = held
+
+
+def identity_of(path: Path) -> Identity | None:
+    """The identity of the file at ``path`` (None: there is none)."""
     try:
-        index: pygit2.Index = checkout.index
-        index.read(False)
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _scratch_name(index_path: Path) -> Path:
+    """A fresh name beside the index, where libgit2 reads and writes it (applyonce's temp-file
+    pattern, with this pid)."""
+    return index_path.with_name(f"{TMP_PREFIX}index.{os.getpid()}.{secrets.token_hex(4)}")
+
+
+def _read(checkout: pygit2.Repository, path: Path, scratch: Path) -> CheckoutIndex:
+    """Read the index through a symbolic link at ``scratch`` (no copy): libgit2 then knows the
+    index by that name and writes it there. Its identity counts only if the file did not change
+    while it was read."""
+    before = identity_of(path)
+    try:
+        os.symlink(path.name, scratch)
+    except FileExistsError:
+        raise
+    except OSError:
+        try:  # a file system without symbolic links: a copy, as git's own tools would make
+            shutil.copyfile(path, scratch)
+        except FileNotFoundError:
+            pass  # no index yet: an empty one, written there
+        except OSError:
+            # Nothing can be made beside the index (a read-only .git): read where it is, for
+            # reading only.
+            return CheckoutIndex(path, _open(checkout, path, path), None, None)
+    try:
+        index = _open(checkout, scratch, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+    after = identity_of(path)
+    return CheckoutIndex(path, index, scratch, before if before == after else None)
+
+
+def _open(checkout: pygit2.Repository, at: Path, index_path: Path) -> pygit2.Index:
+    try:
+        return _open_index(at)
     except pygit2.GitError as exc:
-        raise _unsupported(checkout, exc) from None
-    return index
+        # libgit2 names the file it opened: the user's file is the index itself.
+        raise _unsupported(checkout, exc, str(at) if at != index_path else None) from None
+
+
+# --- lending the index to the checkout's repository ----------------------------------------------
+
+# libgit2 reads a repository's index on its first attribute lookup (attribute files may be in the
+# index) and on hashing a work-tree file: tens of milliseconds for a large one, on every
+# repository object opened. git_repository_set_index (not in pygit2's API) makes it use the index
+# already in memory instead. Without it, libgit2 reads the index itself: slower, as correct.
+def _set_index_function() -> Callable[[int, int | None], int] | None:
+    try:
+        from pygit2 import _libgit2
+
+        function = ctypes.CDLL(_libgit2.__file__).git_repository_set_index
+    except (ImportError, OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SET_INDEX = _set_index_function()
+
+
+@contextlib.contextmanager
+def lent(checkout: pygit2.Repository, index: pygit2.Index) -> Iterator[None]:
+    """For the block, ``checkout``'s attribute lookups and filters use ``index`` (no read of
+    their own). Taken back after it: libgit2 then writes the index as an index of no
+    repository, as it always has here."""
+    if _SET_INDEX is None:
+        yield
+        return
+    repo = int(ffi.cast("uintptr_t", checkout._repo))
+    _SET_INDEX(repo, int(ffi.cast("uintptr_t", index._index)))
+    try:
+        yield
+    finally:
+        _SET_INDEX(repo, None)
+
+
+@contextlib.contextmanager
+def reading_index(checkout: pygit2.Repository) -> Iterator[pygit2.Index]:
+    """The checkout's index for reading (:func:`open_index`), lent to ``checkout`` for the block
+    and kept in memory after it.
+
+    Raises:
+        UnsupportedIndexError: a split or sparse index.
+        UnreadableIndexError: a damaged index.
+    """
+    held = open_index(checkout)
+    try:
+        with lent(checkout, held.index):
+            yield held.index
+    finally:
+        keep_index(held)  # read only: unchanged, whatever happened
+
+
+# --- writing it ----------------------------------------------------------------------------------
 
 
 class LockedIndex:
-    """A private copy of the index, opened under the held ``index.lock``."""
+    """The checkout's index as it is on disk, under the held ``index.lock``."""
 
-    def __init__(self, held: HeldLock, index_path: Path, index: pygit2.Index) -> None:
+    def __init__(self, held: HeldLock, checkout_index: CheckoutIndex) -> None:
         self.held = held
-        self.index_path = index_path
-        self.index = index
+        self.checkout_index = checkout_index
+        self.index = checkout_index.index
+        self.committed = False
 
     def commit(self) -> None:
-        """Write the changed copy, put it into the held lock (fsynced), rename it over the index."""
+        """Write the index once (libgit2, beside the index), fsync it, rename it over the index
+        while ``index.lock`` is held; keep it in memory with the identity of the new file."""
+        held = self.checkout_index
+        assert held.scratch is not None
         self.index.write()
-        self.held.replace(self.held.scratch.read_bytes(), self.index_path)
+        fd = os.open(held.scratch, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.held.install(held.scratch, held.path)
+        held.identity = identity_of(held.path)
+        self.committed = True
 
 
 @contextlib.contextmanager
 def locked_index(
     checkout: pygit2.Repository, journal: Path, paths: Sequence[str]
 ) -> Iterator[LockedIndex]:
-    """Hold ``index.lock`` of ``checkout`` for the block, with the index read under it.
+    """Hold ``index.lock`` of ``checkout`` for the block, with the index as it is on disk
+    under it. Leaving the block without :meth:`LockedIndex.commit` means the index was not
+    changed (it is kept in memory as it is); an exception drops it.
 
     Raises:
         LockedError: another writer keeps the lock for longer than :data:`INDEX_LOCK_WAIT_S`.
@@ -98,12 +259,20 @@ def locked_index(
     """
     index_path = Path(checkout.path) / "index"
     lock = index_path.with_name("index.lock")
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(index_path, None)
+    fresh = _scratch_name(index_path)
+    # Where libgit2 may write (and its own lock beside it): recover removes what a kill left.
+    scratches = [fresh, *([kept.scratch] if kept is not None and kept.scratch else [])]
+    temps = [p for s in scratches for p in (s, s.with_name(s.name + ".lock"))]
     deadline = time.monotonic() + INDEX_LOCK_WAIT_S
     with contextlib.ExitStack() as stack:
         while True:
             try:
                 held = stack.enter_context(
-                    held_lock(journal, lock, workdir=Path(checkout.workdir), paths=paths)
+                    held_lock(
+                        journal, lock, workdir=Path(checkout.workdir), paths=paths, temps=temps
+                    )
                 )
                 break
             except LockTakenError:
@@ -114,17 +283,14 @@ def locked_index(
                         hint=stale_lock_hint(journal, lock),
                     ) from None
                 time.sleep(0.02)
-        with contextlib.suppress(FileNotFoundError), open(index_path, "rb") as source:
-            # The copy is 0600, as all of applyonce's state (none at all without an index).
-            fd = os.open(held.scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as copy:
-                shutil.copyfileobj(source, copy)
-        try:
-            index = _open_index(held.scratch)
-        except pygit2.GitError as exc:
-            # libgit2 names the private copy: the user's file is the index itself.
-            raise _unsupported(checkout, exc, str(held.scratch)) from None
-        yield LockedIndex(held, index_path, index)
+        # Under the lock: the kept copy serves only if the file is still the one it came from.
+        if kept is None or kept.identity is None or kept.identity != identity_of(index_path):
+            kept = _read(checkout, index_path, fresh)
+            if kept.scratch is None:
+                raise UsageError(f"cannot write beside the index {index_path}: .git is read-only")
+        locked = LockedIndex(held, kept)
+        yield locked
+        keep_index(kept)
 
 
 def skips_worktree(index: pygit2.Index, path: str) -> bool:

@@ -454,6 +454,11 @@ class GitStore:
             diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
         return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
 
+    def merge_base(self, one: str, other: str) -> str | None:
+        """The best common ancestor of two commits (None: they have none)."""
+        found = self.repo.merge_base(pygit2.Oid(hex=one), pygit2.Oid(hex=other))
+        return None if found is None else str(found)
+
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
 

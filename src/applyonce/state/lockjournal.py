@@ -106,15 +106,29 @@ class HeldLock:
         fsync_dir(target.parent)
         self.done = True
 
+    def install(self, new: Path, target: Path) -> None:
+        """Make the complete, durable file ``new`` (beside ``target``) ``target`` by a rename,
+        while the lock still holds its marker: no writer that respects the lock can change
+        ``target`` meanwhile. The lock is removed when the holder leaves :func:`held_lock`; a
+        lock left by a kill holds the marker, and ``recover`` removes it."""
+        os.replace(new, target)
+        fsync_dir(target.parent)
+
 
 @contextlib.contextmanager
 def held_lock(
-    journal: Path, lock: Path, *, workdir: Path | None = None, paths: Sequence[str] = ()
+    journal: Path,
+    lock: Path,
+    *,
+    workdir: Path | None = None,
+    paths: Sequence[str] = (),
+    temps: Sequence[Path] = (),
 ) -> Iterator[HeldLock]:
     """Create ``lock`` exclusively after journaling it; remove it on leaving unless replaced.
 
     ``workdir`` and ``paths``: the work-tree files the holder may write while it holds the lock,
-    so that ``recover`` can find their temp files if it is killed.
+    so that ``recover`` can find their temp files if it is killed. ``temps``: files of the
+    holder's own (unique names) it may leave if killed, removed by ``recover`` and on leaving.
 
     Raises:
         LockTakenError: the lock file exists (another writer holds it); nothing is left behind.
@@ -129,6 +143,7 @@ def held_lock(
         "pid": os.getpid(),
         "workdir": str(workdir) if workdir is not None else None,
         "paths": list(paths),
+        "temps": [str(temp) for temp in temps],
     }
     entry = journal / f"{nonce}.json"
     atomic_write(entry, orjson.dumps(record))  # durable before the lock exists
@@ -151,7 +166,7 @@ def held_lock(
         if not held.done and _is_ours(lock, record):  # (unless someone rm'ed it and retook it)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(lock)
-        for private in (held.scratch, held.scratch.with_suffix(".data.lock")):
+        for private in (held.scratch, held.scratch.with_suffix(".data.lock"), *temps):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(private)
         os.unlink(entry)
@@ -240,11 +255,12 @@ def remove_own_locks(
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
                 removed.append(str(lock))
-        tmp = record.get("tmp")
-        if isinstance(tmp, str):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-                removed.append(tmp)
+        temps = record.get("temps")
+        for tmp in [record.get("tmp"), *(temps if isinstance(temps, list) else [])]:
+            if isinstance(tmp, str):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                    removed.append(tmp)
         removed.extend(_remove_worktree_temps(record))
         for private in (entry.with_suffix(".data"), entry.with_suffix(".data.lock"), entry):
             with contextlib.suppress(FileNotFoundError):

@@ -114,6 +114,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE calls ADD COLUMN owner_boot TEXT;
         """,
     ),
+    (
+        # Every sync asks for the unsynced calls of its branch: with this (partial) index that
+        # costs those few rows, not one per committed call ever made. A version before this one
+        # ignores it.
+        "0005_unsynced_calls",
+        """
+        CREATE INDEX calls_unsynced ON calls (ref, updated_at)
+            WHERE state = 'committed' AND synced = 0;
+        """,
+    ),
 ]
 
 
