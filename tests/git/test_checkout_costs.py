@@ -85,9 +85,9 @@ def test_the_index_is_read_at_most_once_a_call_and_not_again_while_unchanged(
     markers.mkdir()
     trace = tmp_path / "trace"
     patches = [_patch(n, range(3)) for n in range(4)]
+    strace = ["strace", "-f", "-y", "-e", "trace=openat,read", "-o", str(trace)]
     done = subprocess.run(
-        ["strace", "-f", "-y", "-e", "trace=openat,read", "-o", str(trace), sys.executable, "-c", LOOP,
-         str(repo.path), str(markers), *patches],
+        [*strace, sys.executable, "-c", LOOP, str(repo.path), str(markers), *patches],
         capture_output=True,
         text=True,
         check=False,

@@ -133,7 +133,7 @@ class Checkouts:
     def dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[str]:
         """The touched paths the checkouts of ``ref`` hold in a version ``base`` does not
         (reads only)."""
-        return sorted({found.path for found in self._dirty(ref, base, paths)})
+        return sorted({found.path for found in self._dirty(ref, base, paths, writes=False)})
 
     def dirty_versions(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
         """The user's changes on ``paths`` in the checkouts of ``ref``, each as the version
@@ -213,14 +213,17 @@ class Checkouts:
             )
         self.store.written.remember(oid)
 
-    def _dirty(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
+    def _dirty(
+        self, ref: str, base: GitTree, paths: Iterable[str], *, writes: bool = True
+    ) -> list[DirtyPath]:
         """Each touched path that a checkout of ``ref`` holds in a version the base does not
-        (only the touched paths are looked at: the index entry, the work-tree file)."""
+        (only the touched paths are looked at: the index entry, the work-tree file).
+        ``writes``: False to make no file at all (a dry run)."""
         paths = list(paths)
         found: list[DirtyPath] = []
         for checkout in self.checkouts_of(ref):
             root = Path(checkout.workdir)
-            with reading_index(checkout) as index:
+            with reading_index(checkout, writes=writes) as index:
                 trusts_mode = trusts_filemode(checkout)
                 for path in paths:
                     if base.kind(path) in ("dir", "submodule"):

@@ -45,6 +45,7 @@ from applyonce.state.files import TMP_PREFIX
 from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock, stale_lock_hint
 
 INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
+KEPT_INDEXES = 8  # parsed indexes kept in memory between calls (tens of MB for 100k files)
 _U32 = 0xFFFFFFFF
 _SKIP_WORKTREE = 1 << 14  # GIT_INDEX_ENTRY_SKIP_WORKTREE, in an entry's flags_extended
 
@@ -88,9 +89,11 @@ _KEPT: dict[Path, CheckoutIndex] = {}  # by index file: the copies kept between 
 _KEPT_LOCK = threading.Lock()
 
 
-def open_index(checkout: pygit2.Repository) -> CheckoutIndex:
+def open_index(checkout: pygit2.Repository, *, writes: bool = True) -> CheckoutIndex:
     """The checkout's index as it is on disk: the copy kept by :func:`keep_index` if the file
     has not changed since, else read (once). The caller has it to itself until it keeps it.
+    ``writes``: False to make no file at all, even for a moment (a dry run): an index read then
+    is not kept.
 
     Raises:
         UnsupportedIndexError: a split or sparse index.
@@ -101,15 +104,19 @@ def open_index(checkout: pygit2.Repository) -> CheckoutIndex:
         kept = _KEPT.pop(path, None)
     if kept is not None and kept.identity is not None and kept.identity == identity_of(path):
         return kept
+    if not writes:
+        return CheckoutIndex(path, _open(checkout, path, path), None, None)
     return _read(checkout, path, _scratch_name(path))
 
 
 def keep_index(held: CheckoutIndex) -> None:
     """Keep ``held`` in memory for the next :func:`open_index` of its checkout (unchanged since
-    it was read or written, or it is not kept)."""
+    it was read or written, or it is not kept). A few checkouts at most: the oldest goes."""
     if held.identity is not None and held.scratch is not None:
         with _KEPT_LOCK:
             _KEPT[held.path] = held
+            while len(_KEPT) > KEPT_INDEXES:
+                del _KEPT[next(iter(_KEPT))]
 
 
 def identity_of(path: Path) -> Identity | None:
@@ -164,6 +171,7 @@ def _open(checkout: pygit2.Repository, at: Path, index_path: Path) -> pygit2.Ind
 
 # --- lending the index to the checkout's repository ----------------------------------------------
 
+
 # libgit2 reads a repository's index on its first attribute lookup (attribute files may be in the
 # index) and on hashing a work-tree file: tens of milliseconds for a large one, on every
 # repository object opened. git_repository_set_index (not in pygit2's API) makes it use the index
@@ -200,7 +208,7 @@ def lent(checkout: pygit2.Repository, index: pygit2.Index) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reading_index(checkout: pygit2.Repository) -> Iterator[pygit2.Index]:
+def reading_index(checkout: pygit2.Repository, *, writes: bool = True) -> Iterator[pygit2.Index]:
     """The checkout's index for reading (:func:`open_index`), lent to ``checkout`` for the block
     and kept in memory after it.
 
@@ -208,7 +216,7 @@ def reading_index(checkout: pygit2.Repository) -> Iterator[pygit2.Index]:
         UnsupportedIndexError: a split or sparse index.
         UnreadableIndexError: a damaged index.
     """
-    held = open_index(checkout)
+    held = open_index(checkout, writes=writes)
     try:
         with lent(checkout, held.index):
             yield held.index

@@ -12,6 +12,12 @@ removes a lock only when it can prove it made it:
    every moment, the marker or the whole new content — both recorded;
 4. the lock is renamed over its target, then the entry is removed.
 
+Or, with :meth:`HeldLock.install` (the index: libgit2 writes it once, beside it), steps 3-4 are:
+the complete, fsynced new file is renamed over the target while the lock still holds the marker
+(no writer that respects the lock can touch the target meanwhile), then the lock is removed. The
+lock never holds anything but the marker, and the entry names the holder's temp files
+(``temps``), which ``recover`` removes too.
+
 :func:`remove_own_locks` (``applyonce recover``) removes a journaled lock only if its content is
 the marker or the recorded content; anything else is someone else's and stays. It judges these
 entries only while no applyonce sync can be running (the caller holds the sync lock), so the
