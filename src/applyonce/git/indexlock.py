@@ -234,7 +234,6 @@ class LockedIndex:
         self.held = held
         self.checkout_index = checkout_index
         self.index = checkout_index.index
-        self.committed = False
 
     def commit(self) -> None:
         """Write the index once (libgit2, beside the index), fsync it, rename it over the index
@@ -249,7 +248,6 @@ class LockedIndex:
             os.close(fd)
         self.held.install(held.scratch, held.path)
         held.identity = identity_of(held.path)
-        self.committed = True
 
 
 @contextlib.contextmanager
