@@ -95,7 +95,7 @@ def open_context(
     return Context(
         store=store,
         publisher=LocalRefPublisher(store, index, state / JOURNAL_DIR),
-        checkouts=Checkouts(store),
+        checkouts=Checkouts(store, state / JOURNAL_DIR),
         receipts=ReceiptStore(state),
         state_dir=state,
         read_only=read_only,

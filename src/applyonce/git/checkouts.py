@@ -85,8 +85,10 @@ class SyncReport:
 class Checkouts:
     """The work trees (main and linked) of one repository."""
 
-    def __init__(self, store: GitStore) -> None:
+    def __init__(self, store: GitStore, scratch_dir: Path | None = None) -> None:
         self.store = store
+        # Where the index is read and written on its way into .git (the lock journal's folder).
+        self.scratch_dir = scratch_dir
 
     def checkouts_of(self, ref: str) -> list[pygit2.Repository]:
         """The work trees (main and linked, from wherever we were opened) whose HEAD is ``ref``."""
@@ -202,7 +204,8 @@ class Checkouts:
                 hex=clean_blob(checkout, Path(dirty.worktree), dirty.path, driver, write=True)
             )
         else:
-            with reading_index(checkout):  # its clean filters may look at the index
+            # Its clean filters may look at the index.
+            with reading_index(checkout, scratch_dir=self.scratch_dir):
                 oid = checkout.create_blob_fromworkdir(dirty.path)
         if str(oid) != blob:
             raise DirtyPathError(
@@ -223,7 +226,7 @@ class Checkouts:
         found: list[DirtyPath] = []
         for checkout in self.checkouts_of(ref):
             root = Path(checkout.workdir)
-            with reading_index(checkout, writes=writes) as index:
+            with reading_index(checkout, writes=writes, scratch_dir=self.scratch_dir) as index:
                 trusts_mode = trusts_filemode(checkout)
                 for path in paths:
                     if base.kind(path) in ("dir", "submodule"):

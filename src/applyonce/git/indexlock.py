@@ -2,17 +2,17 @@
 
 :func:`locked_index` creates ``index.lock`` exclusively (journaled first, see
 :mod:`applyonce.state.lockjournal`) and makes sure the index it hands out is the one on disk; the
-caller changes it; :meth:`LockedIndex.commit` has libgit2 write it once, into a file beside the
-index, fsyncs that file and renames it over the index while ``index.lock`` is still held, then
-releases the lock. A ``git add`` that ran before is in what was read; one that runs meanwhile
-finds the lock taken and fails loudly, as between two gits. Nothing is lost.
+caller changes it; :meth:`LockedIndex.commit` has libgit2 write it once, into a private file on
+the index's file system, fsyncs that file and renames it over the index while ``index.lock`` is
+still held, then releases the lock. A ``git add`` that ran before is in what was read; one that
+runs meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
 
 Reading a large index costs tens of milliseconds, so the parsed index is kept in memory between
 calls (:func:`open_index`, :func:`keep_index`), with the identity of the file it was read from or
 written to (device, inode, size, mtime, ctime): while the file keeps that identity, nobody has
 replaced it (git writes a new index by renaming a new file over it), and the copy in memory is
 used without a read. Anything else reads it again. The index is read through a symbolic link
-beside it, so that libgit2 later writes it there, never into ``index.lock``.
+(that private file's name), so that libgit2 later writes it there, never into ``index.lock``.
 
 libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension) nor
 a sparse index (``index.sparse``, ``sdir``): that is an :class:`UnsupportedIndexError`, raised
@@ -41,7 +41,7 @@ from pygit2.ffi import C, ffi
 
 from applyonce.errors import UsageError
 from applyonce.git.store import LockedError
-from applyonce.state.files import TMP_PREFIX
+from applyonce.state.files import TMP_PREFIX, ensure_dir
 from applyonce.state.lockjournal import HeldLock, LockTakenError, held_lock, stale_lock_hint
 
 INDEX_LOCK_WAIT_S = 3.0  # the user's git holds index.lock for milliseconds; then we give up
@@ -89,11 +89,13 @@ _KEPT: dict[Path, CheckoutIndex] = {}  # by index file: the copies kept between 
 _KEPT_LOCK = threading.Lock()
 
 
-def open_index(checkout: pygit2.Repository, *, writes: bool = True) -> CheckoutIndex:
+def open_index(
+    checkout: pygit2.Repository, *, writes: bool = True, scratch_dir: Path | None = None
+) -> CheckoutIndex:
     """The checkout's index as it is on disk: the copy kept by :func:`keep_index` if the file
     has not changed since, else read (once). The caller has it to itself until it keeps it.
     ``writes``: False to make no file at all, even for a moment (a dry run): an index read then
-    is not kept.
+    is not kept. ``scratch_dir``: see :func:`_scratch_name`.
 
     Raises:
         UnsupportedIndexError: a split or sparse index.
@@ -106,7 +108,7 @@ def open_index(checkout: pygit2.Repository, *, writes: bool = True) -> CheckoutI
         return kept
     if not writes:
         return CheckoutIndex(path, _open(checkout, path, path), None, None)
-    return _read(checkout, path, _scratch_name(path))
+    return _read(checkout, path, _scratch_name(path, scratch_dir))
 
 
 def keep_index(held: CheckoutIndex) -> None:
@@ -128,10 +130,19 @@ def identity_of(path: Path) -> Identity | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _scratch_name(index_path: Path) -> Path:
-    """A fresh name beside the index, where libgit2 reads and writes it (applyonce's temp-file
-    pattern, with this pid)."""
-    return index_path.with_name(f"{TMP_PREFIX}index.{os.getpid()}.{secrets.token_hex(4)}")
+def _scratch_name(index_path: Path, scratch_dir: Path | None) -> Path:
+    """A fresh name where libgit2 reads and writes the index (applyonce's temp-file pattern,
+    with this pid): in ``scratch_dir`` (the lock journal's folder, private to applyonce) if it is
+    on the index's file system, else beside the index. libgit2 writes the index into a lock file
+    of its own and renames it, without an fsync: that rename stays out of ``.git``, and only the
+    fsynced file is renamed into it. ``recover`` removes what a killed process left there."""
+    where = index_path.parent
+    if scratch_dir is not None:
+        with contextlib.suppress(OSError):
+            ensure_dir(scratch_dir)
+            if os.stat(scratch_dir).st_dev == os.stat(where).st_dev:
+                where = scratch_dir
+    return where / f"{TMP_PREFIX}index.{os.getpid()}.{secrets.token_hex(4)}"
 
 
 def _read(checkout: pygit2.Repository, path: Path, scratch: Path) -> CheckoutIndex:
@@ -140,7 +151,7 @@ def _read(checkout: pygit2.Repository, path: Path, scratch: Path) -> CheckoutInd
     while it was read."""
     before = identity_of(path)
     try:
-        os.symlink(path.name, scratch)
+        os.symlink(os.path.abspath(path), scratch)
     except FileExistsError:
         raise
     except OSError:
@@ -208,7 +219,9 @@ def lent(checkout: pygit2.Repository, index: pygit2.Index) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reading_index(checkout: pygit2.Repository, *, writes: bool = True) -> Iterator[pygit2.Index]:
+def reading_index(
+    checkout: pygit2.Repository, *, writes: bool = True, scratch_dir: Path | None = None
+) -> Iterator[pygit2.Index]:
     """The checkout's index for reading (:func:`open_index`), lent to ``checkout`` for the block
     and kept in memory after it.
 
@@ -216,7 +229,7 @@ def reading_index(checkout: pygit2.Repository, *, writes: bool = True) -> Iterat
         UnsupportedIndexError: a split or sparse index.
         UnreadableIndexError: a damaged index.
     """
-    held = open_index(checkout, writes=writes)
+    held = open_index(checkout, writes=writes, scratch_dir=scratch_dir)
     try:
         with lent(checkout, held.index):
             yield held.index
@@ -267,7 +280,7 @@ def locked_index(
     lock = index_path.with_name("index.lock")
     with _KEPT_LOCK:
         kept = _KEPT.pop(index_path, None)
-    fresh = _scratch_name(index_path)
+    fresh = _scratch_name(index_path, journal)
     # Where libgit2 may write (and its own lock beside it): recover removes what a kill left.
     scratches = [fresh, *([kept.scratch] if kept is not None and kept.scratch else [])]
     temps = [p for s in scratches for p in (s, s.with_name(s.name + ".lock"))]
