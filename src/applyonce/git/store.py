@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -402,10 +403,17 @@ class GitStore:
             yield str(commit.id)
 
     def walk_trailers(
-        self, tip: str | None, *, hide: str | None = None
+        self, tip: str | None, *, hide: str | None = None, key: str | None = None
     ) -> Iterator[tuple[str, Trailers]]:
-        """``(commit ID, trailers)`` of the commits :meth:`walk` gives, newest first."""
+        """``(commit ID, trailers)`` of the commits :meth:`walk` gives, newest first. With
+        ``key`` (``Call-Id``), a message that does not hold its bytes in any case cannot have
+        that trailer, and gives no trailers without being parsed: a search in C instead of the
+        trailer rules in Python, for each commit of a long history that carries none."""
+        named = re.compile(re.escape(key.encode()), re.IGNORECASE) if key is not None else None
         for commit in self.commits(tip, hide=hide):
+            if named is not None and named.search(commit.raw_message) is None:
+                yield str(commit.id), Trailers([])
+                continue
             yield str(commit.id), self._trailers(commit)
 
     def trailers_of(self, commit_id: str) -> Trailers:
