@@ -64,6 +64,8 @@ def counted_recover(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> tuple[Counte
 
     def counting_commits(self: GitStore, tip: str | None, **kw: Any) -> Iterator[Any]:
         counts["walks"] += 1
+        if kw.get("hide") is None:
+            counts["walks of the whole branch"] += 1
         return commits(self, tip, **kw)
 
     def counting_is_ancestor(self: GitStore, ancestor: str, descendant: str) -> bool:
@@ -94,9 +96,11 @@ def test_recover_of_many_calls_walks_and_records_as_often_as_for_few(
     many_outcomes, many_counts = counted_recover(many, monkeypatch)
     assert few_outcomes == Counter(committed=2, rejected=1)  # the last staged one rolls forward
     assert many_outcomes == Counter(committed=11, rejected=19)
-    # One walk of the branch to settle the calls (the record repair and the checkout sync walk
-    # it too): as many for 30 calls as for 3, and no ancestry test per call.
+    # As many walks for 30 calls as for 3, and no ancestry test per call: one walk of the
+    # whole branch settles the calls and lists its commits for the repair of records (the
+    # checkout sync may walk it once more; the Call-Id cache reads only what it has not seen).
     assert many_counts == few_counts, (few_counts, many_counts)
     assert many_counts["ancestry tests"] == 0
+    assert many_counts["walks of the whole branch"] <= 2, many_counts
     # Taken over in one transaction, their events recorded in one (and the sync's one).
     assert many_counts["ledger transactions"] <= 4, many_counts

@@ -35,7 +35,7 @@ from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
-from applyonce.flow.repair import adopt_receipts, repair_records
+from applyonce.flow.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.sync import sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
@@ -73,12 +73,13 @@ def recover(ctx: Context, *, progress: Progress | None = None) -> RecoveryReport
     report.notes.extend(notes)
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
-    history = _history(ctx, in_flight.values(), report)
+    walked: Walked = {}
+    history = _history(ctx, in_flight.values(), report, walked)
     rows = list(in_flight.values())
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
         _settle_batch(ctx, batch, history, lease, report, progress, start, len(rows))
-    repair_records(ctx, report)
+    repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
     return report
 
@@ -187,12 +188,13 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
 
 
 def _history(
-    ctx: Context, rows: Iterable[CallRow], report: RecoveryReport
+    ctx: Context, rows: Iterable[CallRow], report: RecoveryReport, walked: Walked
 ) -> dict[str, dict[str, list[str]]]:
-    """One walk per ref, from the tip back to the oldest base of the calls being recovered:
-    Call-Id → commits (not one walk per call, nor one ancestry test per base: a base the walk
-    never passes is not on the branch). Without a known base on the branch the whole branch is
-    walked, and that is said."""
+    """One walk per ref: Call-Id → commits from the tip back to the oldest base of the calls
+    being recovered (not one walk per call, nor one ancestry test per base: a base the walk
+    never passes is not on the branch), and every commit of the branch into ``walked`` (for the
+    repair of records, which would otherwise walk it again). Without a known base on the branch
+    the whole branch is searched, and that is said."""
     by_ref: dict[str, list[str | None]] = {}
     for row in rows:
         by_ref.setdefault(row.ref, []).append(row.base_commit)
@@ -200,21 +202,27 @@ def _history(
     for ref, bases in by_ref.items():
         tip = ctx.publisher.tip(ref)
         remaining = {b for b in bases if b is not None}
+        searching = True
         bounded = None not in bases
         found: dict[str, list[str]] = {}
+        commits: set[str] = set()
         # Newest first, in topological order (every commit before its parents): once every base
-        # has been passed, older commits cannot hold the calls.
-        for commit, block in ctx.store.walk_trailers(tip, key="Call-Id"):
-            for call in block.all("Call-Id"):
+        # has been passed, older commits cannot hold the calls, and are only listed.
+        for commit in ctx.store.walk(tip):
+            commits.add(commit)
+            if not searching:
+                continue
+            for call in ctx.store.trailers_of(commit, key="Call-Id").all("Call-Id"):
                 found.setdefault(call, []).append(commit)
             if bounded:
                 remaining.discard(commit)
-                if not remaining:
-                    break
-        if tip is not None and (not bounded or remaining):
-            report.notes.append(
-                f"{ref}: a call has no known base on the branch; searched its whole history"
-            )
+                searching = bool(remaining)
+        if tip is not None:
+            walked[ref] = (tip, commits)
+            if not bounded or remaining:
+                report.notes.append(
+                    f"{ref}: a call has no known base on the branch; searched its whole history"
+                )
         index[ref] = found
     return index
 
