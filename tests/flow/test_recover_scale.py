@@ -72,10 +72,10 @@ def counted_recover(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> tuple[Counte
         counts["ancestry tests"] += 1
         return is_ancestor(self, ancestor, descendant)
 
-    def counting_transaction(self: Database) -> Any:
+    def counting_transaction(self: Database, **kw: Any) -> Any:
         if self.path.name == "ledger.sqlite3":
             counts["ledger transactions"] += 1
-        return transaction(self)
+        return transaction(self, **kw)
 
     with monkeypatch.context() as patched:
         patched.setattr(GitStore, "commits", counting_commits)

@@ -411,7 +411,8 @@ class SqliteLedger:
         self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> dict[str, str]:
         taken: dict[str, str] = {}
-        with self._readable(), self.database.transaction() as db:
+        # Not flushed, as take_over: nothing takes effect on a claim alone.
+        with self._readable(), self.database.transaction(durable=False) as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
             for call_id in call_ids:
