@@ -154,9 +154,9 @@ class CountingStore(GitStore):
         self.walks: list[tuple[str | None, str | None, int]] = []
 
     def walk_trailers(
-        self, tip: str | None, *, hide: str | None = None
+        self, tip: str | None, *, hide: str | None = None, key: str | None = None
     ) -> Iterator[tuple[str, dict[str, str]]]:
-        read = list(super().walk_trailers(tip, hide=hide))
+        read = list(super().walk_trailers(tip, hide=hide, key=key))
         self.walks.append((tip, hide, len(read)))
         return iter(read)
 

@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -201,6 +201,35 @@ class MemoryLedger:
                 return None
             _append(store, event)
             return execution_id
+
+    def take_over_many(
+        self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> dict[str, str]:
+        taken: dict[str, str] = {}
+        with self._transaction() as store:
+            now = time.time()
+            for call_id in call_ids:
+                execution_id = uuid.uuid4().hex
+                found = store.rows.get(call_id)
+                event = judge_take_over(
+                    None if found is None else _row(found),
+                    owner,
+                    execution_id,
+                    lease=Lease.starting(now, lease_seconds),
+                    now=now,
+                )
+                if event is not None:
+                    _append(store, event)
+                    taken[call_id] = execution_id
+        return taken
+
+    def events_of(self, call_ids: Iterable[str]) -> dict[str, list[LoggedEvent]]:
+        wanted = set(call_ids)
+        found: dict[str, list[LoggedEvent]] = {}
+        for event in self.events():
+            if event.call_id in wanted:
+                found.setdefault(event.call_id, []).append(event)
+        return found
 
     def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
         with self._transaction() as store:

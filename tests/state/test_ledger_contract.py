@@ -529,6 +529,36 @@ def test_take_over_refuses_terminal_live_held_and_unknown_calls(ledger: Ledger) 
     assert row_of(ledger, ident(1).call_id).execution_id == held.execution_id
 
 
+def test_take_over_many_takes_what_take_over_would_in_one_step(ledger: Ledger) -> None:
+    held = ledger.claim(ident(1), ref=REF, owner=PARENT)
+    dead = [ledger.claim(ident(n), ref=REF, owner=DEAD) for n in (2, 3)]
+    done = ledger.claim(ident(4), ref=REF, owner=DEAD)
+    ledger.record(
+        Event(ident(4).call_id, done.execution_id, EventKind.COMMITTED, RowChange(state="committed"))
+    )
+    wanted = [ident(n).call_id for n in (1, 2, 3, 4)] + ["f" * 64]
+    taken = ledger.take_over_many(wanted, ME, lease_seconds=7)
+    assert set(taken) == {ident(2).call_id, ident(3).call_id}
+    for n, claim in zip((2, 3), dead, strict=True):
+        row = row_of(ledger, ident(n).call_id)
+        assert (row.execution_id, row.owner) == (taken[ident(n).call_id], ME)
+        assert row.lease is not None and row.lease.seconds == 7
+        last = ledger.events(ident(n).call_id)[-1]
+        assert (last.kind, last.data["previous_execution_id"]) == ("recovering", claim.execution_id)
+    assert row_of(ledger, ident(1).call_id).execution_id == held.execution_id
+    assert ledger.take_over_many([], ME) == {}
+
+
+def test_events_of_reads_the_events_of_several_calls_at_once(ledger: Ledger) -> None:
+    for n in (1, 2, 3):
+        ledger.claim(ident(n), ref=REF, owner=DEAD)
+    ledger.take_over(ident(2).call_id, ME)
+    wanted = [ident(2).call_id, ident(3).call_id, "f" * 64]
+    found = ledger.events_of(wanted)
+    assert found == {c: ledger.events(c) for c in wanted[:2]}
+    assert [e.kind for e in found[ident(2).call_id]] == ["claimed", "recovering"]
+
+
 def test_take_over_refuses_a_claim_of_another_host_with_the_same_pid(ledger: Ledger) -> None:
     # Another host's process cannot be checked from here: its lease (30 s) holds.
     assert not ELSEWHERE.provably_alive() and not ELSEWHERE.provably_dead()

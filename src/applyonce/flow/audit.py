@@ -18,11 +18,12 @@ resolve CALL_ID --as rewritten --note TEXT``) is not a problem: it is listed as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from applyonce.core.message import identity_from_trailers
-from applyonce.core.receipt import ReceiptError
+from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.core.trailers import Trailers
 from applyonce.flow.adopt import carries_other_change
 from applyonce.flow.context import Context
 from applyonce.flow.resolve import rewritten_note
@@ -76,6 +77,35 @@ class AuditReport:
         }
 
 
+class _Receipts:
+    """Every receipt as audit reads it: loaded and verified once (against the ledger's digest),
+    however many times the walk and the pass over the receipts directory ask for it."""
+
+    def __init__(self, ctx: Context, rows: dict[str, CallRow]) -> None:
+        self.ctx = ctx
+        self.rows = rows
+        self._loaded: dict[str, Receipt | ReceiptError | None] = {}
+
+    def load(self, call_id: str) -> Receipt | None:
+        """The verified receipt of ``call_id`` (None: there is none).
+
+        Raises:
+            ReceiptError: it does not verify (each time it is asked for).
+        """
+        if call_id not in self._loaded:
+            row = self.rows.get(call_id)
+            try:
+                self._loaded[call_id] = self.ctx.receipts.load(
+                    call_id, expected_sha256=row.receipt_sha256 if row else None
+                )
+            except ReceiptError as exc:
+                self._loaded[call_id] = exc
+        found = self._loaded[call_id]
+        if isinstance(found, ReceiptError):
+            raise found
+        return found
+
+
 def audit(
     ctx: Context,
     *,
@@ -89,9 +119,11 @@ def audit(
     tip = ctx.publisher.tip(ref)
     hide = ctx.store.resolve_commit(since) if since else None
     ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
+    receipts = _Receipts(ctx, ledger_rows)
     seen: dict[str, str] = {}
     forged: set[str] = set()
-    for count, (commit_id, block) in enumerate(ctx.store.walk_trailers(tip, hide=hide), start=1):
+    walk = ctx.store.walk_trailers(tip, hide=hide, key="Call-Id")
+    for count, (commit_id, block) in enumerate(walk, start=1):
         if progress is not None and count % 500 == 0:
             progress(count)
         # Every Call-Id git shows for the commit (git log --format='%(trailers:key=Call-Id)').
@@ -99,17 +131,14 @@ def audit(
         if calls:
             report.commits += 1
         for call_id in calls:
-            if _forged(ctx, report, ref, commit_id, call_id, ledger_rows):
+            if _forged(ctx, report, ref, commit_id, call_id, receipts):
                 forged.add(call_id)
             else:
-                _check_commit(ctx, report, commit_id, call_id, block, seen, ledger_rows)
+                _check_commit(ctx, report, commit_id, call_id, block, seen, receipts)
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
-        row = ledger_rows.get(call_id)
         try:
-            receipt = ctx.receipts.load(
-                call_id, expected_sha256=row.receipt_sha256 if row else None
-            )
+            receipt = receipts.load(call_id)
         except ReceiptError as exc:
             if call_id not in seen:
                 report.problems.append(Problem("tampered", call_id, exc.message, exc.hint))
@@ -163,13 +192,12 @@ def _forged(
     ref: str,
     commit_id: str,
     call_id: str,
-    ledger_rows: dict[str, CallRow],
+    receipts: _Receipts,
 ) -> bool:
     """Report ``commit_id`` if it carries ``call_id`` but not the call's change (True: it does
     not count as the call's commit, reported or, after 'resolve --as rewritten', accepted)."""
-    row = ledger_rows.get(call_id)
     try:
-        receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+        receipt = receipts.load(call_id)
     except ReceiptError:
         return False  # reported as tampered
     if not carries_other_change(ctx, call_id, ref, commit_id, receipt):
@@ -207,9 +235,9 @@ def _check_commit(
     report: AuditReport,
     commit_id: str,
     call_id: str,
-    block: Mapping[str, str],
+    block: Trailers,
     seen: dict[str, str],
-    ledger_rows: dict[str, CallRow],
+    receipts: _Receipts,
 ) -> None:
     """Check one Call-Id a commit carries against the call's receipt."""
     ident = identity_from_trailers(block)
@@ -236,9 +264,8 @@ def _check_commit(
         )
         return
     seen[call_id] = commit_id
-    row = ledger_rows.get(call_id)
     try:
-        receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
+        receipt = receipts.load(call_id)
     except ReceiptError as exc:
         report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commit_id))
         return
@@ -277,6 +304,6 @@ def _check_commit(
         )
         return
     try:
-        verify_against_git(ctx, receipt)
+        verify_against_git(ctx, receipt, trailers=block)
     except ReceiptError as exc:
         report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))

@@ -21,6 +21,7 @@ and with ``apply``: each call is taken over in the ledger before it is touched.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 
@@ -28,20 +29,22 @@ from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import settle
 from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
+from applyonce.flow.batch import DeferredLedger
 from applyonce.flow.changes import CallArgs
 from applyonce.flow.context import Context
 from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
-from applyonce.flow.repair import adopt_receipts, repair_records
+from applyonce.flow.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.sync import sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
-from applyonce.state.lease import DEFAULT_LEASE_S, Hold, Owner, hold_of
+from applyonce.state.lease import DEFAULT_LEASE_S, Heartbeat, Hold, Owner, hold_of
 from applyonce.state.ledger import (
     IN_FLIGHT,
     CallRow,
     EventKind,
+    Ledger,
     recorded_identity,
 )
 
@@ -56,6 +59,11 @@ class InterruptedCallError(ApplyOnceError):
 Progress = Callable[[int, int], None]
 
 
+# Calls settled per ledger transaction: a thousand calls cost ten transactions, not thousands,
+# and a crash in the middle leaves at most this many to settle again (the same way).
+BATCH = 100
+
+
 def recover(ctx: Context, *, progress: Progress | None = None) -> RecoveryReport:
     """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
     report = RecoveryReport()
@@ -65,22 +73,63 @@ def recover(ctx: Context, *, progress: Progress | None = None) -> RecoveryReport
     report.notes.extend(notes)
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
-    history = _history(ctx, in_flight.values(), report)
-    for done, row in enumerate(in_flight.values()):
-        if progress is not None:
-            progress(done, len(in_flight))
-        outcome = reconcile(ctx, row, history=history, lease_seconds=lease)
-        if outcome is not None:
-            report.outcomes.append(outcome)
-            continue
-        # Held: a running call is its owner's to finish, and recover does not wait for it; it
-        # says so, call by call (never "every call is settled"). One whose lease ends
-        # implausibly far ahead (a clock that stepped back, a forged row) says that too.
-        hold = hold_of(row, Owner.me(), now=time.time(), lease_seconds=lease)
-        report.outcomes.append(Outcome(row.call_id, row.state, HELD, _held_why(row, hold)))
-    repair_records(ctx, report)
+    walked: Walked = {}
+    history = _history(ctx, in_flight.values(), report, walked)
+    rows = list(in_flight.values())
+    for start in range(0, len(rows), BATCH):
+        batch = rows[start : start + BATCH]
+        _settle_batch(ctx, batch, history, lease, report, progress, start, len(rows))
+    repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
     return report
+
+
+def _settle_batch(
+    ctx: Context,
+    rows: list[CallRow],
+    history: dict[str, dict[str, list[str]]],
+    lease: float,
+    report: RecoveryReport,
+    progress: Progress | None,
+    done: int,
+    total: int,
+) -> None:
+    """Settle ``rows`` as :func:`reconcile` settles one call, with one transaction to take them
+    all over, one heartbeat to keep their claims, and one transaction to record their events
+    (each receipt is written before it: :mod:`applyonce.flow.batch`)."""
+    owner = Owner.me()
+    with Heartbeat(lease) as heartbeat:
+        taken = ctx.ledger.take_over_many([r.call_id for r in rows], owner, lease_seconds=lease)
+        if taken:
+            ledger = ctx.ledger
+            heartbeat.start(lambda: _renew_all(ledger, list(taken), owner, lease))
+        deferred = DeferredLedger(ctx.ledger, taken)
+        batch_ctx = dataclasses.replace(ctx, _ledger=deferred)
+        try:
+            for i, row in enumerate(rows):
+                if progress is not None:
+                    progress(done + i, total)
+                execution_id = taken.get(row.call_id)
+                if execution_id is not None:
+                    report.outcomes.append(_reconcile(batch_ctx, row, execution_id, history, None))
+                    continue
+                # Held: a running call is its owner's to finish, and recover does not wait for
+                # it; it says so, call by call (never "every call is settled"). One whose lease
+                # ends implausibly far ahead (a clock that stepped back, a forged row) says
+                # that too.
+                hold = hold_of(row, owner, now=time.time(), lease_seconds=lease)
+                report.outcomes.append(Outcome(row.call_id, row.state, HELD, _held_why(row, hold)))
+        except BaseException:
+            # What was settled before the failure keeps its record; the failure is the error.
+            with contextlib.suppress(Exception):
+                deferred.flush()
+            raise
+        deferred.flush()
+
+
+def _renew_all(ledger: Ledger, call_ids: list[str], owner: Owner, lease: float) -> bool:
+    """The heartbeat of a batch: renew each claim still held (True: some still is)."""
+    return any([ledger.renew(c, owner, lease_seconds=lease) for c in call_ids])
 
 
 def _held_why(row: CallRow, hold: Hold | None) -> str:
@@ -100,7 +149,7 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     receipts = []
     for row in ctx.ledger.unsynced():
         try:
-            receipts.append(stored_receipt(ctx, row.call_id))
+            receipts.append(stored_receipt(ctx, row.call_id, row=row))
         except ReceiptError as exc:
             report.notes.append(f"{row.call_id[:12]}: not synced, {exc.one_line()}")
             report.unsynced = True
@@ -139,11 +188,13 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
 
 
 def _history(
-    ctx: Context, rows: Iterable[CallRow], report: RecoveryReport
+    ctx: Context, rows: Iterable[CallRow], report: RecoveryReport, walked: Walked
 ) -> dict[str, dict[str, list[str]]]:
-    """One walk per ref, from the tip back to the oldest base of the calls being recovered:
-    Call-Id → commits (not one walk per call). Without a known base on the branch the whole
-    branch is walked, and that is said."""
+    """One walk per ref: Call-Id → commits from the tip back to the oldest base of the calls
+    being recovered (not one walk per call, nor one ancestry test per base: a base the walk
+    never passes is not on the branch), and every commit of the branch into ``walked`` (for the
+    repair of records, which would otherwise walk it again). Without a known base on the branch
+    the whole branch is searched, and that is said."""
     by_ref: dict[str, list[str | None]] = {}
     for row in rows:
         by_ref.setdefault(row.ref, []).append(row.base_commit)
@@ -151,20 +202,27 @@ def _history(
     for ref, bases in by_ref.items():
         tip = ctx.publisher.tip(ref)
         remaining = {b for b in bases if b is not None}
-        complete = None not in bases and all(ctx.publisher.is_on(ref, b) for b in remaining)
-        if not complete and tip is not None:
-            report.notes.append(
-                f"{ref}: a call has no known base on the branch; searched its whole history"
-            )
+        searching = True
+        bounded = None not in bases
         found: dict[str, list[str]] = {}
-        # Newest first; once every base has been passed, older commits cannot hold the calls.
-        for commit, block in ctx.store.walk_trailers(tip):
-            for call in block.all("Call-Id"):
+        commits: set[str] = set()
+        # Newest first, in topological order (every commit before its parents): once every base
+        # has been passed, older commits cannot hold the calls, and are only listed.
+        for commit in ctx.store.walk(tip):
+            commits.add(commit)
+            if not searching:
+                continue
+            for call in ctx.store.trailers_of(commit, key="Call-Id").all("Call-Id"):
                 found.setdefault(call, []).append(commit)
-            if complete:
+            if bounded:
                 remaining.discard(commit)
-                if not remaining:
-                    break
+                searching = bool(remaining)
+        if tip is not None:
+            walked[ref] = (tip, commits)
+            if not bounded or remaining:
+                report.notes.append(
+                    f"{ref}: a call has no known base on the branch; searched its whole history"
+                )
         index[ref] = found
     return index
 

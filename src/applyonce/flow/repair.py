@@ -80,9 +80,15 @@ def _adopt_settled(ctx: Context, receipt: Receipt, report: RecoveryReport) -> No
     )
 
 
-def repair_records(ctx: Context, report: RecoveryReport) -> None:
+# What a walk of a branch found: ref -> (the tip it started from, every commit reachable from it).
+Walked = dict[str, tuple[str, set[str]]]
+
+
+def repair_records(ctx: Context, report: RecoveryReport, walked: Walked | None = None) -> None:
     """Rebuild, from their commits, the receipts of committed calls that are missing or do not
-    verify, and the record of calls known only from their Call-Id trailer."""
+    verify, and the record of calls known only from their Call-Id trailer. ``walked``: the
+    commits of branches recover has just walked, used while a branch's tip has not moved since
+    (instead of a second walk of it)."""
     rows = {row.call_id: row for row in ctx.ledger.calls()}
     refs = {row.ref for row in rows.values()}
     with contextlib.suppress(ApplyOnceError):
@@ -93,7 +99,7 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
         if tip is None:
             continue
         calls = ctx.index.calls(ref)
-        reachable = set(ctx.store.walk(tip))
+        reachable = _reachable(ctx, tip, (walked or {}).get(ref))
         for call_id, commits in sorted(calls.items()):
             row = rows.get(call_id)
             on_branch = [c for c in commits if c in reachable]
@@ -133,6 +139,18 @@ def repair_records(ctx: Context, report: RecoveryReport) -> None:
                     + (UNCHECKED if row is None else ""),
                 )
             )
+
+
+def _reachable(ctx: Context, tip: str, known: tuple[str, set[str]] | None) -> set[str]:
+    """The commits of the branch at ``tip``: those recover's walk listed if the tip is the one
+    it started from, or one commit on top of it (a staged call it rolled forward); else a walk."""
+    if known is not None:
+        walked_tip, commits = known
+        if tip == walked_tip:
+            return commits
+        if ctx.store.parents_of(tip) == [walked_tip]:
+            return commits | {tip}
+    return set(ctx.store.walk(tip))
 
 
 def _record_duplicate(

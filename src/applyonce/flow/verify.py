@@ -6,9 +6,10 @@ import hashlib
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.core.trailers import Trailers
 from applyonce.errors import StateError
 from applyonce.flow.context import Context
-from applyonce.state.ledger import KeyReusedError
+from applyonce.state.ledger import CallRow, KeyReusedError
 
 
 class UnknownOutcomeError(StateError):
@@ -18,8 +19,11 @@ class UnknownOutcomeError(StateError):
     )
 
 
-def verify_against_git(ctx: Context, receipt: Receipt) -> None:
-    """A committed receipt must name a commit carrying its Call-Id, with its files' blobs.
+def verify_against_git(
+    ctx: Context, receipt: Receipt, *, trailers: Trailers | None = None
+) -> None:
+    """A committed receipt must name a commit carrying its Call-Id, with its files' blobs
+    (``trailers``: the commit's, when the caller has just read them).
 
     Raises:
         ReceiptError: it does not.
@@ -28,7 +32,9 @@ def verify_against_git(ctx: Context, receipt: Receipt) -> None:
     store = ctx.store
     if receipt.commit is None or not store.has_object(receipt.commit):
         raise ReceiptError(f"receipt {short}: its commit is not in the repository")
-    if receipt.call_id not in store.trailers_of(receipt.commit).all("Call-Id"):
+    if trailers is None:
+        trailers = store.trailers_of(receipt.commit)
+    if receipt.call_id not in trailers.all("Call-Id"):
         raise ReceiptError(f"receipt {short}: commit {receipt.commit[:12]} has another Call-Id")
     # Every committed receipt is written with its commit's parent as its base (the sync of the
     # checkouts starts from it): another base is an edited receipt.
@@ -49,13 +55,15 @@ def verify_against_git(ctx: Context, receipt: Receipt) -> None:
                 raise ReceiptError(f"receipt {short}: {record.path} has a forged sha256")
 
 
-def stored_receipt(ctx: Context, call_id: str) -> Receipt:
-    """The verified receipt of ``call_id`` (against the ledger's digest, and Git if committed).
+def stored_receipt(ctx: Context, call_id: str, *, row: CallRow | None = None) -> Receipt:
+    """The verified receipt of ``call_id`` (against the ledger's digest, and Git if committed);
+    ``row``: its ledger row, when the caller has just read it (else it is read here).
 
     Raises:
         ReceiptError: it is missing or does not verify.
     """
-    row = ctx.ledger.get(call_id)
+    if row is None or row.call_id != call_id:
+        row = ctx.ledger.get(call_id)
     receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
     if receipt is None:
         raise ReceiptError(f"receipt {call_id[:12]} is missing", call_id=call_id)

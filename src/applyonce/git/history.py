@@ -101,7 +101,7 @@ class CallIdIndex:
             hide = last if last is not None and self.store.has_object(last) else None
             found = [
                 (call, commit)
-                for commit, block in self.store.walk_trailers(tip, hide=hide)
+                for commit, block in self.store.walk_trailers(tip, hide=hide, key="Call-Id")
                 for call in block.all("Call-Id")
             ]
             self.cache.add(ref, found, tip)

@@ -267,6 +267,19 @@ class Ledger(Protocol):
         execution ID, or None if the call is terminal or its claim holds."""
         ...
 
+    def take_over_many(
+        self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> dict[str, str]:
+        """:meth:`take_over` of each of ``call_ids``, all in one transaction (recovery of many
+        calls). Returns call ID → new execution ID for the calls taken; the others (terminal,
+        unknown to the ledger, or their claim holds) are left out."""
+        ...
+
+    def events_of(self, call_ids: Iterable[str]) -> dict[str, list[LoggedEvent]]:
+        """The events of each of ``call_ids``, in the order they were recorded, in one read
+        (a call without events is left out)."""
+        ...
+
     def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
         """Extend ``owner``'s claim on ``call_id`` to ``lease_seconds`` from now; False if the
         call is not in flight under that owner any more. Not an event: a lease is liveness, not

@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -416,6 +416,40 @@ class SqliteLedger:
                 return None
             self._append(db, event)
             return execution_id
+
+    def take_over_many(
+        self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
+    ) -> dict[str, str]:
+        taken: dict[str, str] = {}
+        # Not flushed, as take_over: nothing takes effect on a claim alone.
+        with self._readable(), self.database.transaction(durable=False) as db:
+            now = time.time()
+            lease = Lease.starting(now, lease_seconds)
+            for call_id in call_ids:
+                execution_id = uuid.uuid4().hex
+                event = judge_take_over(
+                    self._find(db, call_id), owner, execution_id, lease=lease, now=now
+                )
+                if event is not None:
+                    self._append(db, event)
+                    taken[call_id] = execution_id
+        return taken
+
+    def events_of(self, call_ids: Iterable[str]) -> dict[str, list[LoggedEvent]]:
+        wanted = sorted(set(call_ids))
+        found: dict[str, list[LoggedEvent]] = {}
+        sql = "SELECT seq, call_id, execution_id, kind, at, data FROM events WHERE call_id IN"
+        # In chunks: SQLite bounds the number of parameters of one statement.
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            with self._readable():
+                rows = self.db.execute(
+                    f"{sql} ({','.join('?' * len(chunk))}) ORDER BY seq", chunk
+                ).fetchall()
+            for row in rows:
+                event = self._event(*row)
+                found.setdefault(event.call_id, []).append(event)
+        return found
 
     def renew(self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S) -> bool:
         with self._readable(), self.database.side_transaction() as db:
