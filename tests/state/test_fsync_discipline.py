@@ -48,15 +48,16 @@ def _traced(repo: Repo, patch: str, *args: str) -> list[Syscall]:
         ],
         input=patch.encode(), check=True, capture_output=True, env=os.environ.copy(),
     )
+    return _parsed(log)
+
+
+def _parsed(log: Path) -> list[Syscall]:
     calls = []
     for line in log.read_text().splitlines():
         match = _CALL.match(line)
         if match:
-            args_text = match.group(3)
-            parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\d+<[^>]*>)', args_text)
-            calls.append(
-                Syscall(match.group(2), [a or b for a, b in parts], int(match.group(4)))
-            )
+            parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\d+<[^>]*>)', match.group(3))
+            calls.append(Syscall(match.group(2), [a or b for a, b in parts], int(match.group(4))))
     return calls
 
 
@@ -151,3 +152,35 @@ def test_the_ledger_flushes_twice_a_call_prepared_and_committed(repo: Repo) -> N
     during = paths[begin + 1 : end]
     wal = str((repo.path / ".git" / "applyonce" / "ledger.sqlite3-wal").resolve())
     assert during.count(wal) == 2, during
+
+
+def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch(
+    repo: Repo,
+) -> None:
+    """Three calls killed after their publish: recover writes three committed receipts, each
+    fsynced before its rename, and the folder once, before the ledger records them."""
+    for i in range(3):
+        patch = f"*** Begin Patch\n*** Add File: killed{i}.txt\n+{i}\n*** End Patch\n"
+        killed = subprocess.run(
+            [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
+            input=patch.encode(), capture_output=True, check=False,
+            env={**os.environ, "APPLYONCE_FAULT": "after-publish"},
+        )
+        assert killed.returncode == -9
+    log = repo.path.parent / "strace.log"
+    subprocess.run(
+        [
+            "strace", "-f", "-y", "-qq", "-o", str(log),
+            "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+            sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path),
+        ],
+        check=True, capture_output=True, env=os.environ.copy(),
+    )
+    calls = _parsed(log)
+    git_dir = (repo.path / ".git").resolve()
+    targets = _check_discipline(calls, [git_dir], exempt=git_dir / "applyonce" / "locks")
+    receipts = git_dir / "applyonce" / "receipts"
+    assert sum(Path(t).parent == receipts for t in targets) == 3, targets
+    syncs = [c for c in calls if c.name == "fsync" and _fd_path(c.args[0]) == str(receipts)]
+    assert len(syncs) == 1, syncs
+    assert len(repo.call_ids()) == 3

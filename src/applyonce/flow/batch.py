@@ -2,7 +2,8 @@
 
 A :class:`DeferredLedger` stands in for the ledger while a batch of calls is settled: the events
 the settling records are kept, and :meth:`DeferredLedger.flush` records them all in one
-transaction. Each receipt is still written (atomically, fsynced) before the transaction that
+transaction. Each receipt is still written (atomically, its data fsynced, then its directory once
+for the batch, :meth:`ReceiptStore.batch`) before the transaction that
 records its event, so a ledger row never names a receipt that is not on disk; a crash before the
 flush leaves each call of the batch as a crash after its receipt leaves one call (the next
 ``recover`` settles it again, the same way). The events of the batch's calls are read once, up
@@ -11,7 +12,7 @@ front, instead of once per question about a call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,8 +37,15 @@ class DeferredLedger:
     settling calls this process has claimed: nobody else writes their events meanwhile, and the
     settling reads no event it recorded itself."""
 
-    def __init__(self, inner: Ledger, prefetched: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        inner: Ledger,
+        prefetched: Iterable[str] = (),
+        *,
+        before_flush: Callable[[], None] | None = None,
+    ) -> None:
         self.inner = inner
+        self._before_flush = before_flush
         self._pending: list[Event] = []
         self._known = set(prefetched)
         self._events = inner.events_of(self._known) if self._known else {}
@@ -46,6 +54,8 @@ class DeferredLedger:
     def flush(self) -> None:
         """Record every event kept so far, in one transaction."""
         if self._pending:
+            if self._before_flush is not None:
+                self._before_flush()  # the receipts the events name are durable first
             pending, self._pending = self._pending, []
             self.inner.record(*pending)
             self.flushes += 1

@@ -103,8 +103,9 @@ def _settle_batch(
         if taken:
             ledger = ctx.ledger
             heartbeat.start(lambda: _renew_all(ledger, list(taken), owner, lease))
-        deferred = DeferredLedger(ctx.ledger, taken)
-        batch_ctx = dataclasses.replace(ctx, _ledger=deferred)
+        receipts = ctx.receipts.batch()  # one fsync of their directory, before the flush
+        deferred = DeferredLedger(ctx.ledger, taken, before_flush=receipts.sync)
+        batch_ctx = dataclasses.replace(ctx, _ledger=deferred, receipts=receipts)
         try:
             for i, row in enumerate(rows):
                 if progress is not None:
@@ -123,8 +124,10 @@ def _settle_batch(
             # What was settled before the failure keeps its record; the failure is the error.
             with contextlib.suppress(Exception):
                 deferred.flush()
+                receipts.sync()
             raise
         deferred.flush()
+        receipts.sync()
 
 
 def _renew_all(ledger: Ledger, call_ids: list[str], owner: Owner, lease: float) -> bool:

@@ -56,6 +56,7 @@ def atomic_write(
     *,
     mode: int = PRIVATE_FILE,
     durable: bool = True,
+    sync_dir: bool = True,
     before_replace: Callable[[], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
@@ -68,6 +69,8 @@ def atomic_write(
             files skip it: Git's objects are the durable copy of their content.
         before_replace: called after the temp file is complete and before the rename (the
             ``after-receipt-tmp`` fault point hooks in here).
+        sync_dir: with ``durable``, fsync the directory now; False: the caller fsyncs it once
+            for many files (:func:`fsync_dir`) before anything relies on them.
     """
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
@@ -88,7 +91,7 @@ def atomic_write(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    if durable:
+    if durable and sync_dir:
         fsync_dir(path.parent)
 
 

@@ -14,15 +14,30 @@ from pathlib import Path
 
 from applyonce.core.identity import is_sha256_hex
 from applyonce.core.receipt import Receipt, ReceiptError, parse_receipt
-from applyonce.state.files import atomic_write, ensure_dir, stale_temp_files
+from applyonce.state.files import atomic_write, ensure_dir, fsync_dir, stale_temp_files
 from applyonce.state.storage import storage_cause, storage_error
 
 
 class ReceiptStore:
     """The receipts directory. Only applyonce writes here."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, batched: bool = False) -> None:
         self.dir = state_dir / "receipts"
+        # Batched: each receipt's data is fsynced before its rename, and the directory once for
+        # all of them, by sync() (before any record names them).
+        self.batched = batched
+        self._unsynced = False
+
+    def batch(self) -> ReceiptStore:
+        """A store over the same directory whose writes share one directory fsync
+        (:meth:`sync`): for settling many calls at once (``applyonce recover``)."""
+        return ReceiptStore(self.dir.parent, batched=True)
+
+    def sync(self) -> None:
+        """Make the renames of a batched store's writes durable (one fsync of the directory)."""
+        if self._unsynced:
+            fsync_dir(self.dir)
+            self._unsynced = False
 
     def path(self, call_id: str) -> Path:
         if not is_sha256_hex(call_id):
@@ -47,7 +62,10 @@ class ReceiptStore:
             )
         try:
             ensure_dir(self.dir)
-            atomic_write(path, data, before_replace=before_replace)
+            atomic_write(
+                path, data, before_replace=before_replace, sync_dir=not self.batched
+            )
+            self._unsynced = self.batched
         except OSError as exc:
             cause = storage_cause(self.dir, exc)
             if cause is None:
