@@ -102,21 +102,15 @@ def sync_warnings(reports: Sequence[SyncReport]) -> list[str]:
 def _oldest_base(ctx: Context, ref: str, bases: Sequence[str | None]) -> str | None:
     """The oldest of ``bases`` on ``ref``: the checkout may hold any version of a path from
     there on. None if a call started on an unborn branch. A single base is the answer as it is;
-    several are ordered by ancestry (each check walks only the commits between them, never the
-    history below), sides merged since count from where they parted. Bases not on ``ref``
-    (rewritten away) do not count, unless none is on it (then the first)."""
+    several (``recover`` settling many calls) are one question to Git, whatever their number:
+    the best common ancestor of the tip and all of them (on a linear branch, the oldest base;
+    where a base was on a side merged since, or rewritten away, where it parted from the
+    branch). Git walks only the commits between them, never the history below."""
     if any(base is None for base in bases):
         return None
     unique = [b for b in dict.fromkeys(bases) if b is not None]
     if len(unique) <= 1:
         return unique[0] if unique else None
-    on_ref = [b for b in unique if ctx.publisher.is_on(ref, b)]
-    if not on_ref:
-        return unique[0]
-    oldest = on_ref[0]
-    for base in on_ref[1:]:
-        if ctx.store.is_ancestor(base, oldest):
-            oldest = base
-        elif not ctx.store.is_ancestor(oldest, base):
-            oldest = ctx.store.merge_base(oldest, base) or oldest
-    return oldest
+    tip = ctx.publisher.tip(ref)
+    common = ctx.store.common_ancestor([tip, *unique] if tip is not None else unique)
+    return common if common is not None else unique[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -473,9 +473,13 @@ class GitStore:
             diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
         return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
 
-    def merge_base(self, one: str, other: str) -> str | None:
-        """The best common ancestor of two commits (None: they have none)."""
-        found = self.repo.merge_base(pygit2.Oid(hex=one), pygit2.Oid(hex=other))
+    def common_ancestor(self, commits: Sequence[str]) -> str | None:
+        """The best common ancestor of all ``commits`` (None: they have none, or one is not a
+        commit here), found in one pass by libgit2 (``git merge-base --octopus``)."""
+        try:
+            found = self.repo.merge_base_octopus([pygit2.Oid(hex=c) for c in commits])
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
         return None if found is None else str(found)
 
     def has_object(self, oid: str) -> bool:
