@@ -15,7 +15,8 @@ of the issue's targets.
 Uses only applyonce's public API (``Executor``), its CLI and, for the hunk row, the patch engine's
 ``parse`` and ``apply_hunks``, so it runs unchanged against later versions. ``--quick``: fewer
 runs, no 100k repos, 200 recover calls, 1,000 audit commits. ``--keep DIR``: generated repos stay
-there and are reused (the audit repo's 10,000 calls are the slowest setup). Never asserted in
+there and are reused (the audit repo's 10,000 calls are the slowest setup; ``--audit-calls N``
+makes N instead). Never asserted in
 tests: timings on a shared machine are only indicative.
 """
 
@@ -64,6 +65,7 @@ class Row:
 class Bench:
     root: Path
     quick: bool
+    audit_calls: int = 0  # 0: 10,000 (1,000 with --quick)
     row: str = ""  # the --rows name being measured
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -71,11 +73,16 @@ class Bench:
     def runs(self, full: int, quick: int) -> int:
         return quick if self.quick else full
 
+    def history(self) -> int:
+        return self.audit_calls or self.runs(10_000, 1_000)
+
     def add(
         self, key: str, what: str, values: list[float], unit: str = "ms", size: int = 0
     ) -> None:
         command = "python3 benchmarks/bench_speed.py" + " --quick" * self.quick
         command += f" --rows {self.row}" + (f" --sizes {size}" if size else "")
+        if self.audit_calls and self.row in ("audit", "history"):
+            command += f" --audit-calls {self.audit_calls}"
         self.rows.append(Row(what, values, unit, f"`{command}`", key))
         print(f"  {what}: {_fmt(statistics.median(values), unit)}", file=sys.stderr, flush=True)
 
@@ -279,7 +286,7 @@ def _audit_repo(b: Bench, calls: int) -> Path:
 
 
 def rows_audit(b: Bench) -> None:
-    repo = _audit_repo(b, b.runs(10_000, 1_000))
+    repo = _audit_repo(b, b.history())
     commits = int(git("-C", repo, "rev-list", "--count", "main")) - 1
     command, _ = applyonce_command()
 
@@ -305,13 +312,13 @@ def rows_audit(b: Bench) -> None:
 def rows_history(b: Bench) -> None:
     from applyonce.executor import Executor
 
-    calls = b.runs(10_000, 1_000)
-    old, fresh = _audit_repo(b, calls), b.root / "fresh"
+    old, fresh = _audit_repo(b, b.history()), b.root / "fresh"
+    calls = int(git("-C", old, "rev-list", "--count", "main")) - 1
     shutil.rmtree(fresh, ignore_errors=True)
     make_repo(fresh, 100, checkout=False)
     for repo, key, label in (
         (fresh, "fresh", "a fresh bare repo"),
-        (old, "after", f"a bare repo after {calls:,} calls"),
+        (old, "after", f"a bare repo after {calls:,} committed calls"),
     ):
         ex, tag, done = Executor(repo), time.time_ns(), [0]
 
@@ -429,6 +436,7 @@ def main() -> None:
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated: " + ",".join(ROWS))
     parser.add_argument("--sizes", help="repo sizes in files (default 1000,10000,100000)")
     parser.add_argument("--keep", help="keep the generated repos in this folder and reuse them")
+    parser.add_argument("--audit-calls", type=int, default=0, help="calls before audit, history")
     ns = parser.parse_args()
     rows = [r.strip() for r in ns.rows.split(",") if r.strip()]
     if unknown := sorted(set(rows) - set(ROWS)):
@@ -438,7 +446,7 @@ def main() -> None:
     os.environ.update(ENV)
     root = Path(ns.keep).resolve() if ns.keep else default_root()
     root.mkdir(parents=True, exist_ok=True)
-    bench, started = Bench(root, ns.quick), time.perf_counter()
+    bench, started = Bench(root, ns.quick, ns.audit_calls), time.perf_counter()
     steps: dict[str, Callable[[], None]] = {
         "inproc": lambda: rows_inproc(bench, sizes),
         "gitapply": lambda: rows_gitapply(bench, sizes),
