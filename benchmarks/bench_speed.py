@@ -23,6 +23,7 @@ tests: timings on a shared machine are only indicative.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -259,6 +260,8 @@ def rows_recover(b: Bench) -> None:
     proc = subprocess.run([*command, "recover", "--json", "-C", str(repo)], capture_output=True)
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
+    settled = json.loads(proc.stdout).get("outcomes")
+    assert settled is None or len(settled) == calls, (len(settled), calls)  # None: not in JSON
     what = f"`applyonce recover --json` of {calls:,} interrupted calls, one process, checkout"
     b.add("recover", what, [elapsed], "s")
     b.notes.append(
