@@ -106,19 +106,31 @@ def _commit(ex: object, text: str, tool_call_id: str) -> None:
 def rows_inproc(b: Bench, sizes: list[int]) -> None:
     from applyonce.executor import Executor
 
-    for files in sizes:
-        for kind in ("bare", "ck"):
-            repo = make_repo(b.root / f"{kind}-{files}", files, checkout=kind == "ck")
-            edits, ex, tag = Edits(repo, files), Executor(repo), time.time_ns()
-
-            def call(edits: Edits = edits, ex: Executor = ex, tag: int = tag) -> None:
-                _commit(ex, edits.next()[0], f"bench-{tag}-{edits.count}")
-
-            ms = timed(call, b.runs(30 if files < 100_000 else 20, 8), warmup=3)
-            ex.close()
-            where = "checkout synced" if kind == "ck" else "bare, no checkout"
-            what = f"in-process `Executor(repo).apply(patch)`, {_label(files)} files, {where}"
-            b.add(f"inproc-{kind}-{files}", what, ms, size=files)
+    # One long-lived Executor a repo, their calls taken in turn, so that the load of a shared
+    # machine drifting during the row weighs on every size alike (the targets are ratios).
+    repos = [(files, kind) for files in sizes for kind in ("bare", "ck")]
+    edits, executors, ms = {}, {}, {}
+    for files, kind in repos:
+        repo = make_repo(b.root / f"{kind}-{files}", files, checkout=kind == "ck")
+        edits[files, kind], executors[files, kind], ms[files, kind] = (
+            Edits(repo, files),
+            Executor(repo),
+            [],
+        )
+    tag = time.time_ns()
+    for turn in range(3 + b.runs(30, 8)):
+        for key in repos:
+            if turn >= 3 + b.runs(30 if key[0] < 100_000 else 20, 8):
+                continue
+            start = time.perf_counter()
+            _commit(executors[key], edits[key].next()[0], f"bench-{tag}-{edits[key].count}")
+            if turn >= 3:  # the first three are the warm-up
+                ms[key].append((time.perf_counter() - start) * 1000)
+    for files, kind in repos:
+        executors[files, kind].close()
+        where = "checkout synced" if kind == "ck" else "bare, no checkout"
+        what = f"in-process `Executor(repo).apply(patch)`, {_label(files)} files, {where}"
+        b.add(f"inproc-{kind}-{files}", what, ms[files, kind], size=files)
 
 
 def rows_gitapply(b: Bench, sizes: list[int]) -> None:
