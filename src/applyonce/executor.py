@@ -6,12 +6,15 @@ Each method is a line or two over a use case of :mod:`applyonce.flow`; the wirin
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
+from applyonce.errors import ApplyOnceError
 from applyonce.flow import apply as apply_flow
 from applyonce.flow import audit as audit_flow
 from applyonce.flow import calls as calls_flow
@@ -24,7 +27,7 @@ from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
 from applyonce.flow.audit import AuditReport
 from applyonce.flow.calls import CallSummary
-from applyonce.flow.context import Context, open_context
+from applyonce.flow.context import LEDGER_FILE, Context, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replay import ReplayReport
@@ -219,6 +222,95 @@ class Executor:
         return self.context.receipts.read_bytes(call_id)
 
 
+class KeptExecutor:
+    """One :class:`Executor` kept open for a process's calls, one call at a time, from whichever
+    thread: no new ledger connection and migration check per call. A call that comes while another
+    uses it (the MCP server's ``patch_receipt`` during a long check) gets an executor of its own,
+    closed after it.
+
+    Git refs, the ledger and the receipts are read anew by every call, so what other processes did
+    in between is seen. Its files replaced or deleted in between (the Git directory, the state
+    directory, the ledger or the receipts directory: an ``rm -rf .git/applyonce``), or a call that
+    failed unexpectedly: the kept executor is closed and a new one opened, as each call did before.
+    """
+
+    def __init__(self, open_executor: Callable[[], Executor]) -> None:
+        self._open = open_executor
+        self._lock = threading.Lock()
+        self._executor: Executor | None = None
+        self._files: tuple[tuple[int, int] | None, ...] = ()
+        self._spoiled = False
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Executor]:
+        """The kept executor (opened now if need be), or one of the call's own if it is busy.
+
+        Raises:
+            ApplyOnceError: the repository or the state directory cannot be opened.
+        """
+        if not self._lock.acquire(blocking=False):
+            own = self._open()
+            try:
+                yield own
+            finally:
+                own.close()
+            return
+        try:
+            if self._executor is not None and self._files != _files_of(self._executor):
+                self._drop()
+            if self._executor is None:
+                self._executor = self._open()
+            try:
+                yield self._executor
+            except ApplyOnceError:
+                raise  # an expected refusal: the executor is fine
+            except BaseException:
+                self._spoiled = True
+                raise
+            finally:
+                if self._spoiled:
+                    self._drop()
+                elif self._executor is not None:
+                    # As the call left them: what the next call must find unchanged.
+                    self._files = _files_of(self._executor)
+        finally:
+            self._lock.release()
+
+    def spoil(self, executor: Executor) -> None:
+        """``executor`` failed unexpectedly: if it is the kept one, it is closed after its use
+        ends, whatever it was in the middle of."""
+        if executor is self._executor:
+            self._spoiled = True
+
+    def _drop(self) -> None:
+        executor, self._executor = self._executor, None
+        self._spoiled = False
+        if executor is not None:
+            with contextlib.suppress(Exception):  # it may be broken: that is why it goes
+                executor.close()
+
+    def close(self) -> None:
+        """Close the kept executor; a later call opens a new one."""
+        with self._lock:
+            self._drop()
+
+
+def _files_of(executor: Executor) -> tuple[tuple[int, int] | None, ...]:
+    """Which files the executor works on: the device and inode (None: missing) of the Git
+    directory, the state directory, the ledger and the receipts directory."""
+    context = executor.context
+    state = context.state_dir
+    found: list[tuple[int, int] | None] = []
+    for path in (context.store.common_dir, state, state / LEDGER_FILE, state / "receipts"):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((stat.st_dev, stat.st_ino))
+    return tuple(found)
+
+
 __all__ = [
     "ApprovalError",
     "Approver",
@@ -226,6 +318,7 @@ __all__ = [
     "CallOptions",
     "CallOutcome",
     "Executor",
+    "KeptExecutor",
     "PlanView",
     "ReplayNote",
     "UnknownOutcomeError",
