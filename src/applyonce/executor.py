@@ -10,33 +10,33 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import apply as apply_flow
-from applyonce.flow import audit as audit_flow
 from applyonce.flow import calls as calls_flow
 from applyonce.flow import recovery
-from applyonce.flow import replay as replay_flow
 from applyonce.flow import resolve as resolve_flow
-from applyonce.flow import revert as revert_flow
-from applyonce.flow import view as view_flow
 from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
-from applyonce.flow.audit import AuditReport
 from applyonce.flow.calls import CallSummary
 from applyonce.flow.context import LEDGER_FILE, Context, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
-from applyonce.flow.replay import ReplayReport
 from applyonce.flow.replays import ReplayNote
 from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
 from applyonce.git.diffs import CallDiff
 from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
+
+if TYPE_CHECKING:
+    # Imported where used: a call (``applyonce apply``) needs none of them.
+    from applyonce.flow.audit import AuditReport
+    from applyonce.flow.replay import ReplayReport
+    from applyonce.flow.view import FileView, FolderView
 
 
 class Executor:
@@ -97,10 +97,14 @@ class Executor:
     def revert(self, call_id: str, options: CallOptions | None = None) -> CallOutcome:
         """Revert the commit of the committed call ``call_id`` exactly once, as one commit
         (see :func:`applyonce.flow.revert.revert`)."""
+        from applyonce.flow import revert as revert_flow
+
         return revert_flow.revert(self.context, call_id, options or CallOptions())
 
     def dry_run_revert(self, call_id: str, options: CallOptions | None = None) -> PlanView:
         """What ``revert`` would do on the current tip. Writes nothing at all."""
+        from applyonce.flow import revert as revert_flow
+
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
 
     def recover(self, *, progress: Callable[[int, int], None] | None = None) -> RecoveryReport:
@@ -116,10 +120,14 @@ class Executor:
         progress: Callable[[int], None] | None = None,
     ) -> AuditReport:
         """Check every trailer commit against its receipt (see :mod:`applyonce.flow.audit`)."""
+        from applyonce.flow import audit as audit_flow
+
         return audit_flow.audit(self.context, branch=branch, since=since, progress=progress)
 
     def replay(self) -> ReplayReport:
         """Re-derive every decision from the ledger and receipts alone (no Git)."""
+        from applyonce.flow import replay as replay_flow
+
         return replay_flow.replay(self.context)
 
     def resolve(
@@ -186,12 +194,12 @@ class Executor:
             return commits
         return with_the_change(self.context, call[1], call[0], commits)
 
-    def view(
-        self, path: str, *, branch: str | None = None
-    ) -> view_flow.FileView | view_flow.FolderView:
+    def view(self, path: str, *, branch: str | None = None) -> FileView | FolderView:
         """What an agent's view of ``path`` on ``branch`` shows: a file's bytes or a folder's
         listing, from the checkout or the branch's tip. Writes nothing (see
         :mod:`applyonce.flow.view`)."""
+        from applyonce.flow import view as view_flow
+
         return view_flow.view(self.context, path, ref=self.branch(branch))
 
     def commit_summary(self, commit: str) -> list[str]:
