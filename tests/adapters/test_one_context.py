@@ -158,3 +158,18 @@ def test_the_mcp_server_opens_the_ledger_once_however_many_calls(
     once = _ledger_opens_of_server(repo, tmp_path, 1)
     assert once > 0
     assert _ledger_opens_of_server(repo, tmp_path, 3) == once
+
+
+def test_a_repository_deleted_between_calls_is_an_error_result(
+    repo: Repo, ledger_opens: list[Path]
+) -> None:
+    adapter = ToolCallAdapter(repo.path)
+    [first] = adapter.run([tool_use(add("a.md"), "toolu_1")])
+    assert first["is_error"] is False
+    shutil.rmtree(repo.path / ".git")
+    # The kept executor is not used on a Git directory that is gone: the call is refused as a
+    # new process would refuse it, and nothing is written.
+    [second] = adapter.run([tool_use(add("b.md"), "toolu_2")])
+    assert second["is_error"] is True
+    assert second["content"].startswith("error: ") and "repository" in second["content"]
+    assert not (repo.path / "b.md").exists() and not (repo.path / ".git").exists()
