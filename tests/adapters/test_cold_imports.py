@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Repo
+from tests.conftest import Repo, apply
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 
@@ -37,6 +37,7 @@ NOT_FOR_A_CALL = [
     "applyonce.flow.revert",
     "applyonce.flow.view",
     "typer.rich_utils",
+    "tomllib",  # only a patch that writes a .toml file has it parsed
 ]
 # What printing the version or a command's help needs none of: Git, the ledger, the library (typer
 # itself builds a command's options with pydantic's type adapters).
@@ -82,3 +83,11 @@ def test_the_version_and_help_import_no_git_no_models(args: list[str], tmp_path:
     stdout, modules = imported_by(args, tmp_path)
     assert stdout.startswith("applyonce 0.1.0" if args == ["--version"] else "Usage: applyonce")
     assert loaded(modules, NOT_FOR_HELP + NOT_FOR_A_CALL) == []
+
+
+def test_a_call_that_writes_toml_still_has_it_checked(repo: Repo) -> None:
+    bad = "*** Begin Patch\n*** Add File: conf.toml\n+a = \n*** End Patch\n"
+    result = apply(repo, bad)
+    assert result.returncode == 1
+    assert "conf.toml: Invalid value (at line 1, column 5)" in result.stderr
+    assert not (repo.path / "conf.toml").exists()
