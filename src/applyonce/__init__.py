@@ -7,9 +7,12 @@ receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
 
 from __future__ import annotations
 
-from applyonce.core.receipt import Receipt
-from applyonce.errors import ApplyOnceError
-from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from applyonce.core.receipt import Receipt
+    from applyonce.errors import ApplyOnceError
+    from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
 
 __version__ = "0.1.0"
 
@@ -22,3 +25,30 @@ __all__ = [
     "Receipt",
     "__version__",
 ]
+
+# Where each name of the facade lives. Imported on first use, not with the package: importing
+# any applyonce module imports this one first, and a command (`applyonce --version`, `applyonce
+# apply`) imports only what it uses.
+_LAZY = {
+    "ApplyOnceError": "applyonce.errors",
+    "CallOptions": "applyonce.executor",
+    "CallOutcome": "applyonce.executor",
+    "Executor": "applyonce.executor",
+    "PlanView": "applyonce.executor",
+    "Receipt": "applyonce.core.receipt",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'applyonce' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found once, then a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -28,6 +28,7 @@ then fails, the result says so — the change landed, its record did not, run ``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from applyonce.executor import (
     CallDiff,
     CallOptions,
     Executor,
+    KeptExecutor,
     PlanView,
     ReplayNote,
     UnknownOutcomeError,
@@ -96,8 +98,9 @@ def error_output(error: ApplyOnceError) -> ToolOutput:
 class PatchRunner:
     """Runs ``apply_patch`` calls for a harness or a server; never raises for what a model sends.
 
-    Each call opens its own :class:`Executor`, so the runner can be used from any thread (one call
-    at a time).
+    The runner keeps one :class:`Executor` open for all its calls (a
+    :class:`~applyonce.executor.KeptExecutor`); it can be used from any thread. :meth:`close`
+    closes it.
 
     Args:
         repo: a path inside the repository.
@@ -129,14 +132,25 @@ class PatchRunner:
             contract_sha256=self.options.contract_sha256,
             attempt=self.options.attempt,
         )
-        probe = self.executor()
-        try:
+        self._kept = KeptExecutor(self.executor)
+        with self.using() as probe:
             probe.branch(self.options.branch)
-        finally:
-            probe.close()
 
     def executor(self) -> Executor:
+        """A new executor on the runner's repository (closed by the caller)."""
         return Executor(self.repo, state_dir=self.state_dir)
+
+    def using(self) -> contextlib.AbstractContextManager[Executor]:
+        """The runner's kept executor, for one call (see :class:`~applyonce.executor.KeptExecutor`).
+
+        Raises:
+            ApplyOnceError: the repository or the state directory cannot be opened.
+        """
+        return self._kept.use()
+
+    def close(self) -> None:
+        """Close the kept executor (a later call opens it again)."""
+        self._kept.close()
 
     def run(
         self,
@@ -175,13 +189,10 @@ class PatchRunner:
             format=format or self.options.format,
         )
         try:
-            executor = self.executor()
+            with self.using() as executor:
+                return self._run(executor, patch, options)
         except ApplyOnceError as exc:  # the repository or state directory went away
             return error_output(exc)
-        try:
-            return self._run(executor, patch, options)
-        finally:
-            executor.close()
 
     def _run(self, executor: Executor, patch: str, options: CallOptions) -> ToolOutput:
         try:
@@ -197,6 +208,9 @@ class PatchRunner:
             # Another live process runs it (and records it), or a person must decide.
             return error_output(exc)
         except Exception as exc:  # Git decides below what it means
+            if not isinstance(exc, ApplyOnceError):
+                # Whatever the executor was in the middle of, the next call starts afresh.
+                self._kept.spoil(executor)
             return self._after_failure(executor, exc, args, ident, tip_before, patch, options)
         for warning in sync_warnings(outcome.sync_reports):
             log.warning("%s", warning)
@@ -225,24 +239,16 @@ class PatchRunner:
             tool_call_id=tool_call_id,
         )
         try:
-            executor = self.executor()
+            with self.using() as executor:
+                view = executor.dry_run(patch, options)
+                return DryRun(view, executor.plan_diff(view))
         except ApplyOnceError as exc:
             return error_output(exc)
-        try:
-            view = executor.dry_run(patch, options)
-            return DryRun(view, executor.plan_diff(view))
-        except ApplyOnceError as exc:
-            return error_output(exc)
-        finally:
-            executor.close()
 
     def diff(self, receipt: Receipt) -> CallDiff | None:
         """The diff of a committed call, from its commit (None: it committed nothing)."""
-        executor = self.executor()
-        try:
+        with self.using() as executor:
             return executor.diff(receipt)
-        finally:
-            executor.close()
 
     def _after_failure(
         self,
@@ -450,23 +456,25 @@ class ToolCallAdapter:
         return output
 
     def _view(self, fields: dict[str, Any]) -> tuple[str, bool]:
+        # The runner's kept executor: a view reads the checkout or the branch's tip only, never
+        # the ledger, so it writes nothing.
         runner = self.runner
         try:
-            executor = Executor(runner.repo, state_dir=runner.state_dir, read_only=True)
+            with runner.using() as executor:
+                try:
+                    return view_result(
+                        executor,
+                        fields,
+                        branch=runner.options.branch,
+                        max_characters=self.max_characters,
+                    )
+                except ApplyOnceError:
+                    raise
+                except Exception as exc:  # the model gets the failure, the loop goes on
+                    log.exception("view of %r failed", fields.get("path"))
+                    return f"Error: the view failed: {type(exc).__name__}: {exc}\n", True
         except ApplyOnceError as exc:
             return f"Error: {exc.one_line()}\n", True
-        try:
-            return view_result(
-                executor,
-                fields,
-                branch=runner.options.branch,
-                max_characters=self.max_characters,
-            )
-        except Exception as exc:  # the model gets the failure, the loop goes on
-            log.exception("view of %r failed", fields.get("path"))
-            return f"Error: the view failed: {type(exc).__name__}: {exc}\n", True
-        finally:
-            executor.close()
 
     def _approver(self, call: ToolCall) -> Callable[[PlanView], bool] | None:
         ask = self.approve

@@ -13,15 +13,12 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 import typer
-from pydantic import ValidationError
 
 import applyonce
-from applyonce.core.identity import EMPTY_CONTRACT_SHA256
-from applyonce.core.receipt import Receipt
 from applyonce.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -29,7 +26,11 @@ from applyonce.errors import (
     ApplyOnceError,
     UsageError,
 )
-from applyonce.executor import CallDiff, Executor, PlanView, contract_digest
+
+if TYPE_CHECKING:
+    # Imported where used: `applyonce --version` and `--help` need none of them.
+    from applyonce.core.receipt import Receipt
+    from applyonce.executor import CallDiff, Executor, PlanView
 
 # The version of every JSON document the CLI prints besides a receipt (which has its own
 # "schema"): reports, dry runs and errors. Raised when a field changes meaning or goes away.
@@ -155,6 +156,9 @@ def check_elapsed(status: StatusLine) -> Callable[[str, float], None]:
 
 def contract_sha256(contract: Path | None, contract_sha: str | None) -> str:
     """--contract FILE or --contract-sha HEX (not both); the empty contract by default."""
+    from applyonce.core.identity import EMPTY_CONTRACT_SHA256
+    from applyonce.executor import contract_digest
+
     if contract is not None and contract_sha is not None:
         raise UsageError("--contract and --contract-sha exclude each other")
     if contract is not None:
@@ -262,6 +266,10 @@ def stored_fields(stored: bytes, receipt: Receipt) -> dict[str, Any]:
     """The stored receipt's fields, in their stored order and with their stored values (printed
     again with two-space indents, as stored). Stored bytes that are no longer this call's
     receipt (rewritten meanwhile) give way to the receipt the call returned."""
+    from pydantic import ValidationError
+
+    from applyonce.core.receipt import Receipt
+
     try:
         fields = orjson.loads(stored)
         same = isinstance(fields, dict) and Receipt.model_validate(fields) == receipt

@@ -6,34 +6,37 @@ Each method is a line or two over a use case of :mod:`applyonce.flow`; the wirin
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
+from applyonce.errors import ApplyOnceError
 from applyonce.flow import apply as apply_flow
-from applyonce.flow import audit as audit_flow
 from applyonce.flow import calls as calls_flow
 from applyonce.flow import recovery
-from applyonce.flow import replay as replay_flow
 from applyonce.flow import resolve as resolve_flow
-from applyonce.flow import revert as revert_flow
-from applyonce.flow import view as view_flow
 from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
-from applyonce.flow.audit import AuditReport
 from applyonce.flow.calls import CallSummary
-from applyonce.flow.context import Context, open_context
+from applyonce.flow.context import LEDGER_FILE, Context, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
-from applyonce.flow.replay import ReplayReport
 from applyonce.flow.replays import ReplayNote
 from applyonce.flow.resolve import Released
 from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
 from applyonce.git.diffs import CallDiff
 from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
+
+if TYPE_CHECKING:
+    # Imported where used: a call (``applyonce apply``) needs none of them.
+    from applyonce.flow.audit import AuditReport
+    from applyonce.flow.replay import ReplayReport
+    from applyonce.flow.view import FileView, FolderView
 
 
 class Executor:
@@ -94,10 +97,14 @@ class Executor:
     def revert(self, call_id: str, options: CallOptions | None = None) -> CallOutcome:
         """Revert the commit of the committed call ``call_id`` exactly once, as one commit
         (see :func:`applyonce.flow.revert.revert`)."""
+        from applyonce.flow import revert as revert_flow
+
         return revert_flow.revert(self.context, call_id, options or CallOptions())
 
     def dry_run_revert(self, call_id: str, options: CallOptions | None = None) -> PlanView:
         """What ``revert`` would do on the current tip. Writes nothing at all."""
+        from applyonce.flow import revert as revert_flow
+
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
 
     def recover(self, *, progress: Callable[[int, int], None] | None = None) -> RecoveryReport:
@@ -113,10 +120,14 @@ class Executor:
         progress: Callable[[int], None] | None = None,
     ) -> AuditReport:
         """Check every trailer commit against its receipt (see :mod:`applyonce.flow.audit`)."""
+        from applyonce.flow import audit as audit_flow
+
         return audit_flow.audit(self.context, branch=branch, since=since, progress=progress)
 
     def replay(self) -> ReplayReport:
         """Re-derive every decision from the ledger and receipts alone (no Git)."""
+        from applyonce.flow import replay as replay_flow
+
         return replay_flow.replay(self.context)
 
     def resolve(
@@ -183,12 +194,12 @@ class Executor:
             return commits
         return with_the_change(self.context, call[1], call[0], commits)
 
-    def view(
-        self, path: str, *, branch: str | None = None
-    ) -> view_flow.FileView | view_flow.FolderView:
+    def view(self, path: str, *, branch: str | None = None) -> FileView | FolderView:
         """What an agent's view of ``path`` on ``branch`` shows: a file's bytes or a folder's
         listing, from the checkout or the branch's tip. Writes nothing (see
         :mod:`applyonce.flow.view`)."""
+        from applyonce.flow import view as view_flow
+
         return view_flow.view(self.context, path, ref=self.branch(branch))
 
     def commit_summary(self, commit: str) -> list[str]:
@@ -219,6 +230,95 @@ class Executor:
         return self.context.receipts.read_bytes(call_id)
 
 
+class KeptExecutor:
+    """One :class:`Executor` kept open for a process's calls, one call at a time, from whichever
+    thread: no new ledger connection and migration check per call. A call that comes while another
+    uses it (the MCP server's ``patch_receipt`` during a long check) gets an executor of its own,
+    closed after it.
+
+    Git refs, the ledger and the receipts are read anew by every call, so what other processes did
+    in between is seen. Its files replaced or deleted in between (the Git directory, the state
+    directory, the ledger or the receipts directory: an ``rm -rf .git/applyonce``), or a call that
+    failed unexpectedly: the kept executor is closed and a new one opened, as each call did before.
+    """
+
+    def __init__(self, open_executor: Callable[[], Executor]) -> None:
+        self._open = open_executor
+        self._lock = threading.Lock()
+        self._executor: Executor | None = None
+        self._files: tuple[tuple[int, int] | None, ...] = ()
+        self._spoiled = False
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Executor]:
+        """The kept executor (opened now if need be), or one of the call's own if it is busy.
+
+        Raises:
+            ApplyOnceError: the repository or the state directory cannot be opened.
+        """
+        if not self._lock.acquire(blocking=False):
+            own = self._open()
+            try:
+                yield own
+            finally:
+                own.close()
+            return
+        try:
+            if self._executor is not None and self._files != _files_of(self._executor):
+                self._drop()
+            if self._executor is None:
+                self._executor = self._open()
+            try:
+                yield self._executor
+            except ApplyOnceError:
+                raise  # an expected refusal: the executor is fine
+            except BaseException:
+                self._spoiled = True
+                raise
+            finally:
+                if self._spoiled:
+                    self._drop()
+                elif self._executor is not None:
+                    # As the call left them: what the next call must find unchanged.
+                    self._files = _files_of(self._executor)
+        finally:
+            self._lock.release()
+
+    def spoil(self, executor: Executor) -> None:
+        """``executor`` failed unexpectedly: if it is the kept one, it is closed after its use
+        ends, whatever it was in the middle of."""
+        if executor is self._executor:
+            self._spoiled = True
+
+    def _drop(self) -> None:
+        executor, self._executor = self._executor, None
+        self._spoiled = False
+        if executor is not None:
+            with contextlib.suppress(Exception):  # it may be broken: that is why it goes
+                executor.close()
+
+    def close(self) -> None:
+        """Close the kept executor; a later call opens a new one."""
+        with self._lock:
+            self._drop()
+
+
+def _files_of(executor: Executor) -> tuple[tuple[int, int] | None, ...]:
+    """Which files the executor works on: the device and inode (None: missing) of the Git
+    directory, the state directory, the ledger and the receipts directory."""
+    context = executor.context
+    state = context.state_dir
+    found: list[tuple[int, int] | None] = []
+    for path in (context.store.common_dir, state, state / LEDGER_FILE, state / "receipts"):
+        try:
+            stat = os.stat(path)
+        except OSError:
+            found.append(None)
+        else:
+            found.append((stat.st_dev, stat.st_ino))
+    return tuple(found)
+
+
 __all__ = [
     "ApprovalError",
     "Approver",
@@ -226,6 +326,7 @@ __all__ = [
     "CallOptions",
     "CallOutcome",
     "Executor",
+    "KeptExecutor",
     "PlanView",
     "ReplayNote",
     "UnknownOutcomeError",

@@ -108,8 +108,9 @@ def dry_run_text(view: PlanView, diff: str | None, truncated: bool) -> str:
 
 class PatchServer:
     """The MCP handlers around one :class:`PatchRunner`. All blocking work runs off the event
-    loop, each call with its own executor, so ``tools/list`` and ``patch_receipt`` answer while a
-    long call (a slow ``--check``) runs. ``apply_patch`` calls run one at a time: of two at once
+    loop, on the runner's kept executor (one for the process; a call that comes while it is busy
+    gets its own), so ``tools/list`` and ``patch_receipt`` answer while a long call (a slow
+    ``--check``) runs. ``apply_patch`` calls run one at a time: of two at once
     with the same patch, one runs and the other then replays its result, as a repeat does."""
 
     def __init__(self, runner: PatchRunner) -> None:
@@ -232,7 +233,7 @@ class PatchServer:
         except ValidationError as exc:
             return _bad_arguments(RECEIPT_TOOL_NAME, exc)
         # Not behind the applies: a receipt is read while a call runs (receipts are replaced
-        # atomically, and each thread has its own executor and ledger connection).
+        # atomically, and a busy kept executor makes the runner open one for this read).
         text, structured = await self._in_thread(self._receipt_json, call.call_id)
         return _text(text, structured, is_error=text.startswith("error: "))
 
@@ -252,44 +253,38 @@ class PatchServer:
         """Revert the call ``key`` names, on the call's own branch, exactly once; and the
         revert's diff (left out, never an error, when it cannot be read)."""
         options = dataclasses.replace(self.runner.options, branch=None, tool_call_id=None)
+        # The runner's kept executor (a new one if the repository or state directory went away).
         try:
-            executor = self.runner.executor()
-        except ApplyOnceError as exc:  # the repository or state directory went away
-            return error_output(exc), None
-        try:
-            outcome = executor.revert(self._find_call(executor, key), options)
-            receipt = outcome.receipt
-            output = ToolOutput(
-                receipt.output,
-                is_error=receipt.status != "committed",
-                receipt=receipt,
-                replayed=outcome.replayed,
-            )
-            if receipt.status != "committed":
-                return output, None
-            try:
-                return output, executor.diff(receipt)
-            except Exception:
-                log.exception("cannot read the diff of call %s", receipt.call_id[:12])
-                return output, None
+            with self.runner.using() as executor:
+                outcome = executor.revert(self._find_call(executor, key), options)
+                receipt = outcome.receipt
+                output = ToolOutput(
+                    receipt.output,
+                    is_error=receipt.status != "committed",
+                    receipt=receipt,
+                    replayed=outcome.replayed,
+                )
+                if receipt.status != "committed":
+                    return output, None
+                try:
+                    return output, executor.diff(receipt)
+                except Exception:
+                    log.exception("cannot read the diff of call %s", receipt.call_id[:12])
+                    return output, None
         except ApplyOnceError as exc:
             return error_output(exc), None
-        finally:
-            executor.close()
 
     def _receipt_json(self, key: str) -> tuple[str, ReceiptResult]:
-        executor = self.runner.executor()
         try:
-            call_id = self._find_call(executor, key.strip())
-            receipt = executor.stored_receipt(call_id)
-            data = receipt.to_json()
-            result = patch_result(receipt, diff=executor.diff(receipt))
-            return data.decode(), ReceiptResult(**dict(result), receipt=orjson.loads(data))
+            with self.runner.using() as executor:
+                call_id = self._find_call(executor, key.strip())
+                receipt = executor.stored_receipt(call_id)
+                data = receipt.to_json()
+                result = patch_result(receipt, diff=executor.diff(receipt))
+                return data.decode(), ReceiptResult(**dict(result), receipt=orjson.loads(data))
         except ApplyOnceError as exc:
             result = patch_result(None, error=exc.to_dict())
             return f"error: {exc.one_line()}\n", ReceiptResult(**dict(result), receipt=None)
-        finally:
-            executor.close()
 
     def _find_call(self, executor: Executor, key: str) -> str:
         """A call ID from a full ID, a unique prefix, or a tool-call ID."""
@@ -325,7 +320,10 @@ def serve(runner: PatchRunner) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="applyonce mcp: %(levelname)s: %(message)s"
     )
-    anyio.run(_serve, runner)
+    try:
+        anyio.run(_serve, runner)
+    finally:
+        runner.close()
 
 
 __all__ = ["INSTRUCTIONS", "PatchServer", "serve"]

@@ -6,17 +6,23 @@ the exit codes of DESIGN §8 through :func:`applyonce.console.error_boundary`.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
+import typer.main
 from typer.core import TyperArgument, TyperCommand
-from typer.models import CommandFunctionType
+from typer.models import CommandFunctionType, CommandInfo
 
 import applyonce
 from applyonce.console import SCHEMA_VERSION, emit_json, error_boundary
+
+if TYPE_CHECKING:
+    from applyonce.executor import Executor
 
 # ctx.meta, shared by a command's context and its group's: whether the command line asks for
 # --json, for the error boundary's sake.
@@ -73,12 +79,37 @@ class _Commands(typer.core.TyperGroup):
         return sorted(names, key=lambda n: _ORDER.index(n) if n in _ORDER else len(_ORDER))
 
 
+def _name_of(info: CommandInfo) -> str | None:
+    """A registered command's name, as typer derives it."""
+    if info.name:
+        return info.name
+    callback = info.callback
+    return None if callback is None else typer.main.get_command_name(callback.__name__)
+
+
 _ORDER = ["apply", "revert", "recover", "audit", "show", "log", "replay", "resolve", "mcp"]
 _ORDER += ["schema", "demo", "version"]
 
 
 class _App(typer.Typer):
     """A typer app whose commands are :class:`_Command` unless they say otherwise."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line. A command line that starts with a command's name builds that
+        command alone: typer would build every command's parameters first, each with its type
+        adapters, and only one runs. What it prints and how it exits stay the same: the group's
+        options and list of commands show only before a command's name (shell completion, which
+        lists them, builds them all)."""
+        every = self.registered_commands
+        argv = args[0] if args else kwargs.get("args", sys.argv[1:])
+        if argv and "_APPLYONCE_COMPLETE" not in os.environ:
+            named = [info for info in every if _name_of(info) == argv[0]]
+            if named:
+                self.registered_commands = named
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self.registered_commands = every
 
     def command(
         self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any
@@ -202,3 +233,11 @@ def _emit_json(data: object) -> None:
 def _emit_report(data: dict[str, object]) -> None:
     """A report (recover, audit, replay, a dry run, a release) as JSON, with its schema version."""
     emit_json({"schema_version": SCHEMA_VERSION, **data})
+
+
+def open_executor(repo: Path, *, state_dir: str | None = None, read_only: bool = False) -> Executor:
+    """The :class:`~applyonce.executor.Executor` of a command, imported when a command runs (not
+    when the commands register: ``applyonce --help`` and ``--version`` need none of it)."""
+    from applyonce.executor import Executor
+
+    return Executor(repo, state_dir=state_dir, read_only=read_only)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -38,10 +38,12 @@ from applyonce.console import (
     terminal_approver,
 )
 from applyonce.errors import UsageError
-from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
-from applyonce.flow.options import DirtyMode
-from applyonce.flow.sync import sync_warnings
-from applyonce.patch import PatchFormat
+
+if TYPE_CHECKING:
+    # Imported when a command runs, not when it registers: `applyonce --help` needs none of them.
+    from applyonce.executor import CallOutcome, Executor, PlanView
+    from applyonce.flow.options import DirtyMode
+    from applyonce.patch import PatchFormat
 
 
 @app.command(
@@ -98,6 +100,8 @@ def apply(
     ] = None,
 ) -> None:
     """Apply a patch as one commit, exactly once."""
+    from applyonce.executor import CallOptions, Executor
+
     if format not in ("auto", "codex", "unified", "edit-json"):
         raise UsageError(
             f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
@@ -108,12 +112,12 @@ def apply(
         attempt=attempt,
         idempotency_key=idempotency_key,
         tool_call_id=tool_call_id,
-        format=cast(PatchFormat, format),
+        format=cast("PatchFormat", format),
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
         protect=protect,
-        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
+        dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,
@@ -151,6 +155,8 @@ def finish_call(executor: Executor, outcome: CallOutcome, *, diff: bool, json: b
     """Print a call's result (``apply`` or ``revert``) and exit with its code: the output first,
     byte for byte what the agent is given, then the diff if asked; on stderr the replay line,
     the checkout's warnings and a missing git identity."""
+    from applyonce.flow.sync import sync_warnings
+
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     extra = diff_fields(committed) if diff else None
     print_receipt(executor, outcome.receipt, json, extra=extra, replayed=outcome.replayed)

@@ -7,10 +7,17 @@ from typing import Annotated
 
 import typer
 
-from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_json, _emit_report, app
+from applyonce.cli.app import (
+    JsonOpt,
+    RepoOpt,
+    StateOpt,
+    _emit_json,
+    _emit_report,
+    app,
+    open_executor,
+)
 from applyonce.console import SCHEMA_VERSION, diff_fields, print_diff, print_receipt, status_line
 from applyonce.errors import EXIT_PROBLEMS
-from applyonce.executor import Executor
 
 
 @app.command(
@@ -32,7 +39,7 @@ def show(
     ] = False,
 ) -> None:
     """Show one call's verified receipt."""
-    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(repo, state_dir=state_dir, read_only=True)
     receipt = executor.show(executor.find_call(call_id))
     committed = executor.diff(receipt) if diff else None
     if json:
@@ -66,7 +73,7 @@ def log(
     json: JsonOpt = False,
 ) -> None:
     """List the calls in the ledger, oldest first."""
-    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(repo, state_dir=state_dir, read_only=True)
     rows = executor.calls()
     if json:
         # A list, as it always was (scripts iterate it); each row carries the schema version,
@@ -92,7 +99,7 @@ def replay(
     json: JsonOpt = False,
 ) -> None:
     """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
-    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(repo, state_dir=state_dir, read_only=True)
     report = executor.replay()
     if json:
         _emit_report(report.to_dict())
@@ -125,7 +132,7 @@ def audit(
     json: JsonOpt = False,
 ) -> None:
     """Check every Call-Id commit against its receipt."""
-    executor = Executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(repo, state_dir=state_dir, read_only=True)
     with status_line(json) as status:
         report = executor.audit(
             branch=branch,

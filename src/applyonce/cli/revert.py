@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -24,8 +24,9 @@ from applyonce.cli.app import (
 )
 from applyonce.cli.apply import finish_call, show_dry_run
 from applyonce.console import check_elapsed, status_line
-from applyonce.executor import CallOptions, Executor
-from applyonce.flow.options import DirtyMode
+
+if TYPE_CHECKING:
+    from applyonce.flow.options import DirtyMode
 
 
 @app.command(
@@ -56,13 +57,15 @@ def revert(
 
     Repeating it returns the stored result; the new commit carries 'Reverts-Call-Id'.
     """
+    from applyonce.executor import CallOptions, Executor
+
     options = CallOptions(
         branch=branch,
         attempt=attempt,
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
-        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
+        dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
     executor = Executor(repo, state_dir=state_dir)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -24,11 +24,10 @@ from applyonce.cli.app import (
     app,
 )
 from applyonce.console import contract_sha256
-from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
-from applyonce.executor import CallOptions
-from applyonce.flow.leases import checked_lease
-from applyonce.flow.options import DirtyMode
+
+if TYPE_CHECKING:
+    from applyonce.flow.options import DirtyMode
 
 
 @app.command("mcp", epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.")
@@ -51,6 +50,9 @@ def mcp_command(
 
     Stdout carries only the protocol; logs go to stderr.
     """
+    from applyonce.executor import CallOptions
+    from applyonce.flow.leases import checked_lease
+
     if lease_seconds is not None:
         checked_lease(lease_seconds)  # refused now, not at every call
     from applyonce.agents import PatchRunner
@@ -63,7 +65,7 @@ def mcp_command(
         checks=check,
         check_timeout=check_timeout,
         skip_checks=skip_check,
-        dirty=cast(DirtyMode | None, dirty),  # checked by CallOptions
+        dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
     serve(PatchRunner(repo, state_dir=state_dir, options=options))
@@ -126,6 +128,8 @@ def schema_command(
 def receipt_schema() -> dict[str, object]:
     """The JSON Schema of a receipt as ``apply --json`` and ``show --json`` print it and the
     receipts directory stores it, generated from the model that writes it."""
+    from applyonce.core.receipt import Receipt
+
     schema = Receipt.model_json_schema(by_alias=True, mode="serialization")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 

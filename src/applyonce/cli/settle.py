@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_report, app
+from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_report, app, open_executor
 from applyonce.console import print_receipt, status_line
 from applyonce.errors import EXIT_CONFLICT, EXIT_UNKNOWN, UsageError
-from applyonce.executor import Executor
-from applyonce.flow.recovery_report import RecoveryReport
+
+if TYPE_CHECKING:
+    from applyonce.flow.recovery_report import RecoveryReport
 
 
 @app.command(
@@ -25,7 +26,7 @@ def recover(
     json: JsonOpt = False,
 ) -> None:
     """Finish every interrupted call by asking Git; never applies a patch twice."""
-    executor = Executor(repo, state_dir=state_dir)
+    executor = open_executor(repo, state_dir=state_dir)
     with status_line(json) as status:
         report = executor.recover(
             progress=lambda done, total: status.show(
@@ -110,7 +111,7 @@ def resolve(
                 "--release frees a claim; it cannot be combined with --as or --commit",
                 hint="run 'applyonce resolve CALL_ID --release' alone",
             )
-        released = Executor(repo, state_dir=state_dir).release(call_id, note=note or "")
+        released = open_executor(repo, state_dir=state_dir).release(call_id, note=note or "")
         if json:
             _emit_report(released.to_dict())
         else:
@@ -121,7 +122,7 @@ def resolve(
             "resolve needs --as committed|rejected|rewritten with --note TEXT, or --release",
             hint="see 'applyonce resolve --help'",
         )
-    executor = Executor(repo, state_dir=state_dir)
+    executor = open_executor(repo, state_dir=state_dir)
     full = executor.find_call(call_id)
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
     if json:

@@ -10,7 +10,6 @@ scratch checkout: :mod:`applyonce.flow.checks`.
 from __future__ import annotations
 
 import time
-import tomllib
 from collections import Counter
 from collections.abc import Sequence
 
@@ -48,10 +47,13 @@ def _syntax_error(path: str, data: bytes) -> str | None:
         elif path.endswith(".json"):
             orjson.loads(data)
         elif path.endswith(".toml"):
+            import tomllib  # only where a patch writes TOML: a cold call need not load it
+
             tomllib.loads(data.decode("utf-8"))
     except SyntaxError as exc:
         return f"{path}:{exc.lineno}: {exc.msg}"
-    except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError, ValueError) as exc:
+    # tomllib.TOMLDecodeError is a ValueError.
+    except (orjson.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         return f"{path}: {str(exc).splitlines()[0]}"
     except (RecursionError, MemoryError):
         return f"{path}: nested too deeply to parse"

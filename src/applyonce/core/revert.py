@@ -39,7 +39,8 @@ ABSENT: Version = (None, None)
 class RevertArgs(BaseModel):
     """The normalised arguments of one ``revert_patch`` call: which call, its commit, where."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built by the first revert, not when applyonce starts.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     ref: str
     reverts: str

@@ -19,7 +19,8 @@ MIN_PREFIX = 6
 class CallSummary(BaseModel):
     """One line of ``applyonce log``: a call as the ledger has it."""
 
-    model_config = ConfigDict(frozen=True)
+    # Built by the first listing ('applyonce log'), not when applyonce starts.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     call_id: str
     state: str

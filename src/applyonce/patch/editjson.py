@@ -55,7 +55,9 @@ from applyonce.patch.model import (
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built when an edit-json document is first parsed, not when applyonce starts: a call in
+    # another format never uses these models.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     path: StrictStr = Field(min_length=1)
 

@@ -93,7 +93,12 @@ class Database:
             raise LedgerBusyError(exc.message, hint=exc.hint, path=str(path)) from None
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        # Not tied to the opening thread: a long-lived process (the MCP server, an agent
+        # adapter) keeps one connection and uses it from whichever worker thread runs its
+        # current call, one call at a time (applyonce.agents).
+        db = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         db.execute(f"PRAGMA synchronous = {self._synchronous}")
         return db
@@ -106,7 +111,7 @@ class Database:
         database.path = path
         database._error = database_error
         database._synchronous = ""  # no file: side_transaction() has nothing to open
-        database.db = sqlite3.connect(":memory:", isolation_level=None)
+        database.db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         database._migrate(migrations)
         return database
 

@@ -1,0 +1,93 @@
+"""A fresh ``applyonce`` process imports only what its command uses: cold start is import time.
+
+Each case runs the real command line in a new interpreter and lists the modules it imported by
+the time it exited (``sys.modules``, read at exit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Repo, apply
+
+PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+
+# What no call needs: the adapters' (MCP, schemas, tool calls, the demo), the other commands' use
+# cases, and typer's help panels.
+NOT_FOR_A_CALL = [
+    "rich",
+    "mcp",
+    "jsonschema",
+    "anyio",
+    "applyonce.mcp_server",
+    "applyonce.agents",
+    "applyonce.toolcalls",
+    "applyonce.texteditor",
+    "applyonce.schemas",
+    "applyonce.results",
+    "applyonce.demo",
+    "applyonce.flow.audit",
+    "applyonce.flow.replay",
+    "applyonce.flow.revert",
+    "applyonce.flow.view",
+    "typer.rich_utils",
+    "tomllib",  # only a patch that writes a .toml file has it parsed
+]
+# What printing the version or a command's help needs none of: Git, the ledger, the library (typer
+# itself builds a command's options with pydantic's type adapters).
+NOT_FOR_HELP = ["pygit2", "sqlite3", "applyonce.executor", "applyonce.flow", "applyonce.core"]
+
+
+def imported_by(args: list[str], tmp_path: Path, *, stdin: str = "") -> tuple[str, list[str]]:
+    """Run ``applyonce ARGS`` in a new interpreter: its stdout, and the modules it imported."""
+    listing = tmp_path / "modules.json"
+    code = (
+        "import atexit, json, sys\n"
+        f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['applyonce', *{args!r}]\n"
+        "from applyonce.cli import main\n"
+        "main()\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin.encode(),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr.decode()
+    return run.stdout.decode(), json.loads(listing.read_text())
+
+
+def loaded(modules: list[str], names: list[str]) -> list[str]:
+    return [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in names)]
+
+
+def test_a_call_imports_only_what_it_uses(repo: Repo, tmp_path: Path) -> None:
+    stdout, modules = imported_by(["apply", "--repo", str(repo.path), "-"], tmp_path, stdin=PATCH)
+    assert stdout == "Success. Updated the following files:\nM src/util.py\n"
+    assert loaded(modules, NOT_FOR_A_CALL) == []
+    # The call did use Git and the ledger: the listing is of a process that worked.
+    assert {"pygit2", "sqlite3", "applyonce.flow.apply"} <= set(modules)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["apply", "--help"], ["--help"]])
+def test_the_version_and_help_import_no_git_no_models(args: list[str], tmp_path: Path) -> None:
+    stdout, modules = imported_by(args, tmp_path)
+    assert stdout.startswith("applyonce 0.1.0" if args == ["--version"] else "Usage: applyonce")
+    assert loaded(modules, NOT_FOR_HELP + NOT_FOR_A_CALL) == []
+
+
+def test_a_call_that_writes_toml_still_has_it_checked(repo: Repo) -> None:
+    bad = "*** Begin Patch\n*** Add File: conf.toml\n+a = \n*** End Patch\n"
+    result = apply(repo, bad)
+    assert result.returncode == 1
+    assert "conf.toml: Invalid value (at line 1, column 5)" in result.stderr
+    assert not (repo.path / "conf.toml").exists()
