@@ -241,22 +241,32 @@ def rows_cold(b: Bench) -> None:
     edits, patch_file = Edits(repo, 1000), b.root / "patch.txt"
     command, how = applyonce_command()
     runs = b.runs(15, 5)
+    # As installed: the modules' bytecode is there (pip compiles a wheel's modules). An
+    # environment with PYTHONDONTWRITEBYTECODE would compile every module of every run instead.
+    import applyonce
+
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(applyonce.__file__).parent)],
+        check=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
     def apply() -> None:
         patch_file.write_text(edits.next()[0])
         argv = [*command, "apply", "--json", "-C", str(repo), str(patch_file)]
-        proc = subprocess.run(argv, capture_output=True)
+        proc = subprocess.run(argv, capture_output=True, env=env)
         assert proc.returncode == 0, proc.stderr
 
     what = "cold `applyonce apply --json -C REPO PATCH`, a fresh process, 1k files, checkout"
     b.add("cold", what, timed(apply, runs, warmup=2))
     for code in ("pass", "import pygit2"):
         argv = [sys.executable, "-c", code]
-        ms = timed(lambda argv=argv: subprocess.run(argv, check=True), runs, warmup=1)
+        ms = timed(lambda argv=argv: subprocess.run(argv, check=True, env=env), runs, warmup=1)
         b.add(f"python-{code}", f"floor: `python -c '{code}'`", ms)
     pythonpath = "set" if os.environ.get("PYTHONPATH") else "unset"
     b.notes.append(
-        f"cold: applyonce is {how}; python is {sys.executable}; PYTHONPATH {pythonpath}."
+        f"cold: applyonce is {how}; python is {sys.executable}; PYTHONPATH {pythonpath};"
+        " bytecode compiled first (compileall), PYTHONDONTWRITEBYTECODE unset."
     )
 
 
