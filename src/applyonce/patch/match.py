@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Literal
 
 from applyonce.errors import ApplyOnceError
@@ -112,7 +113,8 @@ class _Text:
         return self._where[level]
 
     def dominant_end(self) -> str:
-        counts = Counter(end for end in self.ends if end)
+        counts = Counter(self.ends)  # counted in C; the missing final newline set apart
+        counts.pop("", None)
         if not counts:
             return "\n"
         best = max(counts.values())
@@ -127,7 +129,8 @@ class _Text:
         return sum(body.endswith("\r") for body in ended) * 2 > len(ended)
 
     def encode(self, bodies: Sequence[str], ends: Sequence[str]) -> bytes:
-        out = "".join(b + e for b, e in zip(bodies, ends, strict=True))
+        # Chained in C: no string is made a line.
+        out = "".join(chain.from_iterable(zip(bodies, ends, strict=True)))
         return ((BOM if self.bom else "") + out).encode("utf-8", self.errors)
 
 

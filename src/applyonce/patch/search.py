@@ -15,6 +15,7 @@ work linear without timing it.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 _steps = 0
@@ -150,7 +151,7 @@ def find_indexed(
 
 def positions(ids: Sequence[int]) -> dict[int, list[int]]:
     """Each id's places in ``ids``, ascending."""
-    where: dict[int, list[int]] = {}
+    where: defaultdict[int, list[int]] = defaultdict(list)
     for at, line in enumerate(ids):
-        where.setdefault(line, []).append(at)
-    return where
+        where[line].append(at)
+    return dict(where)
