@@ -102,15 +102,12 @@ def sync_warnings(reports: Sequence[SyncReport]) -> list[str]:
 def _oldest_base(ctx: Context, ref: str, bases: Sequence[str | None]) -> str | None:
     """The oldest of ``bases`` on ``ref``: the checkout may hold any version of a path from
     there on. None if a call started on an unborn branch. A single base is the answer as it is;
-    several (``recover`` settling many calls) are one question to Git, whatever their number:
-    the best common ancestor of the tip and all of them (on a linear branch, the oldest base;
-    where a base was on a side merged since, or rewritten away, where it parted from the
-    branch). Git walks only the commits between them, never the history below."""
+    several (``recover`` settling many calls) take one walk from the tip that stops at the last
+    of them, whatever their number: never the history below. Bases not on ``ref`` (rewritten
+    away) do not count, unless none is on it (then the first)."""
     if any(base is None for base in bases):
         return None
     unique = [b for b in dict.fromkeys(bases) if b is not None]
     if len(unique) <= 1:
         return unique[0] if unique else None
-    tip = ctx.publisher.tip(ref)
-    common = ctx.store.common_ancestor([tip, *unique] if tip is not None else unique)
-    return common if common is not None else unique[0]
+    return ctx.store.oldest_on(ctx.publisher.tip(ref), unique) or unique[0]

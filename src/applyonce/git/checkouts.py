@@ -23,6 +23,7 @@ from applyonce.faults import fault
 from applyonce.git.filters import autocrlf_of, clean_blob, filter_of
 from applyonce.git.indexlock import lent, locked_index, reading_index, skips_worktree, stage_file
 from applyonce.git.store import GitStore, GitTree, Version
+from applyonce.git.versions import versions_since
 from applyonce.git.workfiles import (
     checkout_bytes,
     file_mode,
@@ -295,7 +296,7 @@ class Checkouts:
     ) -> SyncReport:
         root = Path(checkout.workdir)
         tip_tree = self.store.tree_at(tip)
-        known = self._versions_since(tip, base_commit, paths)
+        known = versions_since(self.store, tip, base_commit, paths)
         trusts_mode = trusts_filemode(checkout)
         written: list[str] = []
         left: list[str] = []
@@ -395,32 +396,6 @@ class Checkouts:
                 data = checkout_bytes(checkout, root, path, str(entry.id), autocrlf=autocrlf)
             planned.append((path, target, staged, current, data))
         return planned
-
-    def _versions_since(
-        self, tip: str | None, base_commit: str | None, paths: list[str]
-    ) -> dict[str, set[Version]]:
-        """Every version (blob ID and mode) each path had from ``base_commit`` to ``tip``: its
-        version at the base plus its version in every commit in between (and in a first parent
-        outside that range: a merged side's). Only the paths are looked up, in each commit's
-        tree: the cost is commits x paths x depth, never the size of the tree."""
-        versions: dict[str, set[Version]] = {path: set() for path in paths}
-        trees: list[GitTree] = [self.store.tree_at(base_commit)]
-        if tip is not None:
-            walker = self.store.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
-            if base_commit is not None:
-                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-                    walker.hide(pygit2.Oid(hex=base_commit))
-            commits = list(walker)  # bounded by the base: a hidden walk stops there
-            inside = {commit.id for commit in commits}
-            for commit in commits:
-                trees.append(GitTree(self.store.repo, commit.tree))
-                parents = commit.parent_ids
-                if parents and parents[0] not in inside and str(parents[0]) != base_commit:
-                    trees.append(self.store.tree_at(str(parents[0])))
-        for tree in trees:
-            for path in paths:
-                versions[path].add(tree.version(path))
-        return versions
 
 
 def _during_sync() -> None:

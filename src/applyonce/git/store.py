@@ -30,6 +30,7 @@ from applyonce.git.objects import WrittenObjects, writing_objects
 
 pygit2.settings.enable_fsync_gitdir(True)
 
+TRAILER_CACHE = 4096  # commits whose parsed trailers are kept
 FALLBACK_NAME = "applyonce"
 FALLBACK_EMAIL = "applyonce@localhost"
 
@@ -152,6 +153,7 @@ class GitStore:
                 f"cannot open the repository: {str(exc).splitlines()[0]}"
             ) from None
         self._comment_char: bytes | None = None
+        self._trailer_cache: dict[str, Trailers] = {}
         # What the current staging wrote, to write again if a concurrent prune removes it.
         self.written = WrittenObjects(self.repo, self.objects_dir)
 
@@ -428,12 +430,21 @@ class GitStore:
         return self._trailers(commit)
 
     def _trailers(self, commit: pygit2.Commit) -> Trailers:
+        # A commit never changes: its trailers are parsed once (recover asks several times).
+        oid = str(commit.id)
+        cached = self._trailer_cache.get(oid)
+        if cached is not None:
+            return cached
         # git log skips the lines that start with core.commentChar, when reading trailers too.
         if self._comment_char is None:
             value = self.repo.config.get_multivar("core.commentChar")
             chars = [v for v in value if v is not None and len(v.encode()) == 1]
             self._comment_char = chars[-1].encode() if chars else b"#"
-        return parse_trailers(commit.raw_message, comment_char=self._comment_char)
+        found = parse_trailers(commit.raw_message, comment_char=self._comment_char)
+        if len(self._trailer_cache) >= TRAILER_CACHE:
+            self._trailer_cache.clear()
+        self._trailer_cache[oid] = found
+        return found
 
     def parent_of(self, commit_id: str) -> str | None:
         """The first parent of ``commit_id`` (None for a root commit)."""
@@ -473,14 +484,31 @@ class GitStore:
             diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
         return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
 
-    def common_ancestor(self, commits: Sequence[str]) -> str | None:
-        """The best common ancestor of all ``commits`` (None: they have none, or one is not a
-        commit here), found in one pass by libgit2 (``git merge-base --octopus``)."""
-        try:
-            found = self.repo.merge_base_octopus([pygit2.Oid(hex=c) for c in commits])
-        except (KeyError, ValueError, pygit2.GitError):
+    def oldest_on(self, tip: str | None, commits: Sequence[str]) -> str | None:
+        """The oldest of ``commits`` on the branch at ``tip``: down its first parents from the
+        tip, stopping at the last of them (only the commits above the oldest are read). Those
+        not on that line (on a side merged since, or rewritten away) count from where they
+        parted from it (their merge base with it). None: no commit to go by."""
+        remaining = set(commits)
+        if tip is None or not remaining:
             return None
-        return None if found is None else str(found)
+        oldest: str | None = None
+        current: str | None = tip
+        while current is not None and remaining:
+            if current in remaining:
+                oldest = current
+                remaining.discard(current)
+            commit = self.repo[current]
+            assert isinstance(commit, pygit2.Commit)
+            current = str(commit.parent_ids[0]) if commit.parent_ids else None
+        if not remaining:
+            return oldest
+        try:  # rare: a few commits off the line, one merge-base question for all of them
+            ids: list[str | pygit2.Oid] = [oldest or tip, *sorted(remaining)]
+            found = self.repo.merge_base_octopus(ids)
+        except (KeyError, ValueError, pygit2.GitError):
+            return oldest
+        return str(found) if found is not None else oldest
 
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
