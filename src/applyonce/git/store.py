@@ -14,6 +14,7 @@ does: see :mod:`applyonce.core.trailers`), a diff a list of :class:`Change`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -177,8 +178,9 @@ class GitStore:
     def workdir(self) -> Path | None:
         return None if self.repo.is_bare else Path(self.repo.workdir)
 
-    @property
+    @functools.cached_property
     def common_dir(self) -> Path:
+        """The repository's common directory, resolved (asked on every call: resolved once)."""
         gitdir = Path(self.repo.path)
         pointer = gitdir / "commondir"
         if pointer.is_file():
