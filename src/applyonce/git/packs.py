@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from applyonce.state.files import fsync_dir
+from applyonce.state.files import fsync_dir, write_new
 
 # Packs from this size up are git's business (git gc), never merged here.
 SMALL_PACK_BYTES = 64 << 20
@@ -104,17 +104,6 @@ def _index_bytes(entries: list[tuple[bytes, int, int]], pack_sum: bytes) -> byte
     return body + hashlib.sha1(body).digest()
 
 
-def _write_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_pack(objects_dir: Path, objects: Iterable[tuple[str, int, bytes]]) -> str | None:
     """Write ``objects`` ((hex ID, git type, data)) as one pack in ``objects_dir/pack``, durably.
     Returns the pack's name (``pack-<sum>``), or None when there was nothing to write.
@@ -135,8 +124,8 @@ def write_pack(objects_dir: Path, objects: Iterable[tuple[str, int, bytes]]) -> 
     token = secrets.token_hex(8)
     tmp_pack, tmp_index = pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}"
     try:
-        _write_durably(tmp_pack, pack)
-        _write_durably(tmp_index, index)
+        write_new(tmp_pack, pack, mode=0o444)
+        write_new(tmp_index, index, mode=0o444)
         os.replace(tmp_pack, pack_dir / f"{name}.pack")
         os.replace(tmp_index, pack_dir / f"{name}.idx")
     finally:

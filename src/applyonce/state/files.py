@@ -34,6 +34,24 @@ PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less than it is given)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_new(path: Path, data: bytes, *, mode: int) -> None:
+    """Create ``path`` exclusively (``O_EXCL``), write ``data`` and fsync it: complete and
+    durable before anything renames it into place."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def ensure_dir(path: Path, *, mode: int = PRIVATE_DIR) -> None:
     """``mkdir -p`` that makes each directory it creates durable (fsync of its parent); the
     directories it creates get ``mode`` (narrowed by the umask)."""
@@ -76,10 +94,7 @@ def atomic_write(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_all(fd, data)
             if durable:
                 os.fsync(fd)
         finally:

@@ -62,6 +62,8 @@ from applyonce.state.files import (
     fsync_dir,
     pid_alive,
     stale_temp_files,
+    write_all,
+    write_new,
 )
 
 MARKER_PREFIX = b"applyonce lock "
@@ -94,15 +96,8 @@ class HeldLock:
         # Recorded before the lock holds it. Not fsynced: a killed process loses nothing from the
         # page cache, and after a power cut an unrecorded lock is only reported, never removed.
         atomic_write(self.entry, orjson.dumps(self.record), durable=False)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_new(tmp, data, mode=0o644)
             os.replace(tmp, self.lock)  # the lock exists throughout: nobody can take it
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -203,9 +198,7 @@ def journaled_ref_lock(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(orjson.dumps(record))
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, orjson.dumps(record))
         os.rename(tmp, entry)
     except BaseException:
         os.close(fd)
