@@ -7,6 +7,7 @@ Each method is a line or two over a use case of :mod:`applyonce.flow`; the wirin
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 class Executor:
     """Exactly-once patches on one repository.
 
+    One executor serves one thread at a time: its methods wait for each other (its ledger
+    connection and its repository are not to be used by two threads at once). Threads that should
+    run calls side by side each open their own executor, as processes do.
+
     Args:
         repo: a path inside the repository (a work tree or a bare repository).
         state_dir: where receipts and the ledger live; default ``<git common dir>/applyonce``.
@@ -57,6 +62,7 @@ class Executor:
         read_only: bool = False,
     ) -> None:
         self.context: Context = open_context(repo, state_dir=state_dir, read_only=read_only)
+        self.lock = threading.RLock()
 
     @property
     def ledger(self) -> Ledger:
@@ -228,6 +234,20 @@ class Executor:
     def receipt_bytes(self, call_id: str) -> bytes | None:
         """The receipt file of ``call_id`` as stored (None: there is none)."""
         return self.context.receipts.read_bytes(call_id)
+
+
+def _one_thread_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def serialized(self: Executor, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return serialized
+
+
+for _name, _member in list(vars(Executor).items()):
+    if callable(_member) and not _name.startswith("_"):
+        setattr(Executor, _name, _one_thread_at_a_time(_member))
 
 
 class KeptExecutor:

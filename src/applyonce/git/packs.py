@@ -179,6 +179,10 @@ def merge_small_packs(objects_dir: Path, read: Callable[[str], tuple[int, bytes]
     gives an object's type and data. The merged pack is durable before any pack it replaces is
     removed. Returns how many packs were merged (0: no tier is full, or another process merged
     them first)."""
+    if any((objects_dir / "pack").glob("multi-pack-index*")):
+        # A multi-pack-index (git maintenance, scalar, repack --write-midx) names its packs:
+        # removing one would break it. Such a repository's packs are git maintenance's business.
+        return 0
     tiers: dict[int, list[Path]] = {}
     for pack, size in small_packs(objects_dir).items():
         tiers.setdefault(_tier(size), []).append(pack)
