@@ -120,7 +120,9 @@ def write_pack(objects_dir: Path, objects: Iterable[tuple[str, int, bytes]]) -> 
     pack_dir = objects_dir / "pack"
     name = f"pack-{pack[-20:].hex()}"
     if (pack_dir / f"{name}.idx").exists():
-        return name  # the same objects, already durable
+        # The same objects, put there by another writer: its rename may not be durable yet.
+        fsync_dir(pack_dir)
+        return name
     token = secrets.token_hex(8)
     tmp_pack, tmp_index = pack_dir / f"tmp_pack_{token}", pack_dir / f"tmp_idx_{token}"
     try:
