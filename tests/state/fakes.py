@@ -186,21 +186,7 @@ class MemoryLedger:
     def take_over(
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> str | None:
-        execution_id = uuid.uuid4().hex
-        with self._transaction() as store:
-            now = time.time()
-            found = store.rows.get(call_id)
-            event = judge_take_over(
-                None if found is None else _row(found),
-                owner,
-                execution_id,
-                lease=Lease.starting(now, lease_seconds),
-                now=now,
-            )
-            if event is None:
-                return None
-            _append(store, event)
-            return execution_id
+        return self.take_over_many([call_id], owner, lease_seconds=lease_seconds).get(call_id)
 
     def take_over_many(
         self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S

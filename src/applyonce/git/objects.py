@@ -207,8 +207,6 @@ class WrittenObjects:
                     assert str(written) == oid, (written, oid)
         return missing
 
-    restore = flush  # what a concurrent prune removed is written back the same way
-
     def ensure_readable(self) -> None:
         """Put back in memory what the current staging wrote and a concurrent prune removed
         from the disk since (libgit2 refuses a commit whose tree it cannot read)."""
@@ -226,7 +224,7 @@ class WrittenObjects:
         Raises:
             ObjectsMissingError: an object is gone and not known here (nothing is published).
         """
-        self.restore()
+        self.flush()  # what a concurrent prune removed is written back the same way
         missing = self.missing(commit_id, down_to=down_to)
         if missing:
             raise ObjectsMissingError(

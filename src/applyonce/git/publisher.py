@@ -105,7 +105,7 @@ class LocalRefPublisher:
         # before it may still be deleting).
         self.store.written.ensure_complete(new, down_to=expected)
         self._compare_and_swap(ref, expected, new, reason=reason)
-        self.store.written.restore()
+        self.store.written.flush()
 
     def _compare_and_swap(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
         deadline = time.monotonic() + REF_LOCK_WAIT_S

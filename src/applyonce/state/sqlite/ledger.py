@@ -404,24 +404,15 @@ class SqliteLedger:
     def take_over(
         self, call_id: str, owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> str | None:
-        execution_id = uuid.uuid4().hex
-        # Not flushed: nothing takes effect on a claim alone; the call's durable ``prepared``
-        # record comes before its publish, and carries the claim to the disk with it.
-        with self._readable(), self.database.transaction(durable=False) as db:
-            now = time.time()
-            lease = Lease.starting(now, lease_seconds)
-            row = self._find(db, call_id)
-            event = judge_take_over(row, owner, execution_id, lease=lease, now=now)
-            if event is None:
-                return None
-            self._append(db, event)
-            return execution_id
+        return self.take_over_many([call_id], owner, lease_seconds=lease_seconds).get(call_id)
 
     def take_over_many(
         self, call_ids: Iterable[str], owner: Owner, *, lease_seconds: float = DEFAULT_LEASE_S
     ) -> dict[str, str]:
         taken: dict[str, str] = {}
-        # Not flushed, as take_over: nothing takes effect on a claim alone.
+        # Not flushed: nothing takes effect on a claim alone; the call's durable ``prepared``
+        # record (or recover's settling record) comes before anything takes effect, and carries
+        # the claim to the disk with it.
         with self._readable(), self.database.transaction(durable=False) as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
