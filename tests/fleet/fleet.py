@@ -1,0 +1,250 @@
+"""A fleet on one machine (issue 14): one Git server, client clones that each run their own
+``applyonce`` processes, one PostgreSQL ledger. This module builds the calls the clients send, runs
+the processes (a few at a time, the racing ones together), and reads what the server's branch says
+afterwards; tests/fleet/test_fleet_simulation.py is the scenario and its assertions."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+# The exit codes a call may end with in a fleet (DESIGN §8): committed, rejected, conflict (the
+# call is held by another live process), unknown (e.g. the database went away mid-call: the call
+# is settled later by Git); -9 is a process killed by its armed fault point.
+DESIGNED_EXITS = frozenset({0, 1, 4, 5, -9})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One logical call: its patch text and identity options. A shared call is sent by several
+    clients at once, with the same text and options, hence the same Call-Id."""
+
+    key: str
+    patch: str
+    tool_call_id: str
+    attempt: int
+    senders: tuple[int, ...]
+
+    def cli_args(self) -> list[str]:
+        return ["--tool-call-id", self.tool_call_id, "--attempt", str(self.attempt)]
+
+
+@dataclass
+class Plan:
+    """The calls of a run and the base files the update calls change."""
+
+    calls: list[Call]
+    base_files: dict[str, str]
+
+
+def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> Plan:
+    """``distinct`` calls of each client, each touching only its own files (so none conflicts in
+    content with another), and ``shared`` calls each sent by 2 or 3 clients at once."""
+    calls: list[Call] = []
+    base: dict[str, str] = {"README.md": "# fleet\n"}
+    for client in range(clients):
+        for i in range(distinct):
+            key = f"c{client}d{i}"
+            kind = rng.choice(("add", "update", "multi"))
+            if kind == "add":
+                patch = _patch(f"*** Add File: {key}/new.txt\n+{key}\n+{rng.random()}\n")
+            elif kind == "update":
+                base[f"{key}/value.txt"] = "value = 0\n"
+                patch = _patch(
+                    f"*** Update File: {key}/value.txt\n@@\n-value = 0\n+value = {i + 1}\n"
+                )
+            else:
+                base[f"{key}/value.txt"] = "value = 0\n"
+                patch = _patch(
+                    f"*** Update File: {key}/value.txt\n@@\n-value = 0\n+value = {i + 1}\n"
+                    f"*** Add File: {key}/mod.py\n+VALUE = {i}\n"
+                    f'*** Add File: {key}/data.json\n+{{"call": "{key}"}}\n'
+                )
+            calls.append(Call(key, patch, f"call_{key}", rng.choice((1, 1, 2)), (client,)))
+    for i in range(shared):
+        key = f"s{i}"
+        senders = tuple(sorted(rng.sample(range(clients), rng.choice((2, 3)))))
+        if rng.random() < 0.5:
+            patch = _patch(f"*** Add File: shared/{key}.txt\n+{key}\n")
+        else:
+            base[f"shared/{key}.txt"] = "old\n"
+            patch = _patch(f"*** Update File: shared/{key}.txt\n@@\n-old\n+new {key}\n")
+        calls.append(Call(key, patch, f"call_{key}", rng.choice((1, 2)), senders))
+    return Plan(calls, base)
+
+
+def _patch(body: str) -> str:
+    return f"*** Begin Patch\n{body}*** End Patch\n"
+
+
+@dataclass
+class Job:
+    """One process: a call sent by one client, maybe with a fault point armed."""
+
+    call: Call
+    client: int
+    fault: str | None = None
+    code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    started: float = 0.0
+    ended: float = 0.0
+
+    def describe(self) -> str:
+        fault = f" APPLYONCE_FAULT={self.fault}" if self.fault else ""
+        return (
+            f"{self.call.key} from client {self.client}{fault}: exit {self.code}, "
+            f"stderr {self.stderr.strip()!r}, stdout {self.stdout[:200]!r}"
+        )
+
+
+@dataclass
+class Fleet:
+    """Where the run lives: the clones, the ledger URL, the patch files."""
+
+    clones: list[Path]
+    ledger: str
+    work: Path
+    remote: str = "origin"
+    _patches: dict[str, Path] = field(default_factory=dict)
+
+    def patch_file(self, call: Call) -> Path:
+        path = self._patches.get(call.key)
+        if path is None:
+            path = self.work / "patches" / f"{call.key}.patch"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(call.patch)
+            self._patches[call.key] = path
+        return path
+
+    def command(self, clone: Path, *args: str) -> list[str]:
+        """``applyonce ARGS… --ledger URL --remote origin -C CLONE`` as a process's argv."""
+        return [
+            sys.executable, "-m", "applyonce", *args,
+            "--ledger", self.ledger, "--remote", self.remote, "-C", str(clone),
+        ]  # fmt: skip
+
+    def apply_argv(self, job: Job) -> list[str]:
+        clone = self.clones[job.client]
+        return [
+            *self.command(clone, "apply", "--json"),
+            *job.call.cli_args(),
+            str(self.patch_file(job.call)),
+        ]
+
+    def run(self, clone: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """One applyonce command on ``clone``, waited for."""
+        return subprocess.run(
+            self.command(clone, *args), capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+
+
+def run_jobs(
+    fleet: Fleet,
+    groups: Sequence[Sequence[Job]],
+    *,
+    limit: int,
+    before_group: Callable[[int], None] = lambda _: None,
+    timeout: float = 120,
+) -> None:
+    """Run every job in its own process, at most about ``limit`` at a time; the jobs of one group
+    (the senders of one shared call) start together, so they race. ``before_group(i)`` is told
+    before group ``i`` starts (the scenario restarts the database from there)."""
+    running: list[tuple[Job, subprocess.Popen[bytes], Path]] = []
+    out_dir = fleet.work / "out"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    serial = 0
+    deadline = time.monotonic() + timeout
+
+    def reap(block: bool) -> None:
+        while True:
+            for entry in list(running):
+                job, proc, stem = entry
+                if proc.poll() is not None:
+                    job.code = proc.returncode
+                    job.ended = time.monotonic()
+                    job.stdout = stem.with_suffix(".out").read_text(errors="replace")
+                    job.stderr = stem.with_suffix(".err").read_text(errors="replace")
+                    running.remove(entry)
+            if not block or len(running) < limit:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"processes still running after {timeout} s")
+            time.sleep(0.01)
+
+    for index, group in enumerate(groups):
+        reap(block=True)
+        before_group(index)
+        for job in group:
+            serial += 1
+            stem = out_dir / f"{serial:04d}"
+            env = dict(os.environ)
+            env.pop("APPLYONCE_FAULT", None)
+            if job.fault:
+                env["APPLYONCE_FAULT"] = job.fault
+            with (
+                stem.with_suffix(".out").open("wb") as out,
+                stem.with_suffix(".err").open("wb") as err,
+            ):
+                job.started = time.monotonic()
+                proc = subprocess.Popen(
+                    fleet.apply_argv(job), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    env=env,
+                )  # fmt: skip
+            running.append((job, proc, stem))
+    while running:
+        if time.monotonic() > deadline:
+            for _, proc, _ in running:
+                proc.kill()
+            raise AssertionError(f"processes still running after {timeout} s")
+        reap(block=False)
+        time.sleep(0.01)
+
+
+def receipt_of(job: Job) -> dict[str, object]:
+    """The receipt an ``apply --json`` printed (exit 0 or 1)."""
+    data = orjson.loads(job.stdout)
+    assert isinstance(data, dict), job.describe()
+    return data
+
+
+def git(repo: Path, *args: str) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def call_ids_on(bare: Path, branch: str = "main") -> list[str]:
+    """Every Call-Id trailer on the server's ``branch``, one per line, newest first."""
+    out = git(bare, "log", "--format=%(trailers:key=Call-Id,valueonly)", branch)
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def linear_history_problems(bare: Path, branch: str = "main") -> list[str]:
+    """Why the history of ``branch`` is not one line of single-parent commits ([] if it is)."""
+    problems = []
+    merges = git(bare, "rev-list", "--merges", branch).split()
+    if merges:
+        problems.append(f"merge commits: {merges}")
+    for line in git(bare, "rev-list", "--parents", branch).splitlines():
+        commit, *parents = line.split()
+        if len(parents) > 1:
+            problems.append(f"{commit} has {len(parents)} parents")
+    everything = git(bare, "rev-list", branch).split()
+    first_parent = git(bare, "rev-list", "--first-parent", branch).split()
+    if everything != first_parent:
+        problems.append(
+            f"first-parent chain has {len(first_parent)} commits, the branch {len(everything)}"
+        )
+    return problems

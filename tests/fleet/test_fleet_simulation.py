@@ -1,0 +1,186 @@
+"""The fleet simulation (issue 14): three clients race on one server branch through one
+PostgreSQL ledger, with real SIGKILLs at random fault points and a database restart in the middle;
+then a recovery from a clone that did not crash, and every call repeated once. Every call lands
+exactly once, the history stays linear, the ledger agrees, the audit is clean.
+
+The randomness is seeded; ``APPLYONCE_FLEET_SEED=N`` repeats a run (the seed is printed, and in
+every failure message)."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from applyonce.faults import POINTS
+from tests.fleet.fleet import (
+    DESIGNED_EXITS,
+    Fleet,
+    Job,
+    call_ids_on,
+    git,
+    linear_history_problems,
+    plan_calls,
+    receipt_of,
+    run_jobs,
+)
+from tests.fleet.servers import FleetServers, fleet_servers
+
+__all__ = ["fleet_servers"]
+
+CLIENTS = 3
+DISTINCT = 42  # per client; with the shared calls' sends, over 50 calls per client
+SHARED = 12  # calls sent by two or three clients at once
+FAULT_RATE = 0.2
+PARALLEL = 6  # processes at a time, all clients together
+# Every point a call with a remote can reach (after-snapshot needs --dirty commit, and
+# after-reject-receipt-tmp a rejection: none happen here).
+KILL_POINTS = [p for p in POINTS if p not in ("after-snapshot", "after-reject-receipt-tmp")]
+TERMINAL = ("committed", "rejected")
+
+
+def _seed() -> int:
+    given = os.environ.get("APPLYONCE_FLEET_SEED")
+    return int(given) if given else random.SystemRandom().randrange(2**32)
+
+
+@pytest.mark.slow
+def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_path: Path) -> None:
+    seed = _seed()
+    tag = f"[APPLYONCE_FLEET_SEED={seed}]"
+    print(f"fleet seed: {seed}")
+    rng = random.Random(seed)
+    plan = plan_calls(rng, CLIENTS, DISTINCT, SHARED)
+    servers = fleet_servers
+    bare, clones, observer = servers.server_with_clones(tmp_path, plan.base_files, CLIENTS)
+    fleet = Fleet(clones, servers.database("fleet"), tmp_path / "run")
+    expected = servers.call_ids(tmp_path / "ident", bare, plan.calls)
+    by_id = {expected[c.key]: c for c in plan.calls}
+
+    # ---- phase 1: every client sends its calls, the racing ones together; kills; a restart
+    groups = []
+    for call in plan.calls:
+        groups.append(
+            [
+                Job(call, client, rng.choice(KILL_POINTS) if rng.random() < FAULT_RATE else None)
+                for client in call.senders
+            ]
+        )
+    rng.shuffle(groups)
+    jobs = [job for group in groups for job in group]
+    per_client = Counter(job.client for job in jobs)
+    assert min(per_client.values()) >= 50 and len(jobs) >= 150, per_client
+    outage: list[float] = []
+
+    def restart_database() -> None:
+        outage.append(time.monotonic())
+        servers.restart_database()
+        outage.append(time.monotonic())
+
+    restarter = threading.Thread(target=restart_database)
+    restart_at = len(groups) * 2 // 5
+
+    def before_group(index: int) -> None:
+        if index == restart_at:
+            restarter.start()
+
+    started = time.monotonic()
+    run_jobs(fleet, groups, limit=PARALLEL, before_group=before_group, timeout=180)
+    restarter.join(timeout=60)
+    phase1 = time.monotonic() - started
+
+    for job in jobs:
+        assert job.code in DESIGNED_EXITS, f"{tag} {job.describe()}"
+        assert "Traceback" not in job.stderr, f"{tag} {job.describe()}"
+        if job.code == -9:
+            assert job.fault is not None, f"{tag} killed without a fault armed: {job.describe()}"
+        elif job.code == 0:
+            receipt = receipt_of(job)
+            assert receipt["status"] == "committed", f"{tag} {job.describe()}"
+            assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
+        else:
+            # A refusal or a lost database: one line saying what and what to do.
+            lines = job.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), f"{tag} {job.describe()}"
+    killed = [job for job in jobs if job.code == -9]
+    assert len(killed) >= len(jobs) // 10, f"{tag} only {len(killed)} kills"
+    during_outage = [
+        job for job in jobs
+        if job.code not in (0, -9) and job.started < outage[1] and job.ended > outage[0]
+    ]  # fmt: skip
+    assert during_outage, f"{tag} the database restart hit no call"
+
+    # ---- the ledger before recovery: the crashed calls are the ones not yet terminal
+    before = _log(fleet, observer, tag)
+    pending = {row["call_id"] for row in before if row["state"] not in TERMINAL}
+    assert pending, f"{tag} no call was left unsettled: the kills tested nothing"
+    failed_keys = {job.call.key for job in jobs if job.code != 0}
+    assert {by_id[c].key for c in pending} <= failed_keys, tag
+    # Recover from the client that crashed least of the pending calls' senders: most of the
+    # calls it settles were sent, and crashed, elsewhere.
+    crashed_here = Counter(
+        job.client for job in jobs if job.code != 0 and expected[job.call.key] in pending
+    )
+    recoverer = min(range(CLIENTS), key=lambda c: crashed_here[c])
+    recovered = fleet.run(clones[recoverer], "recover", "--json")
+    assert recovered.returncode == 0, f"{tag} {recovered.stdout} {recovered.stderr}"
+    assert "Traceback" not in recovered.stderr
+    report = orjson.loads(recovered.stdout)
+    outcomes = {o["call_id"]: o for o in report["outcomes"]}
+    assert pending <= set(outcomes), f"{tag} not settled: {sorted(pending - set(outcomes))}"
+    elsewhere = {
+        c for c in pending
+        if not any(j.client == recoverer and expected[j.call.key] == c for j in jobs)
+    }  # fmt: skip
+    assert elsewhere, f"{tag} every pending call was also sent by the recovering clone"
+    for call_id in pending:
+        assert outcomes[call_id]["now"] in TERMINAL, f"{tag} {outcomes[call_id]}"
+    reconciled = {c for c in pending if outcomes[c]["now"] == "committed"}
+
+    # ---- every call once more, each from a random client
+    repeats = [[Job(call, rng.randrange(CLIENTS))] for call in plan.calls]
+    run_jobs(fleet, repeats, limit=PARALLEL, timeout=180)
+    for (job,) in repeats:
+        assert job.code == 0 and "Traceback" not in job.stderr, f"{tag} {job.describe()}"
+        receipt = receipt_of(job)
+        assert receipt["status"] == "committed", f"{tag} {job.describe()}"
+        assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
+        if receipt["call_id"] in reconciled:
+            # Settled by the other clone's recovery from the trailer, not applied again.
+            assert receipt["reconciled"] is True, f"{tag} {job.describe()}"
+
+    # ---- the server's branch: each call exactly once, nothing else, one straight line
+    landed = Counter(call_ids_on(bare))
+    twice = {c: n for c, n in landed.items() if n > 1}
+    assert not twice, f"{tag} duplicated: {[(by_id.get(c), n) for c, n in twice.items()]}"
+    assert set(landed) == set(expected.values()), (
+        f"{tag} lost {sorted(set(expected.values()) - set(landed))}, "
+        f"foreign {sorted(set(landed) - set(expected.values()))}"
+    )
+    assert linear_history_problems(bare) == [], tag
+    assert git(bare, "fsck", "--strict", "--no-dangling") == ""
+
+    # ---- the ledger, from a clone that made none of the calls: every call committed
+    after = _log(fleet, observer, tag)
+    states = {row["call_id"]: row["state"] for row in after}
+    assert states == dict.fromkeys(expected.values(), "committed"), tag
+    audit = fleet.run(observer, "audit")
+    assert audit.returncode == 0, f"{tag} {audit.stdout} {audit.stderr}"
+    print(
+        f"fleet: {len(jobs)} processes, {len(killed)} killed, {len(during_outage)} hit by the "
+        f"restart, {len(pending)} recovered from client {recoverer}; phase 1 {phase1:.1f} s"
+    )
+
+
+def _log(fleet: Fleet, clone: Path, tag: str) -> list[dict[str, object]]:
+    result = fleet.run(clone, "log", "--json")
+    assert result.returncode == 0, f"{tag} {result.stderr}"
+    rows = orjson.loads(result.stdout)
+    assert isinstance(rows, list)
+    return rows
