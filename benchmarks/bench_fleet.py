@@ -154,14 +154,19 @@ class Servers:
             self.daemon.stop()
 
 
-def seeded_bare(path: Path, seed: Path) -> None:
-    """A bare repository holding one commit on ``main``."""
+def seeded(seed: Path) -> Path:
+    """The seed repository: one commit on ``main``."""
     if not seed.exists():
         git("init", "-q", "-b", "main", seed)
         (seed / "README.md").write_text("# bench\n")
         git("-C", seed, "add", "README.md")
         git("-C", seed, "commit", "-q", "-m", "base")
-    git("-C", seed, "push", "-q", path, "main:main")
+    return seed
+
+
+def seeded_bare(path: Path, seed: Path) -> None:
+    """A bare repository holding the seed's one commit on ``main``."""
+    git("-C", seeded(seed), "push", "-q", path, "main:main")
 
 
 def measure(
@@ -183,9 +188,9 @@ def measure(
             git("clone", "-q", f"file://{bare}", clone)
             clones.append(clone)
     else:
-        clone = work / name / "client0"
-        git("clone", "-q", seed, clone)
-        clones = [clone]
+        bare = work / name / "client0"
+        git("clone", "-q", seeded(seed), bare)
+        clones = [bare]
     ledger = servers.postgres.create_database(name) if setup.ledger == "PostgreSQL" else None
     remote = "origin" if setup.remote != "none" else None
     procs = []
@@ -216,6 +221,12 @@ def measure(
         reports.append(json.loads(out.strip().splitlines()[-1]))
     wall = time.monotonic() - start
     latencies = [ms for r in reports for ms in r["latencies"]]
+    # Every committed call is one commit on the branch (plus the base and the warm-ups): a
+    # figure of calls that did not all land would be no figure at all.
+    branch = bare if setup.remote != "none" else clones[0]
+    landed = int(git("-C", branch, "rev-list", "--count", "main").decode())
+    if landed != 1 + clients + len(latencies):
+        raise SystemExit(f"{landed - 1 - clients} commits for {len(latencies)} committed calls")
     return Result(
         setup, clients, len(latencies), wall, sum(r["restages"] for r in reports),
         sum(r["errors"] for r in reports), latencies,

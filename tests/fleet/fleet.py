@@ -47,7 +47,8 @@ class Plan:
 
 def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> Plan:
     """``distinct`` calls of each client, each touching only its own files (so none conflicts in
-    content with another), and ``shared`` calls each sent by 2 or 3 clients at once."""
+    content with another), and ``shared`` calls each sent by several clients at once (all of
+    them, or all but one)."""
     calls: list[Call] = []
     base: dict[str, str] = {"README.md": "# fleet\n"}
     for client in range(clients):
@@ -71,7 +72,9 @@ def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> 
             calls.append(Call(key, patch, f"call_{key}", rng.choice((1, 1, 2)), (client,)))
     for i in range(shared):
         key = f"s{i}"
-        senders = tuple(sorted(rng.sample(range(clients), rng.choice((2, 3)))))
+        # Every other call is sent by all clients, the others by all but one, in turn: each
+        # client sends as many shared calls as the next.
+        senders = tuple(c for c in range(clients) if i % 2 == 0 or c != (i // 2) % clients)
         if rng.random() < 0.5:
             patch = _patch(f"*** Add File: shared/{key}.txt\n+{key}\n")
         else:
