@@ -176,3 +176,59 @@ def without_line_numbers(dump: dict[str, Any]) -> dict[str, Any]:
             hunk.pop("old_start", None)
             hunk.pop("new_start", None)
     return dump
+
+
+# --- a real Git server (tests/gitserver.py): one git daemon per session, a bare repo per test ---
+
+
+@pytest.fixture(scope="session")
+def git_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The git daemon of ``APPLYONCE_TEST_GIT_DAEMON``, else one started here; skipped where
+    git has no daemon (failed instead with ``APPLYONCE_REQUIRE_GIT_DAEMON=1``)."""
+    from tests.gitserver import ENV, GitDaemon, daemon_available
+
+    given = os.environ.get(ENV)
+    if given:
+        yield GitDaemon.from_env(given)
+        return
+    if not daemon_available():
+        if os.environ.get("APPLYONCE_REQUIRE_GIT_DAEMON") == "1":
+            pytest.fail("git daemon is not available (APPLYONCE_REQUIRE_GIT_DAEMON=1)")
+        pytest.skip("git daemon is not available")
+    daemon = GitDaemon(tmp_path_factory.mktemp("gitd"))
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@dataclass
+class Served:
+    """A fresh bare repository on the git daemon (one commit on ``main``) and a clone of it."""
+
+    daemon: Any
+    url: str
+    server: Path  # the bare repository on disk
+    clone: Repo
+
+    def another_clone(self, into: Path) -> Repo:
+        return Repo(self.daemon.clone(self.url, into))
+
+    def server_git(self, *args: str) -> str:
+        return git(self.server, *args)
+
+
+@pytest.fixture
+def served(git_daemon: Any, tmp_path: Path) -> Served:
+    url = git_daemon.make_bare()
+    seed = make_repo(
+        tmp_path / "seed",
+        {
+            "src/app.py": "def greet(name):\n    return 'hello ' + name\n",
+            "src/util.py": "VALUE = 1\n",
+            "README.md": "# demo\n",
+        },
+    )
+    seed.git("push", "-q", url, "main:refs/heads/main")
+    clone = Repo(git_daemon.clone(url, tmp_path / "clone"))
+    return Served(git_daemon, url, git_daemon.path_of(url), clone)

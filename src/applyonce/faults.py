@@ -16,6 +16,7 @@ POINTS = (
     "after-stage",
     "after-check",
     "after-commit-object",
+    "after-push-objects",  # --remote: the commit's objects are on the remote, its branch not moved
     "during-publish",  # the branch's ref lock journaled, libgit2 not yet called
     "after-publish",
     "after-receipt-tmp",

@@ -79,6 +79,9 @@ class CallIdIndex:
         self.store = store
         self._open_cache = open_cache
         self._cache: HistoryCache | None = None
+        # Where a branch's tip is read: the local ref, or (a remote publisher sets it) the
+        # remote-tracking ref the remote's branch was last fetched into.
+        self.tip_of: Callable[[str], str | None] = store.tip
 
     @property
     def cache(self) -> HistoryCache:
@@ -93,7 +96,7 @@ class CallIdIndex:
 
     def refresh(self, ref: str) -> str | None:
         """Bring the index of ``ref`` up to date; returns the tip (None: no such branch)."""
-        tip = self.store.tip(ref)
+        tip = self.tip_of(ref)
         if tip is None:
             return None
         last = self.cache.scanned_tip(ref)

@@ -1,0 +1,384 @@
+"""The commit point on a shared remote: a call takes effect when the Git server moves its branch.
+
+:class:`RemotePublisher` is the :class:`~applyonce.git.publisher.Publisher` of ``--remote NAME``.
+It runs the real ``git`` (fetch, push) against the remote, so every transport and credential helper
+the user configured works, and the server's own atomic ref update is the one commit point:
+
+1. ``publish`` pushes the commit's objects under a pending ref,
+   ``refs/applyonce/pending/<ref without refs/>/<commit>`` (``after-push-objects`` fires here);
+2. then one atomic push moves the branch with ``--force-with-lease=<ref>:<expected>`` — the
+   server refuses it unless the branch is still at ``expected`` (a compare-and-swap) — and deletes
+   the pending ref in the same transaction;
+3. then ``refs/remotes/<remote>/<branch>`` and, when that is safe, the local branch follow.
+
+What the branch is and which commits it carries are always read from the remote: ``landed`` and
+``is_on`` fetch first, then search the remote-tracking ref. Only ``tip`` may answer from a fetch
+of the last second: a stale tip costs a refused compare-and-swap and a restage, never a wrong
+answer. A push whose result is unknown (the connection dropped after the update was sent) is
+asked about again; if the remote still cannot say, the call stays in flight for ``recover``.
+
+A pending ref left by a process killed between the two pushes is settled by ``applyonce recover``
+(:func:`applyonce.flow.pending.settle_pending`), from any clone: :meth:`pending` fetches them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
+from applyonce.faults import fault
+from applyonce.git.checkouts import Checkouts
+from applyonce.git.history import CallIdIndex
+from applyonce.git.publisher import LocalRefPublisher, TipMovedError
+from applyonce.git.store import GitStore
+
+PENDING = "refs/applyonce/pending/"
+# A fetched tip answers ``tip`` for this long (seconds): a stale one only costs a refused CAS.
+TIP_FRESH_S = 1.0
+TIMEOUT_S = 60.0  # every git fetch or push: a remote that stops answering never hangs a call
+FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the remote-tracking ref's lock
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
+# git's words for "the connection was never made": nothing reached the remote.
+_NOT_CONNECTED = (
+    "unable to connect",
+    "could not resolve",
+    "connection refused",
+    "could not read from remote",
+    "does not appear to be a git repository",
+    "repository not exported",
+    "repository not found",
+    "not found",
+    "no route to host",
+    "network is unreachable",
+)
+_CAS_REFUSED = ("stale info", "non-fast-forward", "fetch first", "lock", "incorrect old value")
+
+
+class RemoteUnreachableError(ConflictError):
+    """The remote could not be asked (down, unknown host, no such repository, timed out)."""
+
+    kind = "remote-unreachable"
+    default_retryable = True
+    default_hint = "check the remote ('git fetch NAME' shows the same), then repeat the call"
+
+
+class RemoteRefusedError(ConflictError):
+    """The remote answered and refused the push (a server hook, permissions)."""
+
+    kind = "remote-refused"
+    default_retryable = True
+    default_hint = "the server's hooks or permissions refused it; fix that, then repeat the call"
+
+
+class PublishUnknownError(StateError):
+    """The branch update was sent, and the remote could not say whether it took it: the call
+    stays in flight, as a crash would leave it."""
+
+    kind = "publish-unknown"
+    default_hint = (
+        "do not send it as a new call; once the remote answers, run 'applyonce recover' (with"
+        " the same --remote) to settle it"
+    )
+
+
+def public_url(url: str) -> str:
+    """``url`` without its user name and password (``https://u:p@h/r`` -> ``https://h/r``)."""
+    return _USERINFO.sub(r"\g<scheme>", url)
+
+
+@dataclass(frozen=True)
+class _Result:
+    code: int
+    out: str
+    err: str
+
+
+class RemotePublisher:
+    """A :class:`~applyonce.git.publisher.Publisher` whose commit point is the branch of the
+    remote ``remote`` (see the module docstring). ``journal``: as for
+    :class:`~applyonce.git.publisher.LocalRefPublisher`, for the local branch following."""
+
+    def __init__(
+        self, store: GitStore, remote: str, index: CallIdIndex, journal: Path | None = None
+    ) -> None:
+        if not _NAME.fullmatch(remote) or ".." in remote:
+            raise UsageError(f"{remote!r} is not a remote name", hint="see 'git remote -v'")
+        url = store.config_value(f"remote.{remote}.url")
+        if url is None:
+            raise UsageError(
+                f"there is no remote {remote!r} in this repository",
+                hint="add it with 'git remote add NAME URL', or pass another --remote",
+            )
+        self.store = store
+        self.remote = remote
+        self.url = public_url(url)
+        self.index = index
+        self.journal = journal
+        self.local = LocalRefPublisher(store, index, journal)
+        self._fetched: dict[str, tuple[str | None, float]] = {}
+        # The Call-Id index of a branch follows the remote's branch, not the local one.
+        index.tip_of = lambda ref: store.tip(self.tracking(ref))
+
+    # --- the Publisher protocol -----------------------------------------------------------
+
+    def tip(self, ref: str) -> str | None:
+        """The remote branch's tip (fetched at most :data:`TIP_FRESH_S` ago)."""
+        return self._fetch(ref, max_age=TIP_FRESH_S)
+
+    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        tip = self._fetch(ref, max_age=0)
+        if since is None:
+            return self.index.commits_on(ref, call_id)
+        if not self.store.has_object(since):
+            since = None  # not from this remote's history: the whole branch is searched
+        return [
+            commit
+            for commit, block in self.store.walk_trailers(tip, hide=since)
+            if call_id in block.all("Call-Id")
+        ]
+
+    def is_on(self, ref: str, commit: str) -> bool:
+        tip = self._fetch(ref, max_age=0)
+        return (
+            tip is not None
+            and self.store.has_object(commit)
+            and self.store.is_ancestor(commit, tip)
+        )
+
+    def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
+        """Push ``new``'s objects, then move the remote's ``ref`` from ``expected`` to ``new``.
+
+        Raises:
+            TipMovedError: the remote branch is not at ``expected``; it did not move.
+            RemoteUnreachableError, RemoteRefusedError: it did not move.
+            PublishUnknownError: the update was sent and the remote cannot say if it took it.
+        """
+        self.store.written.ensure_complete(new, down_to=expected)
+        pending = pending_ref(ref, new)
+        sent = self._git("push", "--porcelain", self.remote, f"{new}:{pending}")
+        if sent.code != 0:
+            self._refused(sent, pending, what="the commit's objects")
+        fault("after-push-objects")
+        lease = f"--force-with-lease={ref}:{expected or ''}"
+        cas = self._git(
+            "push", "--atomic", "--porcelain", lease, self.remote, f"{new}:{ref}", f":{pending}"
+        )
+        status = _status_of(cas.out, ref)
+        if status is not None and status[0] in " +*=":
+            self._landed(ref, expected, new)
+            return
+        if status is None and _not_connected(cas.err):
+            raise RemoteUnreachableError(self._say(f"cannot reach remote {self.remote}", cas))
+        # Refused (the server answered), or unknown (the connection dropped after sending):
+        # the remote itself says where its branch is now.
+        try:
+            actual = self._fetch(ref, max_age=0)
+        except RemoteUnreachableError:
+            if status is None:
+                raise PublishUnknownError(
+                    f"the update of {ref} was sent to remote {self.remote}, which did not say"
+                    " whether it took it"
+                ) from None
+            raise
+        if actual == new:
+            self._landed(ref, expected, new)
+            return
+        if actual != expected:
+            self._forget(pending)
+            raise TipMovedError(ref, expected, actual)
+        if status is None:
+            raise PublishUnknownError(
+                f"the update of {ref} was sent to remote {self.remote}, which did not say"
+                " whether it took it"
+            )
+        self._forget(pending)
+        reason_text = status[1] or "refused"
+        if any(word in reason_text for word in _CAS_REFUSED):
+            raise TipMovedError(ref, expected, actual)  # a lock held at the server: try again
+        raise RemoteRefusedError(
+            self._say(f"remote {self.remote} refused the update of {ref} ({reason_text})", cas)
+        )
+
+    # --- pending refs (recover) ----------------------------------------------------------
+
+    def pending(self) -> list[tuple[str, str]]:
+        """Every pending push on the remote, as ``(ref, commit)``, its objects fetched here."""
+        local = f"refs/applyonce/remote-pending/{self.remote}/"
+        got = self._git(
+            "fetch", "--no-tags", "--prune", self.remote, f"+{PENDING}*:{local}*", fetch=True
+        )
+        if got.code != 0:
+            raise RemoteUnreachableError(self._say(f"cannot fetch from remote {self.remote}", got))
+        found = []
+        for name in self.store.repo.references:
+            if name.startswith(local):
+                parsed = parse_pending(PENDING + name[len(local) :])
+                if parsed is not None:
+                    found.append(parsed)
+        return sorted(found)
+
+    def forget_pending(self, ref: str, commit: str) -> None:
+        """Delete the pending ref of ``commit`` on the remote (its call is settled)."""
+        self._forget(pending_ref(ref, commit))
+        local = f"refs/applyonce/remote-pending/{self.remote}/{pending_ref(ref, commit)[len(PENDING):]}"
+        with contextlib.suppress(KeyError, pygit2.GitError):
+            self.store.repo.references.delete(local)
+
+    # --- internals ---------------------------------------------------------------------
+
+    def tracking(self, ref: str) -> str:
+        """``refs/heads/b`` -> ``refs/remotes/<remote>/b``."""
+        return f"refs/remotes/{self.remote}/{ref.removeprefix('refs/heads/')}"
+
+    def _fetch(self, ref: str, *, max_age: float) -> str | None:
+        known = self._fetched.get(ref)
+        if known is not None and time.monotonic() - known[1] <= max_age:
+            return known[0]
+        tracking = self.tracking(ref)
+        for attempt in range(FETCH_LOCK_RETRIES):
+            got = self._git("fetch", "--no-tags", self.remote, f"+{ref}:{tracking}", fetch=True)
+            if got.code == 0:
+                tip = self.store.tip(tracking)
+                break
+            if "couldn't find remote ref" in got.err:
+                # No such branch there (yet): a tracking ref left from before would lie.
+                with contextlib.suppress(KeyError, pygit2.GitError):
+                    self.store.repo.references.delete(tracking)
+                tip = None
+                break
+            if "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
+                raise RemoteUnreachableError(
+                    self._say(f"cannot fetch {ref} from remote {self.remote}", got)
+                )
+            time.sleep(0.01 * (attempt + 1))  # another fetch of this clone holds the ref's lock
+        self._fetched[ref] = (tip, time.monotonic())
+        return tip
+
+    def _landed(self, ref: str, expected: str | None, new: str) -> None:
+        """The remote took ``new``: the remote-tracking ref and the local branch follow."""
+        self._fetched[ref] = (new, time.monotonic())
+        with contextlib.suppress(pygit2.GitError, OSError):
+            self.store.repo.references.create(self.tracking(ref), pygit2.Oid(hex=new), force=True)
+        self._follow(ref, expected, new)
+
+    def _follow(self, ref: str, expected: str | None, new: str) -> None:
+        """Move the local branch to ``new`` where nothing of the user's is lost.
+
+        It moves (by compare-and-swap) when it is at ``expected``, or is unborn and checked out:
+        then the call's checkout sync brings the work tree along, as for a local publish. When it
+        holds commits the remote does not have (the user's own), it stays: they are the user's.
+        When it is behind by other clones' commits, it moves only where no work tree has it
+        checked out (a work tree would then show their changes reverted); 'git pull --ff-only'
+        brings such a checkout along, updating its files as git does."""
+        local = self.store.tip(ref)
+        if local == new:
+            return
+        if local is None:
+            movable = self.store.head_is(ref)
+        elif local == expected:
+            movable = True
+        else:
+            movable = (
+                self.store.is_ancestor(local, new)
+                and not Checkouts(self.store).checkouts_of(ref)
+            )
+        if not movable:
+            return
+        # The call has taken effect on the remote: a local ref that moved meanwhile or stays
+        # locked is left as it is (never an error now).
+        with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
+            self.local.publish(ref, local, new, reason="applyonce: follow the remote")
+
+    def _forget(self, pending: str) -> None:
+        """Delete a pending ref on the remote, if it can be (else 'recover' does)."""
+        self._git("push", "--porcelain", self.remote, f":{pending}")
+
+    def _refused(self, result: _Result, pending: str, *, what: str) -> None:
+        status = _status_of(result.out, pending)
+        if status is None:
+            raise RemoteUnreachableError(
+                self._say(f"cannot push {what} to remote {self.remote}", result)
+            )
+        raise RemoteRefusedError(
+            self._say(f"remote {self.remote} refused {what} ({status[1] or 'refused'})", result)
+        )
+
+    def _say(self, message: str, result: _Result) -> str:
+        """``message`` with git's last error line, no user name or password in it."""
+        lines = [line.strip() for line in result.err.splitlines() if line.strip()]
+        useful = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
+        detail = (useful or lines or [""])[-1][:200]
+        return f"{message}: {public_url(detail)}" if detail else message
+
+    def _git(self, *args: str, fetch: bool = False) -> _Result:
+        env = {
+            **os.environ,
+            "GIT_TERMINAL_PROMPT": "0",  # never a credentials prompt: a call does not wait
+            "LC_ALL": "C",  # git's messages in the words this module reads
+            "GIT_DIR": self.store.repo.path,
+        }
+        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+        options = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+        if fetch:
+            options += ["-c", "fetch.writeCommitGraph=false"]
+        try:
+            done = subprocess.run(
+                ["git", *options, *args],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return _Result(-1, "", f"fatal: no answer within {TIMEOUT_S:.0f} s (timed out)")
+        except OSError as exc:
+            return _Result(-1, "", f"fatal: cannot run git: {exc.strerror}")
+        return _Result(done.returncode, done.stdout, done.stderr)
+
+
+def pending_ref(ref: str, commit: str) -> str:
+    """The pending ref of ``commit`` on its way to ``ref``."""
+    return f"{PENDING}{ref.removeprefix('refs/')}/{commit}"
+
+
+def parse_pending(name: str) -> tuple[str, str] | None:
+    """``(ref, commit)`` of a pending ref's name (None: not one)."""
+    if not name.startswith(PENDING):
+        return None
+    middle, _, commit = name[len(PENDING) :].rpartition("/")
+    if not middle.startswith("heads/") or not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", commit):
+        return None
+    return f"refs/{middle}", commit
+
+
+def _status_of(porcelain: str, ref: str) -> tuple[str, str] | None:
+    """The flag and reason ``git push --porcelain`` gave the update of ``ref`` (None: none)."""
+    for line in porcelain.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[1].rpartition(":")[2] == ref and parts[0]:
+            summary = parts[2]
+            reason = summary[summary.find("(") + 1 : summary.rfind(")")] if "(" in summary else ""
+            return parts[0][0], reason
+    return None
+
+
+def _not_connected(err: str) -> bool:
+    low = err.lower()
+    return any(words in low for words in _NOT_CONNECTED)
+
+
+def remote_url_of(publisher: object) -> str | None:
+    """The URL (no credentials) a publisher publishes to; None for a local branch."""
+    return publisher.url if isinstance(publisher, RemotePublisher) else None
