@@ -145,7 +145,6 @@ class Servers:
         self.postgres = PostgresServer(root / "pg")
         self.daemon = GitDaemon(root / "git")
         self.postgres.start()
-        self.daemon.start()
 
     def stop(self) -> None:
         try:
@@ -164,7 +163,7 @@ def seeded(seed: Path) -> Path:
     return seed
 
 
-def seeded_bare(path: Path, seed: Path) -> None:
+def seeded_bare(path: Path | str, seed: Path) -> None:
     """A bare repository holding the seed's one commit on ``main``."""
     git("-C", seeded(seed), "push", "-q", path, "main:main")
 
@@ -175,9 +174,10 @@ def measure(
     """N client processes against one branch, started together."""
     seed = work / "seed"
     if setup.remote == "git daemon":
-        bare = servers.daemon.make_bare(f"{name}.git")
-        seeded_bare(bare, seed)
-        clones = [servers.daemon.clone(bare, work / name / f"client{i}") for i in range(clients)]
+        url = servers.daemon.make_bare(name)
+        bare = servers.daemon.path_of(url)
+        seeded_bare(url, seed)
+        clones = [servers.daemon.clone(url, work / name / f"client{i}") for i in range(clients)]
     elif setup.remote == "local path":
         bare = work / name / "server.git"
         git("init", "-q", "--bare", "-b", "main", bare)

@@ -12,17 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.servers import missing_servers
+from tests.fleet.servers import postgres_missing
+from tests.gitserver import daemon_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_fleet.py"
 
 
 def test_quick_run_prints_one_row_per_client_count_and_a_baseline(tmp_path: Path) -> None:
-    for what, require in missing_servers():
-        if os.environ.get(require) == "1":
-            pytest.fail(f"{require}=1 but {what} is not installed", pytrace=False)
-        pytest.skip(f"{what} is not installed")
+    for missing, what, require in (
+        (postgres_missing(), "PostgreSQL", "APPLYONCE_REQUIRE_POSTGRES"),
+        (not daemon_available(), "git daemon", "APPLYONCE_REQUIRE_GIT_DAEMON"),
+    ):
+        if missing and os.environ.get(require) == "1":
+            pytest.fail(f"{what} is not installed ({require}=1)")
+        if missing:
+            pytest.skip(f"{what} is not installed")
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--quick", "--seconds", "1", "--keep", tmp_path],
         capture_output=True,

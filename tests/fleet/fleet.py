@@ -213,6 +213,41 @@ def run_jobs(
         time.sleep(0.01)
 
 
+CLIENT = Path(__file__).with_name("client.py")
+
+
+def send_through_api(
+    fleet: Fleet, assignments: dict[int, list[Call]], *, timeout: float = 120
+) -> dict[str, dict[str, object]]:
+    """Each client sends its calls one after another through one in-process ``Executor`` (one
+    process per client, the clients side by side); each call's result by its key."""
+    procs = []
+    for client, calls in assignments.items():
+        proc = subprocess.Popen(
+            [sys.executable, str(CLIENT), str(fleet.clones[client]), fleet.ledger, fleet.remote],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdin is not None
+        proc.stdin.write(orjson.dumps([_call_json(call) for call in calls]))
+        proc.stdin.close()
+        procs.append(proc)
+    results: dict[str, dict[str, object]] = {}
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0 and b"Traceback" not in err, err.decode(errors="replace")
+        for line in out.splitlines():
+            row = orjson.loads(line)
+            results[row["key"]] = row
+    return results
+
+
+def _call_json(call: Call) -> dict[str, object]:
+    return {
+        "key": call.key, "patch": call.patch, "tool_call_id": call.tool_call_id,
+        "attempt": call.attempt,
+    }  # fmt: skip
+
+
 def receipt_of(job: Job) -> dict[str, object]:
     """The receipt an ``apply --json`` printed (exit 0 or 1)."""
     data = orjson.loads(job.stdout)

@@ -1,15 +1,15 @@
-"""The fleet's servers: a ``git daemon`` serving the one bare repository and a PostgreSQL server of
-the test's own (the scenario restarts it, so it cannot share the session's). Skipped when the
-binaries are missing, failed instead when ``APPLYONCE_REQUIRE_POSTGRES=1`` /
-``APPLYONCE_REQUIRE_GIT_DAEMON=1``."""
+"""The fleet's servers: the session's ``git daemon`` (tests/gitserver.py) serving the one bare
+repository, and a PostgreSQL server of the test's own (tests/pgserver.py; the scenario restarts it,
+so it cannot share the session's). Skipped where the binaries are missing, failed instead when
+``APPLYONCE_REQUIRE_POSTGRES=1`` / ``APPLYONCE_REQUIRE_GIT_DAEMON=1``."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,24 +18,19 @@ from tests.fleet.fleet import Call, git
 
 
 class FleetServers:
-    """One git daemon and one PostgreSQL server, both of this test's own."""
+    """The session's git daemon and a PostgreSQL server of this test's own."""
 
-    def __init__(self, root: Path) -> None:
-        from tests.gitserver import GitDaemon
+    def __init__(self, daemon: Any, root: Path) -> None:
         from tests.pgserver import PostgresServer
 
-        self.daemon = GitDaemon(root / "git")
+        self.daemon = daemon
         self.postgres = PostgresServer(root / "pg")
 
     def start(self) -> None:
-        self.daemon.start()
         self.postgres.start()
 
     def stop(self) -> None:
-        try:
-            self.postgres.stop()
-        finally:
-            self.daemon.stop()
+        self.postgres.stop()
 
     def database(self, name: str) -> str:
         """A fresh database's URL."""
@@ -50,11 +45,12 @@ class FleetServers:
     ) -> tuple[Path, list[Path], Path]:
         """The bare server repository (its branch ``main`` holding ``files``), a clone per client,
         and one more clone, the observer, that makes no call."""
-        bare = self.daemon.make_bare("server.git")
+        url = self.daemon.make_bare()
         seed = make_repo(tmp / "seed", files)
-        git(seed.path, "push", "-q", str(bare), "main:main")
-        clones = [self.daemon.clone(bare, tmp / f"client{i}") for i in range(clients)]
-        observer = self.daemon.clone(bare, tmp / "observer")
+        git(seed.path, "push", "-q", url, "main:refs/heads/main")
+        clones = [self.daemon.clone(url, tmp / f"client{i}") for i in range(clients)]
+        observer = self.daemon.clone(url, tmp / "observer")
+        bare: Path = self.daemon.path_of(url)
         return bare, clones, observer
 
     def call_ids(self, where: Path, bare: Path, calls: Sequence[Call]) -> dict[str, str]:
@@ -76,28 +72,22 @@ class FleetServers:
             executor.close()
 
 
-def missing_servers() -> list[tuple[str, str]]:
-    """The servers this machine cannot run: (what, the env variable that requires it)."""
-    missing = []
-    if not (shutil.which("initdb") and shutil.which("pg_ctl")):
-        missing.append(("PostgreSQL (initdb, pg_ctl)", "APPLYONCE_REQUIRE_POSTGRES"))
-    exec_path = subprocess.run(
-        ["git", "--exec-path"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    if not (Path(exec_path) / "git-daemon").exists():
-        missing.append(("git daemon", "APPLYONCE_REQUIRE_GIT_DAEMON"))
-    return missing
+def postgres_missing() -> bool:
+    """Whether this machine has no PostgreSQL server binaries."""
+    return not (shutil.which("initdb") and shutil.which("pg_ctl"))
 
 
 @pytest.fixture
-def fleet_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetServers]:
-    """A git daemon and a PostgreSQL server of this test's own; skipped where the binaries are
-    missing, unless a ``APPLYONCE_REQUIRE_*=1`` says they must be there."""
-    for what, require in missing_servers():
-        if os.environ.get(require) == "1":
-            pytest.fail(f"{require}=1 but {what} is not installed", pytrace=False)
-        pytest.skip(f"{what} is not installed")
-    servers = FleetServers(tmp_path_factory.mktemp("fleet-servers"))
+def fleet_servers(
+    git_daemon: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FleetServers]:
+    """The session's git daemon and a PostgreSQL server of this test's own; skipped where the
+    binaries are missing, unless ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
+    if postgres_missing():
+        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL is not installed (APPLYONCE_REQUIRE_POSTGRES=1)")
+        pytest.skip("PostgreSQL is not installed")
+    servers = FleetServers(git_daemon, tmp_path_factory.mktemp("fleet-pg"))
     servers.start()
     try:
         yield servers
