@@ -232,3 +232,36 @@ def served(git_daemon: Any, tmp_path: Path) -> Served:
     seed.git("push", "-q", url, "main:refs/heads/main")
     clone = Repo(git_daemon.clone(url, tmp_path / "clone"))
     return Served(git_daemon, url, git_daemon.path_of(url), clone)
+
+
+# --- PostgreSQL (tests/pgserver.py) ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A PostgreSQL superuser URL, one server per xdist worker: ``APPLYONCE_TEST_POSTGRES`` when
+    set, else a server of our own; skipped where PostgreSQL is not installed, unless
+    ``APPLYONCE_REQUIRE_POSTGRES=1`` (CI), where that fails instead."""
+    given = os.environ.get("APPLYONCE_TEST_POSTGRES")
+    if given:
+        yield given
+        return
+    from tests.pgserver import PostgresServer, find_binaries
+
+    if find_binaries() is None:
+        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("APPLYONCE_REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed (set APPLYONCE_TEST_POSTGRES to use a server)")
+    server = PostgresServer().start()
+    try:
+        yield server.url()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres: str) -> str:
+    """A fresh database of its own for this test."""
+    from tests.pgserver import create_database
+
+    return create_database(postgres)
