@@ -142,13 +142,15 @@ class Servers:
         from tests.pgserver import PostgresServer
 
         self.root = root
-        self.postgres = PostgresServer(root / "pg")
+        # Its own temporary directory: as root, the server runs as another user, who must be
+        # able to enter it.
+        self.postgres = PostgresServer()
         self.daemon = GitDaemon(root / "git")
         self.postgres.start()
 
     def stop(self) -> None:
         try:
-            self.postgres.stop()
+            self.postgres.cleanup()
         finally:
             self.daemon.stop()
 
@@ -191,7 +193,7 @@ def measure(
         bare = work / name / "client0"
         git("clone", "-q", seeded(seed), bare)
         clones = [bare]
-    ledger = servers.postgres.create_database(name) if setup.ledger == "PostgreSQL" else None
+    ledger = servers.postgres.create_database() if setup.ledger == "PostgreSQL" else None
     remote = "origin" if setup.remote != "none" else None
     procs = []
     for i, clone in enumerate(clones):

@@ -1,7 +1,7 @@
 """A client process that sends many calls through one in-process ``Executor`` (the Python API a
 harness uses), so a phase of hundreds of calls does not pay a process start-up per call.
 
-    python3 tests/fleet/client.py CLONE LEDGER_URL REMOTE < calls.json
+    python3 tests/fleet/client.py CLONE LEDGER_URL REMOTE < CALLS.json
 
 stdin: a JSON list of ``{"key", "patch", "tool_call_id", "attempt"}``; stdout: one JSON line per
 call, ``{"key", "status", "call_id", "reconciled"}`` or ``{"key", "error", "kind"}``."""

@@ -223,14 +223,13 @@ def send_through_api(
     process per client, the clients side by side); each call's result by its key."""
     procs = []
     for client, calls in assignments.items():
-        proc = subprocess.Popen(
-            [sys.executable, str(CLIENT), str(fleet.clones[client]), fleet.ledger, fleet.remote],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stdin is not None
-        proc.stdin.write(orjson.dumps([_call_json(call) for call in calls]))
-        proc.stdin.close()
-        procs.append(proc)
+        sent = fleet.work / f"api-client{client}.json"
+        sent.write_bytes(orjson.dumps([_call_json(call) for call in calls]))
+        argv = [sys.executable, str(CLIENT), str(fleet.clones[client]), fleet.ledger, fleet.remote]
+        with sent.open("rb") as stdin:
+            procs.append(
+                subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            )
     results: dict[str, dict[str, object]] = {}
     for proc in procs:
         out, err = proc.communicate(timeout=timeout)

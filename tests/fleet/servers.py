@@ -6,7 +6,7 @@ so it cannot share the session's). Skipped where the binaries are missing, faile
 from __future__ import annotations
 
 import os
-import shutil
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,25 +20,32 @@ from tests.fleet.fleet import Call, git
 class FleetServers:
     """The session's git daemon and a PostgreSQL server of this test's own."""
 
-    def __init__(self, daemon: Any, root: Path) -> None:
+    def __init__(self, daemon: Any) -> None:
         from tests.pgserver import PostgresServer
 
         self.daemon = daemon
-        self.postgres = PostgresServer(root / "pg")
+        # In a temporary directory of its own, not the test's: as root, the server runs as
+        # another user, who cannot enter pytest's private folders.
+        self.postgres = PostgresServer()
 
     def start(self) -> None:
         self.postgres.start()
 
     def stop(self) -> None:
-        self.postgres.stop()
+        self.postgres.cleanup()
 
-    def database(self, name: str) -> str:
+    def database(self) -> str:
         """A fresh database's URL."""
-        return self.postgres.create_database(name)
+        url: str = self.postgres.create_database()
+        return url
 
-    def restart_database(self) -> None:
-        """Down and up again while calls run: an immediate stop, so open connections break."""
-        self.postgres.restart()
+    def restart_database(self, down: float) -> None:
+        """A crash of the database while calls run: an immediate shutdown (every connection
+        cut, no checkpoint), ``down`` seconds without a server (new connections refused), then a
+        start that replays the WAL."""
+        self.postgres.kill()
+        time.sleep(down)
+        self.postgres.start()
 
     def server_with_clones(
         self, tmp: Path, files: Mapping[str, str], clients: int
@@ -74,20 +81,20 @@ class FleetServers:
 
 def postgres_missing() -> bool:
     """Whether this machine has no PostgreSQL server binaries."""
-    return not (shutil.which("initdb") and shutil.which("pg_ctl"))
+    from tests.pgserver import find_binaries
+
+    return find_binaries() is None
 
 
 @pytest.fixture
-def fleet_servers(
-    git_daemon: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FleetServers]:
+def fleet_servers(git_daemon: Any) -> Iterator[FleetServers]:
     """The session's git daemon and a PostgreSQL server of this test's own; skipped where the
     binaries are missing, unless ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
     if postgres_missing():
         if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
             pytest.fail("PostgreSQL is not installed (APPLYONCE_REQUIRE_POSTGRES=1)")
         pytest.skip("PostgreSQL is not installed")
-    servers = FleetServers(git_daemon, tmp_path_factory.mktemp("fleet-pg"))
+    servers = FleetServers(git_daemon)
     servers.start()
     try:
         yield servers
