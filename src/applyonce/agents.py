@@ -107,6 +107,8 @@ class PatchRunner:
         state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
         options: the template of every call's options (branch, contract, attempt, checks, protect);
             ``tool_call_id`` and ``approve`` are set per call.
+        ledger, remote: where a fleet of clones shares its record and commit point (see
+            :class:`~applyonce.executor.Executor`).
 
     Raises:
         ApplyOnceError: ``repo`` is not a repository, or the state directory is unusable.
@@ -118,9 +120,12 @@ class PatchRunner:
         *,
         state_dir: str | None = None,
         options: CallOptions | None = None,
+        ledger: str | None = None,
+        remote: str | None = None,
     ) -> None:
         self.repo = Path(repo)
         self.state_dir = state_dir
+        self.ledger, self.remote = ledger, remote
         self.options = options or CallOptions()
         if self.options.idempotency_key is not None:
             raise UsageError(
@@ -138,7 +143,7 @@ class PatchRunner:
 
     def executor(self) -> Executor:
         """A new executor on the runner's repository (closed by the caller)."""
-        return Executor(self.repo, state_dir=self.state_dir)
+        return Executor(self.repo, state_dir=self.state_dir, ledger=self.ledger, remote=self.remote)
 
     def using(self) -> contextlib.AbstractContextManager[Executor]:
         """The runner's kept executor, for one call (see :class:`~applyonce.executor.KeptExecutor`).

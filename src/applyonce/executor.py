@@ -23,7 +23,7 @@ from applyonce.flow import resolve as resolve_flow
 from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
 from applyonce.flow.calls import CallSummary
-from applyonce.flow.context import LEDGER_FILE, Context, open_context
+from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
 from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replays import ReplayNote
@@ -52,6 +52,10 @@ class Executor:
         state_dir: where receipts and the ledger live; default ``<git common dir>/applyonce``.
         read_only: for inspection (log, show, audit, replay): where there is no state yet, read an
             empty record instead of creating one.
+        ledger: a ``postgresql://`` URL: the ledger a fleet of clones shares (``local``: this
+            repository's own file); default git config ``applyonce.ledger``, else local.
+        remote: the name of the remote whose branch is the commit point (``.``: this repository's
+            own branch); default git config ``applyonce.remote``, else the own branch.
     """
 
     def __init__(
@@ -60,8 +64,12 @@ class Executor:
         *,
         state_dir: str | None = None,
         read_only: bool = False,
+        ledger: str | None = None,
+        remote: str | None = None,
     ) -> None:
-        self.context: Context = open_context(repo, state_dir=state_dir, read_only=read_only)
+        self.context: Context = open_context(
+            repo, state_dir=state_dir, read_only=read_only, fleet=Fleet(ledger, remote)
+        )
         self.lock = threading.RLock()
 
     @property
@@ -113,10 +121,16 @@ class Executor:
 
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
 
-    def recover(self, *, progress: Callable[[int, int], None] | None = None) -> RecoveryReport:
+    def recover(
+        self,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        lease_seconds: float | None = None,
+    ) -> RecoveryReport:
         """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery`);
-        ``progress(done, total)`` is told before each call."""
-        return recovery.recover(self.context, progress=progress)
+        ``progress(done, total)`` is told before each call. ``lease_seconds``: how long the
+        claims it takes over hold unless renewed (None: git config, else 30 s)."""
+        return recovery.recover(self.context, progress=progress, lease_seconds=lease_seconds)
 
     def audit(
         self,

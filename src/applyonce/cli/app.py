@@ -164,6 +164,27 @@ StateOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+# Where a fleet of clones shares its record and its commit point (flow.context.Fleet).
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        metavar="URL",
+        help="The ledger clones share: a postgresql:// URL, or 'local' for the state directory's "
+        "own file (default: git config applyonce.ledger, else local).",
+        show_default=False,
+    ),
+]
+RemoteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        metavar="NAME",
+        help="Publish to this remote's branch: the push is the commit point ('.': this "
+        "repository's own branch; default: git config applyonce.remote, else the own branch).",
+        show_default=False,
+    ),
+]
 # Options that shape every call, shared by 'apply' and 'mcp'.
 BranchOpt = Annotated[
     str | None, typer.Option(metavar="NAME", help="Branch to commit to (default: HEAD's).")
@@ -235,9 +256,16 @@ def _emit_report(data: dict[str, object]) -> None:
     emit_json({"schema_version": SCHEMA_VERSION, **data})
 
 
-def open_executor(repo: Path, *, state_dir: str | None = None, read_only: bool = False) -> Executor:
+def open_executor(
+    repo: Path,
+    *,
+    state_dir: str | None = None,
+    read_only: bool = False,
+    ledger: str | None = None,
+    remote: str | None = None,
+) -> Executor:
     """The :class:`~applyonce.executor.Executor` of a command, imported when a command runs (not
     when the commands register: ``applyonce --help`` and ``--version`` need none of it)."""
     from applyonce.executor import Executor
 
-    return Executor(repo, state_dir=state_dir, read_only=read_only)
+    return Executor(repo, state_dir=state_dir, read_only=read_only, ledger=ledger, remote=remote)

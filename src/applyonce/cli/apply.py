@@ -20,6 +20,8 @@ from applyonce.cli.app import (
     DryRunOpt,
     JsonOpt,
     LeaseOpt,
+    LedgerOpt,
+    RemoteOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
@@ -85,6 +87,8 @@ def apply(
     diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
     message: Annotated[
         str | None,
@@ -125,7 +129,7 @@ def apply(
         trailers=[_trailer(item) for item in trailer or []],
     )
     text = read_patch(patch)
-    executor = Executor(repo, state_dir=state_dir)
+    executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     if dry_run:
         show_dry_run(executor, executor.dry_run(text, options), diff=diff, json=json)
         return

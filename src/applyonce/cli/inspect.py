@@ -9,6 +9,8 @@ import typer
 
 from applyonce.cli.app import (
     JsonOpt,
+    LedgerOpt,
+    RemoteOpt,
     RepoOpt,
     StateOpt,
     _emit_json,
@@ -28,6 +30,8 @@ def show(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
     diff: Annotated[
         bool,
@@ -39,7 +43,9 @@ def show(
     ] = False,
 ) -> None:
     """Show one call's verified receipt."""
-    executor = open_executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(
+        repo, state_dir=state_dir, read_only=True, ledger=ledger, remote=remote
+    )
     receipt = executor.show(executor.find_call(call_id))
     committed = executor.diff(receipt) if diff else None
     if json:
@@ -70,10 +76,14 @@ def show(
 def log(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """List the calls in the ledger, oldest first."""
-    executor = open_executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(
+        repo, state_dir=state_dir, read_only=True, ledger=ledger, remote=remote
+    )
     rows = executor.calls()
     if json:
         # A list, as it always was (scripts iterate it); each row carries the schema version,
@@ -96,10 +106,14 @@ def log(
 def replay(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Re-derive every call's decision and output from the ledger and receipts alone (no Git)."""
-    executor = open_executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(
+        repo, state_dir=state_dir, read_only=True, ledger=ledger, remote=remote
+    )
     report = executor.replay()
     if json:
         _emit_report(report.to_dict())
@@ -129,10 +143,14 @@ def audit(
     ] = None,
     since: Annotated[str | None, typer.Option(help="Only commits after this revision.")] = None,
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Check every Call-Id commit against its receipt."""
-    executor = open_executor(repo, state_dir=state_dir, read_only=True)
+    executor = open_executor(
+        repo, state_dir=state_dir, read_only=True, ledger=ledger, remote=remote
+    )
     with status_line(json) as status:
         report = executor.audit(
             branch=branch,

@@ -17,6 +17,8 @@ from applyonce.cli.app import (
     DryRunOpt,
     JsonOpt,
     LeaseOpt,
+    LedgerOpt,
+    RemoteOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
@@ -51,6 +53,8 @@ def revert(
     diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Undo a committed call with one new commit, exactly once.
@@ -68,7 +72,7 @@ def revert(
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
-    executor = Executor(repo, state_dir=state_dir)
+    executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     full = executor.find_call(call_id)
     if dry_run:
         show_dry_run(executor, executor.dry_run_revert(full, options), diff=diff, json=json)

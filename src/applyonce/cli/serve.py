@@ -17,6 +17,8 @@ from applyonce.cli.app import (
     ContractShaOpt,
     DirtyOpt,
     LeaseOpt,
+    LedgerOpt,
+    RemoteOpt,
     RepoOpt,
     SkipCheckOpt,
     StateOpt,
@@ -43,6 +45,8 @@ def mcp_command(
     dirty: DirtyOpt = None,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
 ) -> None:
     """Serve apply_patch, patch_receipt and revert_patch to an MCP client over stdio.
 
@@ -68,7 +72,7 @@ def mcp_command(
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
-    serve(PatchRunner(repo, state_dir=state_dir, options=options))
+    serve(PatchRunner(repo, state_dir=state_dir, options=options, ledger=ledger, remote=remote))
 
 
 @app.command("schema", epilog="Exit codes: 0 printed, 2 usage.")

@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from applyonce.cli.app import JsonOpt, RepoOpt, StateOpt, _emit_report, app, open_executor
+from applyonce.cli.app import (
+    JsonOpt,
+    LeaseOpt,
+    LedgerOpt,
+    RemoteOpt,
+    RepoOpt,
+    StateOpt,
+    _emit_report,
+    app,
+    open_executor,
+)
 from applyonce.console import print_receipt, status_line
 from applyonce.errors import EXIT_CONFLICT, EXIT_UNKNOWN, UsageError
 
@@ -23,15 +33,19 @@ if TYPE_CHECKING:
 def recover(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
+    lease_seconds: LeaseOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Finish every interrupted call by asking Git; never applies a patch twice."""
-    executor = open_executor(repo, state_dir=state_dir)
+    executor = open_executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     with status_line(json) as status:
         report = executor.recover(
             progress=lambda done, total: status.show(
                 f"recover: settling call {done + 1} of {total}"
-            )
+            ),
+            lease_seconds=lease_seconds,
         )
     if json:
         _emit_report(report.to_dict())
@@ -94,6 +108,8 @@ def resolve(
     ] = False,
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
+    ledger: LedgerOpt = None,
+    remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Settle a call whose outcome is unknown, by a person's decision; record that a committed
@@ -111,7 +127,9 @@ def resolve(
                 "--release frees a claim; it cannot be combined with --as or --commit",
                 hint="run 'applyonce resolve CALL_ID --release' alone",
             )
-        released = open_executor(repo, state_dir=state_dir).release(call_id, note=note or "")
+        released = open_executor(repo, state_dir=state_dir, ledger=ledger, remote=remote).release(
+            call_id, note=note or ""
+        )
         if json:
             _emit_report(released.to_dict())
         else:
@@ -122,7 +140,7 @@ def resolve(
             "resolve needs --as committed|rejected|rewritten with --note TEXT, or --release",
             hint="see 'applyonce resolve --help'",
         )
-    executor = open_executor(repo, state_dir=state_dir)
+    executor = open_executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     full = executor.find_call(call_id)
     receipt = executor.resolve(full, outcome=as_, note=note, commit=commit)
     if json:

@@ -1,13 +1,19 @@
 """The context every use case runs in: one repository, its state directory, and the seams.
 
 :func:`open_context` wires the implementations: the repository (:class:`GitStore`), its publisher
-(:class:`LocalRefPublisher`), the ledger (:class:`SqliteLedger`, opened on first use), the
-receipts directory, and the Call-Id history cache. A later ledger or publisher is one change here.
+(:class:`LocalRefPublisher`, or the remote's with ``--remote NAME``), the ledger
+(:class:`SqliteLedger`, or PostgreSQL's with ``--ledger postgresql://…``; opened on first use), the
+receipts directory, and the Call-Id history cache.
+
+Where a fleet of clones shares its record and its commit point (:class:`Fleet`): ``--ledger`` and
+``--remote``, else git config ``applyonce.ledger`` and ``applyonce.remote`` (flags win), else the
+repository's own ledger file and branch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +32,22 @@ from applyonce.state.sqlite.ledger import SqliteLedger
 
 LEDGER_FILE = "ledger.sqlite3"
 HISTORY_FILE = "call-index.sqlite3"
+LEDGER_KEY = "applyonce.ledger"
+REMOTE_KEY = "applyonce.remote"
+# What --ledger / --remote accept for "this repository's own", over a config saying otherwise.
+LOCAL_LEDGER = ("local", "sqlite")
+LOCAL_REMOTE = "."
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Where the calls of this repository are recorded and published, as given on the command
+    line (None: git config, else this repository's own). ``ledger``: a ``postgresql://`` URL, or
+    ``local``. ``remote``: the name of a configured remote, or ``.`` for the repository itself."""
+
+    ledger: str | None = None
+    remote: str | None = None
 
 
 @dataclass
@@ -40,10 +62,18 @@ class Context:
     state_dir: Path
     read_only: bool = False
     index: CallIdIndex | None = None
+    # A PostgreSQL ledger's URL (None: the state directory's SQLite file).
+    ledger_url: str | None = None
+    # The remote whose branch is the commit point (None: the repository's own branch).
+    remote: str | None = None
     _ledger: Ledger | None = field(default=None, repr=False)
 
     @property
     def ledger(self) -> Ledger:
+        if self._ledger is None and self.ledger_url is not None:
+            # psycopg only when asked for.
+            postgres = importlib.import_module("applyonce.state.postgres")
+            self._ledger = postgres.PostgresLedger(self.ledger_url)
         if self._ledger is None:
             path = self.state_dir / LEDGER_FILE
             if self.read_only and not path.exists():
@@ -73,16 +103,22 @@ class Context:
 
 
 def open_context(
-    repo: str | os.PathLike[str], *, state_dir: str | None = None, read_only: bool = False
+    repo: str | os.PathLike[str],
+    *,
+    state_dir: str | None = None,
+    read_only: bool = False,
+    fleet: Fleet = Fleet(),
 ) -> Context:
     """The context of the repository at (or above) ``repo``.
 
     Raises:
         NotARepositoryError: ``repo`` is not inside a Git repository.
         UsageError: the state directory cannot be one (not a directory, or where a patch could
-            write it).
+            write it); the ledger or the remote is not one applyonce can use.
     """
     store = GitStore(repo)
+    ledger_url = _ledger_url(store, fleet.ledger)
+    remote = _remote(store, fleet.remote)
     state = Path(state_dir) if state_dir else store.common_dir / "applyonce"
     existing = next(p for p in (state, *state.parents) if p.exists())
     if not existing.is_dir():
@@ -92,15 +128,75 @@ def open_context(
         )
     check_state_location(store, state)
     index = CallIdIndex(store, lambda: _history_cache(state, read_only=read_only))
+    publisher: Publisher
+    if remote is None:
+        publisher = LocalRefPublisher(store, index, state / JOURNAL_DIR)
+    else:
+        remote_module = importlib.import_module("applyonce.git.remote")
+        publisher = remote_module.RemotePublisher(store, remote, index, state / JOURNAL_DIR)
     return Context(
         store=store,
-        publisher=LocalRefPublisher(store, index, state / JOURNAL_DIR),
+        publisher=publisher,
         checkouts=Checkouts(store, state / JOURNAL_DIR),
         receipts=ReceiptStore(state),
         state_dir=state,
         read_only=read_only,
         index=index,
+        ledger_url=ledger_url,
+        remote=remote,
     )
+
+
+def _ledger_url(store: GitStore, given: str | None) -> str | None:
+    """The PostgreSQL ledger's URL (None: the local SQLite file), from ``--ledger`` or git config.
+
+    Raises:
+        UsageError: it is neither a ``postgresql://`` URL nor ``local``.
+    """
+    source = "--ledger" if given is not None else LEDGER_KEY
+    value = given if given is not None else store.config_value(LEDGER_KEY)
+    if value is None or value.strip() in ("", *LOCAL_LEDGER):
+        return None
+    if value.startswith(POSTGRES_SCHEMES):
+        return value
+    raise UsageError(
+        f"{source} {redacted_url(value)!r} is not a ledger applyonce can use",
+        hint="give a postgresql:// URL (e.g. postgresql://user@host/db), or 'local' for the "
+        "repository's own ledger file",
+    )
+
+
+def _remote(store: GitStore, given: str | None) -> str | None:
+    """The remote whose branch is the commit point (None: this repository's own), from
+    ``--remote`` or git config.
+
+    Raises:
+        UsageError: no such remote is configured.
+    """
+    source = "--remote" if given is not None else REMOTE_KEY
+    name = given if given is not None else store.config_value(REMOTE_KEY)
+    if name is None or name.strip() in ("", LOCAL_REMOTE):
+        return None
+    if store.config_value(f"remote.{name}.url") is None:
+        raise UsageError(
+            f"{source} names {name!r}, but this repository has no remote of that name",
+            hint=f"add it with 'git remote add {name} URL', or pass --remote {LOCAL_REMOTE} to "
+            "publish to this repository's own branch",
+        )
+    return name
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages: never print a secret)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{tail}"
 
 
 def _history_cache(state_dir: Path, *, read_only: bool) -> HistoryCache:

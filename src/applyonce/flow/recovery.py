@@ -64,10 +64,12 @@ Progress = Callable[[int, int], None]
 BATCH = 100
 
 
-def recover(ctx: Context, *, progress: Progress | None = None) -> RecoveryReport:
+def recover(
+    ctx: Context, *, progress: Progress | None = None, lease_seconds: float | None = None
+) -> RecoveryReport:
     """Settle every interrupted call, rebuild lost records, sync what is unsynced."""
     report = RecoveryReport()
-    lease = lease_length(ctx, None)
+    lease = lease_length(ctx, lease_seconds)
     removed, notes = remove_debris(ctx)
     report.removed.extend(removed)
     report.notes.extend(notes)

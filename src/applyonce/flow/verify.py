@@ -19,9 +19,7 @@ class UnknownOutcomeError(StateError):
     )
 
 
-def verify_against_git(
-    ctx: Context, receipt: Receipt, *, trailers: Trailers | None = None
-) -> None:
+def verify_against_git(ctx: Context, receipt: Receipt, *, trailers: Trailers | None = None) -> None:
     """A committed receipt must name a commit carrying its Call-Id, with its files' blobs
     (``trailers``: the commit's, when the caller has just read them).
 

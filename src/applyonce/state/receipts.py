@@ -110,9 +110,7 @@ class ReceiptStore:
             )
         try:
             ensure_dir(self.dir)
-            atomic_write(
-                path, data, before_replace=before_replace, sync_dir=not self.batched
-            )
+            atomic_write(path, data, before_replace=before_replace, sync_dir=not self.batched)
             self._unsynced = self.batched
         except OSError as exc:
             cause = storage_cause(self.dir, exc)

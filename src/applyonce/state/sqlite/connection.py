@@ -173,7 +173,6 @@ class Database:
                     db.execute(statement)
                 db.execute("INSERT INTO migrations VALUES (?, ?)", (name, now()))
 
-
     def _migrated(self, migrations: Migrations) -> bool:
         try:
             rows = self.db.execute("SELECT name FROM migrations").fetchall()
