@@ -211,7 +211,9 @@ def test_a_lost_connection_is_one_line_and_the_next_use_reconnects(
         # Durable (a claim alone is not: a crash of the server may lose it, and with it the
         # claimant's connection, so the claimant stops before anything takes effect).
         ledger.record(
-            Event(IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared"))
+            Event(
+                IDENT.call_id, claim.execution_id, EventKind.PREPARED, RowChange(state="prepared")
+            )
         )
         if how == "restart":
             own_server.restart()
