@@ -10,7 +10,7 @@ when it exists (the distribution's packages create it), else ``nobody``; its dir
 that user. The binaries are found on PATH or in ``/usr/lib/postgresql/*/bin``.
 
 Also a tiny CLI for CI scripts: ``python3 tests/pgserver.py start DIR`` starts a server in DIR
-(which must not exist or be empty) and prints its superuser URL; ``stop DIR`` stops it.
+(which must not exist or be empty) and prints its superuser URL; ``stop DIR`` stops it and removes its files.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def find_binaries() -> Path | None:
     """The folder holding initdb, pg_ctl and postgres (None: PostgreSQL is not installed)."""
     on_path = shutil.which("initdb")
     candidates = [Path(on_path).resolve().parent] if on_path else []
-    candidates += [
-        Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
-    ]
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
     for folder in candidates:
         if all((folder / name).is_file() for name in _BINARIES):
             return folder
@@ -67,10 +65,20 @@ class PostgresServer:
         self.bin = binaries
         self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix="applyonce-pg-"))
         self.base.mkdir(parents=True, exist_ok=True)
-        self.data = self.base / "data"
-        # The socket's path must stay under the 107 bytes of sun_path: a short folder of its own.
-        self.socket_dir = self.base / "s"
         self._as = _runner()
+        # Where the server's files live: ``base``, or, as root, a folder of /tmp the server's user
+        # can reach whatever the modes of base's parents (named in base/home for 'stop DIR').
+        pointer = self.base / "home"
+        if pointer.exists():
+            self.home = Path(pointer.read_text().strip())
+        elif self._as:
+            self.home = Path(tempfile.mkdtemp(prefix="applyonce-pg-"))
+            pointer.write_text(str(self.home))
+        else:
+            self.home = self.base
+        self.data = self.home / "data"
+        # The socket's path must stay under the 107 bytes of sun_path: a short folder of its own.
+        self.socket_dir = self.home / "s"
 
     # --- the server's life ------------------------------------------------------------------------
 
@@ -90,7 +98,7 @@ class PostgresServer:
         if not (self.data / "PG_VERSION").exists():
             self.socket_dir.mkdir(exist_ok=True)
             if self._as:
-                for path in (self.base, self.socket_dir):
+                for path in (self.home, self.socket_dir):
                     os.chown(path, self._as["user"], self._as["group"])
             self._run(
                 "initdb", "-D", str(self.data), "-A", "trust", "-U", SUPERUSER,
@@ -108,10 +116,10 @@ class PostgresServer:
         )
         done = self._run(
             "pg_ctl", "start", "-w", "-t", "30", "-D", str(self.data), "-o", options,
-            "-l", str(self.base / "server.log"), check=False,
+            "-l", str(self.home / "server.log"), check=False,
         )  # fmt: skip
         if done.returncode != 0:
-            log = (self.base / "server.log").read_text(errors="replace")[-2000:]
+            log = (self.home / "server.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()}\n{log}")
 
     def stop(self) -> None:
@@ -134,6 +142,7 @@ class PostgresServer:
     def cleanup(self) -> None:
         """Stop the server and remove its directory."""
         self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
     # --- URLs and databases -----------------------------------------------------------------------
@@ -169,10 +178,9 @@ def _main(argv: list[str]) -> int:
         server.start()
         print(server.url())
     else:
-        server.stop()
+        server.cleanup()
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
-

@@ -56,7 +56,7 @@ from applyonce.git.publisher import TipMovedError
 from applyonce.git.store import GitTree
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
-from applyonce.state.storage import StorageError
+from applyonce.state.storage import LedgerUnavailableError, StorageError
 
 MAX_RESTAGES = 32
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -394,6 +394,10 @@ def _run(
             raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
     except ForgedCallIdError:
         raise  # the call was recorded unknown: it is not a rejection
+    except LedgerUnavailableError:
+        # The ledger's server is gone: like a crash, the call stays in flight there (its
+        # receipt says prepared), and the next claim settles it through Git.
+        raise
     except ApplyOnceError as exc:
         if snap is not None:
             # Decided on the user's uncommitted files, not on the tip: once they change the
