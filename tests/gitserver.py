@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -151,10 +152,8 @@ def main(argv: list[str]) -> int:
         return 0
     if pidfile.exists():
         pid = int(pidfile.read_text())
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         pidfile.unlink()
     return 0
 

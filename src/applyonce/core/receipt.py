@@ -27,6 +27,7 @@ TERMINAL: frozenset[str] = frozenset({"committed", "rejected"})
 # anything asks Git about them.
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
 
 class ReceiptError(StateError):
@@ -101,6 +102,9 @@ class Receipt(BaseModel):
     error: dict[str, Any] | None = None
     reconciled: bool = False
     note: str | None = None  # a person's words, from 'applyonce resolve'
+    # The remote whose branch the call was published to (its URL, no user name or password);
+    # None, and absent from the JSON, for the repository's own branch.
+    remote: str | None = None
     created_at: str
     updated_at: str
 
@@ -147,9 +151,12 @@ class Receipt(BaseModel):
         return self.status == "rejected" and bool(self.error and self.error.get("retryable"))
 
     def to_json(self) -> bytes:
+        fields = self.model_dump(mode="json", by_alias=True)
+        if fields["remote"] is None:
+            del fields["remote"]  # a local call's receipt reads as it always has
         return (
             orjson.dumps(
-                self.model_dump(mode="json", by_alias=True),
+                fields,
                 option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2,
             )
             + b"\n"
@@ -164,6 +171,11 @@ class Receipt(BaseModel):
                 **update,
             }
         )
+
+
+def public_url(url: str) -> str:
+    """``url`` without its user name and password (``https://u:p@h/r`` -> ``https://h/r``)."""
+    return _USERINFO.sub(r"\g<scheme>", url)
 
 
 def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = None) -> Receipt:

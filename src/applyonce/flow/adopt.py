@@ -95,6 +95,7 @@ def adopt_commit(
         reconciled=True,
         note=note,
         exit_code=EXIT_COMMITTED,
+        remote=settle.published_to(ctx),
     ).with_output(success_text(files))
     sha = ctx.receipts.write(receipt)
     settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha)

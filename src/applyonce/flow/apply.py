@@ -52,7 +52,7 @@ from applyonce.flow.verify import (
     stored_receipt,
     verify_against_git,
 )
-from applyonce.git.publisher import TipMovedError
+from applyonce.git.publisher import PublishUnknownError, TipMovedError
 from applyonce.git.store import GitTree
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
@@ -392,8 +392,10 @@ def _run(
                     snap = _snapshot_again(ctx, ident, ref, snap, moved_from, base, base_tree)
         else:
             raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
-    except ForgedCallIdError:
-        raise  # the call was recorded unknown: it is not a rejection
+    except (ForgedCallIdError, PublishUnknownError):
+        # Recorded unknown, or in flight until recover learns if the remote took it: neither
+        # is a rejection.
+        raise
     except LedgerUnavailableError:
         # The ledger's server is gone: like a crash, the call stays in flight there (its
         # receipt says prepared), and the next claim settles it through Git.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import time
 from collections.abc import Callable, Iterable
 
@@ -73,6 +74,10 @@ def recover(
     removed, notes = remove_debris(ctx)
     report.removed.extend(removed)
     report.notes.extend(notes)
+    # With a remote: its pending pushes, fetched before any call is settled (their commit
+    # objects may be the ones a call rolls forward with).
+    pending_module = importlib.import_module("applyonce.flow.pending")
+    pending = pending_module.fetch_pending(ctx)
     in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
     in_flight |= adopt_receipts(ctx, report)
     walked: Walked = {}
@@ -81,6 +86,7 @@ def recover(
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
         _settle_batch(ctx, batch, history, lease, report, progress, start, len(rows))
+    pending_module.settle_pending(ctx, pending, report)
     repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
     return report
@@ -292,22 +298,27 @@ def _reconcile(
             f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished",
         )
     orphan = _orphan_commit(ctx, row.call_id, base)
+    published: str | None = None
     if orphan is not None and base is not None and ctx.publisher.tip(row.ref) == base:
         try:
             ctx.publisher.publish(row.ref, base, orphan, reason=f"applyonce recover: {row.call_id}")
+            published = orphan
         except TipMovedError:
-            pass
-        else:
+            # Whoever moved the tip may have published the call (a remote's branch: a recover,
+            # or the same call, in another clone): then that commit is adopted.
+            landed = ctx.publisher.landed(row.ref, row.call_id, since=base)
+            published = landed[0] if len(landed) == 1 else None
+        if published is not None:
             try:
-                adopt_commit(ctx, ident, execution_id, row.ref, orphan, receipt, args=args)
+                adopt_commit(ctx, ident, execution_id, row.ref, published, receipt, args=args)
             except ForgedCallIdError:
-                return _forged(row, orphan)
-            return Outcome(
-                row.call_id,
-                row.state,
-                "committed",
-                f"commit object {orphan[:12]} was staged; published it now",
+                return _forged(row, published)
+            why = (
+                f"commit object {orphan[:12]} was staged; published it now"
+                if published == orphan
+                else f"commit {published[:12]} is on {row.ref}; bookkeeping finished"
             )
+            return Outcome(row.call_id, row.state, "committed", why)
     error = InterruptedCallError(
         "the call was interrupted before its commit was published", call_id=row.call_id
     )

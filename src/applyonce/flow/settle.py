@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from applyonce.core.identity import CallIdentity
-from applyonce.core.receipt import CheckRecord, FileRecord, Receipt
+from applyonce.core.receipt import CheckRecord, FileRecord, Receipt, public_url
 from applyonce.core.texts import rejection_text, success_text, unknown_text
 from applyonce.errors import EXIT_COMMITTED, EXIT_UNKNOWN, ApplyOnceError
 from applyonce.faults import fault
@@ -41,6 +41,15 @@ def record_settled(ctx: Context, receipt: Receipt, kind: EventKind, *, sha256: s
     )
 
 
+def published_to(ctx: Context) -> str | None:
+    """The URL (no user name or password) of the remote whose branch is the commit point, as a
+    receipt records it; None for the repository's own branch."""
+    if ctx.remote is None:
+        return None
+    url = ctx.store.config_value(f"remote.{ctx.remote}.url")
+    return public_url(url) if url is not None else ctx.remote
+
+
 def prepare(
     ctx: Context,
     ident: CallIdentity,
@@ -58,6 +67,7 @@ def prepare(
         ref=ref,
         tool_call_id=tool_call_id,
         base_commit=base,
+        remote=published_to(ctx),
     )
     sha = ctx.receipts.write(prepared)
     ctx.ledger.record(

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import pygit2
 
-from applyonce.errors import ConflictError
+from applyonce.errors import ConflictError, StateError
 from applyonce.faults import fault
 from applyonce.git.history import CallIdIndex
 from applyonce.git.store import GitStore, LockedError
@@ -49,6 +49,18 @@ class TipMovedError(ConflictError):
         self.actual = actual
 
 
+class PublishUnknownError(StateError):
+    """The update was sent and the place it was sent to could not say whether it took it (a
+    remote whose connection dropped): the call stays in flight, as a crash would leave it, and is
+    never reported rejected."""
+
+    kind = "publish-unknown"
+    default_hint = (
+        "do not send it as a new call; once the remote answers, run 'applyonce recover' (with"
+        " the same --remote) to settle it"
+    )
+
+
 class Publisher(Protocol):
     """The branch a call publishes to (see the module docstring)."""
 
@@ -62,6 +74,7 @@ class Publisher(Protocol):
         Raises:
             TipMovedError: the ref is not at ``expected``; nothing changed.
             LockedError: another writer holds the ref too long; nothing changed.
+            PublishUnknownError: whether ``ref`` moved cannot be learned now.
         """
         ...
 

@@ -33,11 +33,12 @@ from pathlib import Path
 
 import pygit2
 
-from applyonce.errors import ApplyOnceError, ConflictError, StateError, UsageError
+from applyonce.core.receipt import public_url
+from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.faults import fault
 from applyonce.git.checkouts import Checkouts
 from applyonce.git.history import CallIdIndex
-from applyonce.git.publisher import LocalRefPublisher, TipMovedError
+from applyonce.git.publisher import LocalRefPublisher, PublishUnknownError, TipMovedError
 from applyonce.git.store import GitStore
 
 PENDING = "refs/applyonce/pending/"
@@ -46,21 +47,19 @@ TIP_FRESH_S = 1.0
 TIMEOUT_S = 60.0  # every git fetch or push: a remote that stops answering never hangs a call
 FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the remote-tracking ref's lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 # git's words for "the connection was never made": nothing reached the remote.
 _NOT_CONNECTED = (
     "unable to connect",
     "could not resolve",
     "connection refused",
-    "could not read from remote",
     "does not appear to be a git repository",
     "repository not exported",
     "repository not found",
-    "not found",
     "no route to host",
     "network is unreachable",
 )
-_CAS_REFUSED = ("stale info", "non-fast-forward", "fetch first", "lock", "incorrect old value")
+# A refusal that another writer of the same refs caused, gone once it is done (not a policy).
+_TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
 
 
 class RemoteUnreachableError(ConflictError):
@@ -77,22 +76,6 @@ class RemoteRefusedError(ConflictError):
     kind = "remote-refused"
     default_retryable = True
     default_hint = "the server's hooks or permissions refused it; fix that, then repeat the call"
-
-
-class PublishUnknownError(StateError):
-    """The branch update was sent, and the remote could not say whether it took it: the call
-    stays in flight, as a crash would leave it."""
-
-    kind = "publish-unknown"
-    default_hint = (
-        "do not send it as a new call; once the remote answers, run 'applyonce recover' (with"
-        " the same --remote) to settle it"
-    )
-
-
-def public_url(url: str) -> str:
-    """``url`` without its user name and password (``https://u:p@h/r`` -> ``https://h/r``)."""
-    return _USERINFO.sub(r"\g<scheme>", url)
 
 
 @dataclass(frozen=True)
@@ -164,9 +147,16 @@ class RemotePublisher:
         """
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
-        sent = self._git("push", "--porcelain", self.remote, f"{new}:{pending}")
-        if sent.code != 0:
-            self._refused(sent, pending, what="the commit's objects")
+        for attempt in range(FETCH_LOCK_RETRIES):
+            sent = self._git("push", "--porcelain", self.remote, f"{new}:{pending}")
+            if sent.code == 0:
+                break
+            # Another process pushing the very same commit (the same call, staged in the same
+            # second on the same base) holds the pending ref's lock: once it is done, this push
+            # finds it up to date.
+            if not _transient(sent.out) or attempt == FETCH_LOCK_RETRIES - 1:
+                self._refused(sent, pending, what="the commit's objects")
+            time.sleep(0.01 * (attempt + 1))
         fault("after-push-objects")
         lease = f"--force-with-lease={ref}:{expected or ''}"
         cas = self._git(
@@ -201,18 +191,17 @@ class RemotePublisher:
                 " whether it took it"
             )
         self._forget(pending)
-        reason_text = status[1] or "refused"
-        if any(word in reason_text for word in _CAS_REFUSED):
+        if _transient(cas.out):
             raise TipMovedError(ref, expected, actual)  # a lock held at the server: try again
         raise RemoteRefusedError(
-            self._say(f"remote {self.remote} refused the update of {ref} ({reason_text})", cas)
+            self._say(f"remote {self.remote} refused the update of {ref} ({status[1]})", cas)
         )
 
     # --- pending refs (recover) ----------------------------------------------------------
 
     def pending(self) -> list[tuple[str, str]]:
         """Every pending push on the remote, as ``(ref, commit)``, its objects fetched here."""
-        local = f"refs/applyonce/remote-pending/{self.remote}/"
+        local = self._pending_copy()
         got = self._git(
             "fetch", "--no-tags", "--prune", self.remote, f"+{PENDING}*:{local}*", fetch=True
         )
@@ -229,11 +218,15 @@ class RemotePublisher:
     def forget_pending(self, ref: str, commit: str) -> None:
         """Delete the pending ref of ``commit`` on the remote (its call is settled)."""
         self._forget(pending_ref(ref, commit))
-        local = f"refs/applyonce/remote-pending/{self.remote}/{pending_ref(ref, commit)[len(PENDING):]}"
+        local = self._pending_copy() + pending_ref(ref, commit).removeprefix(PENDING)
         with contextlib.suppress(KeyError, pygit2.GitError):
             self.store.repo.references.delete(local)
 
     # --- internals ---------------------------------------------------------------------
+
+    def _pending_copy(self) -> str:
+        """Where this clone keeps its copies of the remote's pending refs."""
+        return f"refs/applyonce/remote-pending/{self.remote}/"
 
     def tracking(self, ref: str) -> str:
         """``refs/heads/b`` -> ``refs/remotes/<remote>/b``."""
@@ -374,11 +367,18 @@ def _status_of(porcelain: str, ref: str) -> tuple[str, str] | None:
     return None
 
 
+def _transient(porcelain: str) -> bool:
+    """Whether a refused push was refused only because another writer got in the way (every
+    reason given is one of :data:`_TRANSIENT`, or the atomic push's echo of one)."""
+    reasons = [
+        line.split("\t")[2]
+        for line in porcelain.splitlines()
+        if line.startswith("!") and line.count("\t") >= 2
+    ]
+    causes = [r for r in reasons if "atomic push failed" not in r]
+    return bool(causes) and all(any(w in r for w in _TRANSIENT) for r in causes)
+
+
 def _not_connected(err: str) -> bool:
     low = err.lower()
     return any(words in low for words in _NOT_CONNECTED)
-
-
-def remote_url_of(publisher: object) -> str | None:
-    """The URL (no credentials) a publisher publishes to; None for a local branch."""
-    return publisher.url if isinstance(publisher, RemotePublisher) else None

@@ -1,0 +1,262 @@
+"""``--remote NAME``: the push to a shared remote is the commit point (issue 14, deliverable 2).
+
+Every test runs the real CLI against a real ``git daemon`` on loopback (``tests/gitserver.py``,
+one per session) with a fresh bare repository: racing clones, SIGKILLs at the fault points around
+the push, recovery from the clone that crashed and from another one, a remote that is down, and a
+server hook that refuses the push.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Run, Served, run_cli
+from tests.gitserver import _free_port
+
+MAIN = "refs/heads/main"
+OTHER_PATCH = "*** Begin Patch\n*** Update File: README.md\n@@\n-# demo\n+# demo two\n*** End Patch\n"
+
+
+def apply_remote(clone: Repo, patch: str, *args: str, env: dict[str, str] | None = None) -> Run:
+    return run_cli(
+        "apply", "-", "--repo", str(clone.path), "--remote", "origin", *args, input=patch, env=env
+    )
+
+
+def spawn(clone: Repo, patch: str) -> subprocess.Popen[str]:
+    """``apply --remote origin --json`` started in the background (its patch from a file)."""
+    path = clone.path.parent / f"patch-{abs(hash((patch, os.urandom(4))))}.txt"
+    path.write_text(patch)
+    return subprocess.Popen(
+        [sys.executable, "-m", "applyonce", "apply", str(path), "--repo", str(clone.path),
+         "--remote", "origin", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def server_calls(served: Served) -> list[str]:
+    """The Call-Id of every commit on the server's main, newest first."""
+    out = served.server_git("log", "--format=%(trailers:key=Call-Id,valueonly)", "main")
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def pending_refs(served: Served) -> list[str]:
+    return served.server_git("for-each-ref", "--format=%(refname)", "refs/applyonce/").split()
+
+
+def assert_linear(served: Served) -> None:
+    assert served.server_git("rev-list", "--merges", "main").strip() == ""
+    served.server_git("fsck", "--strict")
+
+
+def test_a_call_lands_on_the_server_and_the_clone_follows(served: Served) -> None:
+    clone = served.clone
+    before = served.server_git("rev-parse", "main").strip()
+    run = apply_remote(clone, UTIL_PATCH, "--json")
+    assert run.returncode == 0, run.stderr
+    receipt = json.loads(run.stdout)
+    tip = served.server_git("rev-parse", "main").strip()
+    assert receipt["commit"] == tip
+    assert served.server_git("rev-parse", "main~1").strip() == before
+    assert server_calls(served) == [receipt["call_id"]]
+    assert receipt["remote"] == served.url
+    assert receipt["ref"] == MAIN
+    # The local branch, the remote-tracking ref and the checkout follow the remote.
+    assert clone.head() == tip
+    assert clone.git("rev-parse", "refs/remotes/origin/main").strip() == tip
+    assert (clone.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert clone.git("status", "--porcelain") == ""
+    assert pending_refs(served) == []
+    # A repeat replays it: nothing new on the server.
+    again = apply_remote(clone, UTIL_PATCH)
+    assert again.returncode == 0, again.stderr
+    assert server_calls(served) == [receipt["call_id"]]
+    # A local call's receipt has no "remote" field at all (it reads as it always has).
+    local = run_cli("apply", "-", "--repo", str(clone.path), "--json", input=OTHER_PATCH)
+    assert local.returncode == 0, local.stderr
+    assert "remote" not in json.loads(local.stdout)
+
+
+def test_clones_racing_different_calls_all_land_in_a_line(served: Served, tmp_path: Path) -> None:
+    other = served.another_clone(tmp_path / "other")
+    patches = [UTIL_PATCH, APP_PATCH, OTHER_PATCH]
+    procs = [spawn(served.clone, UTIL_PATCH), spawn(other, APP_PATCH), spawn(other, OTHER_PATCH)]
+    receipts = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out + err
+        receipts.append(json.loads(out))
+    calls = server_calls(served)
+    assert sorted(calls) == sorted(r["call_id"] for r in receipts)
+    assert len(calls) == len(patches)
+    assert_linear(served)
+    assert {r["commit"] for r in receipts} <= set(served.server_git("rev-list", "main").split())
+
+
+def test_the_same_call_from_two_clones_lands_once(served: Served, tmp_path: Path) -> None:
+    """Two clones with ledgers of their own: the server's compare-and-swap lets one commit in,
+    and the other clone adopts it by its Call-Id trailer."""
+    other = served.another_clone(tmp_path / "other")
+    landed = {}
+    for patch in (UTIL_PATCH, APP_PATCH):
+        procs = [spawn(clone, patch) for clone in (served.clone, other)]
+        receipts = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, out + err
+            receipts.append(json.loads(out))
+        assert receipts[0]["call_id"] == receipts[1]["call_id"]
+        assert receipts[0]["commit"] == receipts[1]["commit"]
+        landed[receipts[0]["call_id"]] = receipts[0]["commit"]
+    calls = server_calls(served)
+    assert sorted(calls) == sorted(landed)  # each call once
+    assert set(landed.values()) <= set(served.server_git("rev-list", "main").split())
+    assert_linear(served)
+    for clone in (served.clone, other):
+        assert (clone.path / "src/util.py").read_text() == "VALUE = 2\n"
+
+
+def _recover(clone: Repo) -> Run:
+    return run_cli("recover", "--repo", str(clone.path), "--remote", "origin")
+
+
+def test_killed_after_pushing_the_objects_then_recovered_in_the_same_clone(
+    served: Served,
+) -> None:
+    clone = served.clone
+    before = served.server_git("rev-parse", "main").strip()
+    run = apply_remote(clone, UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"})
+    assert run.returncode == -9
+    assert served.server_git("rev-parse", "main").strip() == before  # not published
+    assert len(pending_refs(served)) == 1  # but its objects are there
+    done = _recover(clone)
+    assert done.returncode == 0, done.stderr
+    assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
+    assert clone.head() == served.server_git("rev-parse", "main").strip()
+    assert (clone.path / "src/util.py").read_text() == "VALUE = 2\n"
+    again = apply_remote(clone, UTIL_PATCH)
+    assert again.returncode == 0, again.stderr
+    assert len(server_calls(served)) == 1
+    assert_linear(served)
+
+
+def test_killed_after_pushing_the_objects_then_recovered_from_another_clone(
+    served: Served, tmp_path: Path
+) -> None:
+    run = apply_remote(served.clone, UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"})
+    assert run.returncode == -9
+    other = served.another_clone(tmp_path / "other")  # it never had the commit object
+    done = _recover(other)
+    assert done.returncode == 0, done.stderr
+    assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
+    # The clone that crashed settles it from the server's branch, without a second commit.
+    assert _recover(served.clone).returncode == 0
+    again = apply_remote(served.clone, UTIL_PATCH, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["commit"] == served.server_git("rev-parse", "main").strip()
+    assert len(server_calls(served)) == 1
+    assert_linear(served)
+
+
+def test_killed_after_the_publish_then_recovered_from_either_clone(
+    served: Served, tmp_path: Path
+) -> None:
+    run = apply_remote(served.clone, UTIL_PATCH, env={"APPLYONCE_FAULT": "after-publish"})
+    assert run.returncode == -9
+    assert len(server_calls(served)) == 1  # the remote took it: the call has taken effect
+    other = served.another_clone(tmp_path / "other")
+    assert _recover(other).returncode == 0
+    done = _recover(served.clone)
+    assert done.returncode == 0, done.stderr
+    shown = run_cli("show", server_calls(served)[0], "--repo", str(served.clone.path), "--json")
+    assert json.loads(shown.stdout)["status"] == "committed"
+    again = apply_remote(served.clone, UTIL_PATCH)
+    assert again.returncode == 0, again.stderr
+    assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
+    audit = run_cli("audit", "--repo", str(served.clone.path), "--remote", "origin")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+def test_an_unreachable_remote_is_one_line_and_exit_4(served: Served) -> None:
+    clone = served.clone
+    clone.git("remote", "set-url", "origin", f"git://127.0.0.1:{_free_port()}/gone.git")
+    before = served.server_git("rev-parse", "main").strip()
+    run = apply_remote(clone, UTIL_PATCH)
+    assert run.returncode == 4, run.stderr
+    assert "origin" in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) <= 2  # the error and its hint
+    assert served.server_git("rev-parse", "main").strip() == before
+    receipts = clone.state_dir() / "receipts"
+    assert not receipts.exists() or not any(receipts.iterdir())
+    assert (clone.path / "src/util.py").read_text() == "VALUE = 1\n"
+
+
+def test_a_push_refused_by_a_server_hook_is_one_line(served: Served) -> None:
+    hook = served.server / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nwhile read old new ref; do\n"
+        '  case "$ref" in refs/heads/*) echo "main is frozen" >&2; exit 1;; esac\ndone\n'
+    )
+    hook.chmod(0o755)
+    before = served.server_git("rev-parse", "main").strip()
+    run = apply_remote(served.clone, UTIL_PATCH)
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "origin refused" in run.stderr and "Traceback" not in run.stderr
+    assert served.server_git("rev-parse", "main").strip() == before
+    assert pending_refs(served) == []
+    assert served.clone.git("status", "--porcelain") == ""
+
+
+def test_a_connection_dropped_after_the_update_was_sent_leaves_the_call_in_flight(
+    served: Served,
+) -> None:
+    """The server's receive-pack dies after reading the branch update (its hook kills it): the
+    client cannot know whether the branch moved. The call is not rejected (exit 5, in flight);
+    once the server answers again, recover rolls it forward."""
+    hook = served.server / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nwhile read old new ref; do\n"
+        '  case "$ref" in refs/heads/*) kill -9 $PPID;; esac\ndone\n'
+    )
+    hook.chmod(0o755)
+    before = served.server_git("rev-parse", "main").strip()
+    run = apply_remote(served.clone, UTIL_PATCH)
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert served.server_git("rev-parse", "main").strip() == before
+    hook.unlink()
+    done = _recover(served.clone)
+    assert done.returncode == 0, done.stderr
+    assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
+
+
+def test_audit_asks_the_remote_when_the_local_branch_lags(served: Served) -> None:
+    clone = served.clone
+    assert apply_remote(clone, UTIL_PATCH).returncode == 0
+    clone.git("reset", "-q", "--hard", "HEAD~1")  # the local branch lags the remote's
+    local = run_cli("audit", "--repo", str(clone.path))
+    assert local.returncode == 1  # the receipt's commit is not on the local branch
+    remote = run_cli("audit", "--repo", str(clone.path), "--remote", "origin")
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+
+
+def test_git_daemon_cli_starts_and_stops(tmp_path: Path) -> None:
+    script = Path(__file__).parents[1] / "gitserver.py"
+    started = subprocess.run(
+        [sys.executable, str(script), "start", str(tmp_path)],
+        capture_output=True, text=True, check=True, env={**os.environ},
+    )
+    base, _, url = started.stdout.strip().partition("|")
+    assert url.startswith("git://127.0.0.1:") and Path(base).is_dir()
+    subprocess.run([sys.executable, str(script), "stop", str(tmp_path)], check=True)
+    assert not (tmp_path / "daemon.pid").exists()
