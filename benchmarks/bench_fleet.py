@@ -196,30 +196,35 @@ def measure(
     ledger = servers.postgres.create_database() if setup.ledger == "PostgreSQL" else None
     remote = "origin" if setup.remote != "none" else None
     procs = []
+    errs = []
     for i, clone in enumerate(clones):
         spec = {"clone": str(clone), "ledger": ledger, "remote": remote, "prefix": f"c{i}",
                 "seconds": seconds}  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, __file__, "--client", json.dumps(spec)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, env={**os.environ, **ENV},
+        # Its errors to a file: a client that fails many calls must not block on a full pipe.
+        err = work / name / f"client{i}.err"
+        errs.append(err)
+        with err.open("w") as err_file:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--client", json.dumps(spec)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err_file, text=True,
+                )
             )
-        )
-    for proc in procs:
+    for proc, err in zip(procs, errs, strict=True):
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if line.strip() != "ready":
-            raise SystemExit(f"a client did not start: {line}{proc.stderr.read()}")  # type: ignore[union-attr]
+            proc.wait()
+            raise SystemExit(f"a client did not start: {line}{err.read_text()}")
     start = time.monotonic()
     for proc in procs:
         proc.stdin.write("go\n")  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
     reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=seconds + 300)
+    for proc, err in zip(procs, errs, strict=True):
+        out, _ = proc.communicate(timeout=seconds + 300)
         if proc.returncode != 0:
-            raise SystemExit(f"a client failed (exit {proc.returncode}): {err}")
+            raise SystemExit(f"a client failed (exit {proc.returncode}): {err.read_text()}")
         reports.append(json.loads(out.strip().splitlines()[-1]))
     wall = time.monotonic() - start
     latencies = [ms for r in reports for ms in r["latencies"]]
@@ -254,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in counts):
         parser.error("--clients: each count must be at least 1")
     seconds = args.seconds or (1.5 if args.quick else 20.0)
+    # Commits need an author; the clients inherit it.
+    os.environ.update(ENV)
     work = args.keep or Path(tempfile.mkdtemp(prefix="aofleet-"))
     work.mkdir(parents=True, exist_ok=True)
     command = "python3 benchmarks/bench_fleet.py" + (" " + " ".join(argv) if argv else "")
@@ -294,7 +301,9 @@ def _load() -> str:
 def _pg_version() -> str:
     postgres = shutil.which("postgres") or "postgres"
     out = subprocess.run([postgres, "--version"], capture_output=True, text=True, check=False)
-    return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "?"
+    # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+    words = out.stdout.split()
+    return words[2] if out.returncode == 0 and len(words) > 2 else "?"
 
 
 def _psycopg_version() -> str:

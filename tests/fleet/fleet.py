@@ -157,7 +157,7 @@ def run_jobs(
     *,
     limit: int,
     before_group: Callable[[int], None] = lambda _: None,
-    timeout: float = 120,
+    timeout: float = 600,
 ) -> None:
     """Run every job in its own process, at most about ``limit`` at a time; the jobs of one group
     (the senders of one shared call) start together, so they race. ``before_group(i)`` is told
@@ -181,8 +181,14 @@ def run_jobs(
             if not block or len(running) < limit:
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"processes still running after {timeout} s")
+                stop_all()
             time.sleep(0.01)
+
+    def stop_all() -> None:
+        for _, proc, _ in running:
+            proc.kill()
+            proc.wait()
+        raise AssertionError(f"processes still running after {timeout} s")
 
     for index, group in enumerate(groups):
         reap(block=True)
@@ -206,9 +212,7 @@ def run_jobs(
             running.append((job, proc, stem))
     while running:
         if time.monotonic() > deadline:
-            for _, proc, _ in running:
-                proc.kill()
-            raise AssertionError(f"processes still running after {timeout} s")
+            stop_all()
         reap(block=False)
         time.sleep(0.01)
 
@@ -217,7 +221,7 @@ CLIENT = Path(__file__).with_name("client.py")
 
 
 def send_through_api(
-    fleet: Fleet, assignments: dict[int, list[Call]], *, timeout: float = 120
+    fleet: Fleet, assignments: dict[int, list[Call]], *, timeout: float = 600
 ) -> dict[str, dict[str, object]]:
     """Each client sends its calls one after another through one in-process ``Executor`` (one
     process per client, the clients side by side); each call's result by its key."""
@@ -245,6 +249,18 @@ def _call_json(call: Call) -> dict[str, object]:
         "key": call.key, "patch": call.patch, "tool_call_id": call.tool_call_id,
         "attempt": call.attempt,
     }  # fmt: skip
+
+
+def timeline(jobs: Sequence[Job], start: float) -> str:
+    """One line per process, in the order they started: when, how long, how it ended."""
+    lines = ["  start   took  exit  call        client  fault / stderr"]
+    for job in sorted(jobs, key=lambda j: j.started):
+        said = " ".join(filter(None, [job.fault, job.stderr.strip()[:120]]))
+        lines.append(
+            f"{job.started - start:7.1f} {job.ended - job.started:6.1f}  {job.code!s:>4}  "
+            f"{job.call.key:<10}  {job.client:>6}  {said}"
+        )
+    return "\n".join(lines)
 
 
 def receipt_of(job: Job) -> dict[str, object]:

@@ -6,7 +6,6 @@ so it cannot share the session's). Skipped where the binaries are missing, faile
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,12 @@ class FleetServers:
         url: str = self.postgres.create_database()
         return url
 
-    def restart_database(self, down: float) -> None:
-        """A crash of the database while calls run: an immediate shutdown (every connection
-        cut, no checkpoint), ``down`` seconds without a server (new connections refused), then a
-        start that replays the WAL."""
+    def crash_database(self) -> None:
+        """An immediate shutdown while calls run: every connection cut, no checkpoint."""
         self.postgres.kill()
-        time.sleep(down)
+
+    def start_database(self) -> None:
+        """Up again after :meth:`crash_database`, replaying the WAL."""
         self.postgres.start()
 
     def server_with_clones(
