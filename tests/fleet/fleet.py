@@ -48,14 +48,19 @@ class Plan:
 def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> Plan:
     """``distinct`` calls of each client, each touching only its own files (so none conflicts in
     content with another), and ``shared`` calls each sent by several clients at once (all of
-    them, or all but one)."""
+    them, or all but one). Some calls append a line (a pure addition without an anchor): applied
+    twice, such a patch would change its file twice, so only the exactly-once machinery, not the
+    patch's own content, keeps it from landing twice."""
     calls: list[Call] = []
     base: dict[str, str] = {"README.md": "# fleet\n"}
     for client in range(clients):
         for i in range(distinct):
             key = f"c{client}d{i}"
-            kind = rng.choice(("add", "update", "multi"))
-            if kind == "add":
+            kind = rng.choice(("add", "update", "multi", "append"))
+            if kind == "append":
+                base[f"{key}/log.txt"] = "start\n"
+                patch = _patch(f"*** Update File: {key}/log.txt\n@@\n+entry {key}\n")
+            elif kind == "add":
                 patch = _patch(f"*** Add File: {key}/new.txt\n+{key}\n+{rng.random()}\n")
             elif kind == "update":
                 base[f"{key}/value.txt"] = "value = 0\n"
@@ -75,11 +80,15 @@ def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> 
         # Every other call is sent by all clients, the others by all but one, in turn: each
         # client sends as many shared calls as the next.
         senders = tuple(c for c in range(clients) if i % 2 == 0 or c != (i // 2) % clients)
-        if rng.random() < 0.5:
+        kind = rng.choice(("add", "update", "append"))
+        if kind == "add":
             patch = _patch(f"*** Add File: shared/{key}.txt\n+{key}\n")
-        else:
+        elif kind == "update":
             base[f"shared/{key}.txt"] = "old\n"
             patch = _patch(f"*** Update File: shared/{key}.txt\n@@\n-old\n+new {key}\n")
+        else:
+            base[f"shared/{key}.txt"] = "start\n"
+            patch = _patch(f"*** Update File: shared/{key}.txt\n@@\n+entry {key}\n")
         calls.append(Call(key, patch, f"call_{key}", rng.choice((1, 2)), senders))
     return Plan(calls, base)
 

@@ -128,19 +128,26 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     print(f"outage from {outage[0] - started:.1f} s to {outage[1] - started:.1f} s")
     print(timeline(jobs, started))
 
+    # Whatever happened, no call has landed twice, nothing but the calls landed, and the
+    # branch is one line.
+    assert_exactly_once(bare, expected, by_id, tag, all_landed=False)
     for job in jobs:
         assert job.code in DESIGNED_EXITS, f"{tag} {job.describe()}"
         assert "Traceback" not in job.stderr, f"{tag} {job.describe()}"
         if job.code == -9:
             assert job.fault is not None, f"{tag} killed without a fault armed: {job.describe()}"
-        elif job.code == 0:
-            receipt = receipt_of(job)
-            assert receipt["status"] == "committed", f"{tag} {job.describe()}"
-            assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
-        else:
-            # A refusal or a lost database: one line saying what and what to do.
+            continue
+        if job.code != 0 and job.stderr:
+            # A conflict or a lost database: one line saying what and what to do.
             lines = job.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: "), f"{tag} {job.describe()}"
+            continue
+        # A receipt: the call committed (0), or was rejected and said why in it (1, 4).
+        receipt = receipt_of(job)
+        assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
+        assert receipt["status"] == ("committed" if job.code == 0 else "rejected"), (
+            f"{tag} {job.describe()}"
+        )
     killed = [job for job in jobs if job.code == -9]
     assert len(killed) >= len(jobs) // 10, f"{tag} only {len(killed)} kills"
     for point in MUST_KILL:
@@ -190,6 +197,11 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     started = time.monotonic()
     repeated = send_through_api(fleet, assignments)
     repeats = time.monotonic() - started
+
+    # ---- the server's branch: each call exactly once, nothing else, one straight line
+    assert_exactly_once(bare, expected, by_id, tag, all_landed=True)
+    assert git(bare, "fsck", "--strict", "--no-dangling") == ""
+    # Each repeat returned the call's one commit.
     for call in plan.calls:
         result = repeated[call.key]
         assert result.get("status") == "committed", f"{tag} {call.key}: {result}"
@@ -197,17 +209,6 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
         if result["call_id"] in reconciled:
             # Settled by the other clone's recovery from the trailer, not applied again.
             assert result["reconciled"] is True, f"{tag} {call.key}: {result}"
-
-    # ---- the server's branch: each call exactly once, nothing else, one straight line
-    landed = Counter(call_ids_on(bare))
-    twice = {c: n for c, n in landed.items() if n > 1}
-    assert not twice, f"{tag} duplicated: {[(by_id.get(c), n) for c, n in twice.items()]}"
-    assert set(landed) == set(expected.values()), (
-        f"{tag} lost {sorted(set(expected.values()) - set(landed))}, "
-        f"foreign {sorted(set(landed) - set(expected.values()))}"
-    )
-    assert linear_history_problems(bare) == [], tag
-    assert git(bare, "fsck", "--strict", "--no-dangling") == ""
 
     # ---- the ledger, from a clone that made none of the calls: every call committed
     after = _log(fleet, observer, tag)
@@ -222,6 +223,22 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
         f"({len(elsewhere)} sent only by others, {len(reconciled)} found committed); "
         f"phase 1 {phase1:.1f} s, repeats {repeats:.1f} s"
     )
+
+
+def assert_exactly_once(
+    bare: Path, expected: dict[str, str], by_id: dict[str, Call], tag: str, *, all_landed: bool
+) -> None:
+    """No Call-Id twice on the server's branch, none that is not one of the calls, every call
+    there (``all_landed``), and a history of single-parent commits in one line."""
+    landed = Counter(call_ids_on(bare))
+    twice = {by_id[c].key if c in by_id else c: n for c, n in landed.items() if n > 1}
+    assert not twice, f"{tag} duplicated (call: commits): {twice}"
+    foreign = set(landed) - set(by_id)
+    assert not foreign, f"{tag} Call-Ids of no call: {sorted(foreign)}"
+    if all_landed:
+        lost = sorted(key for key, call_id in expected.items() if call_id not in landed)
+        assert not lost, f"{tag} lost: {lost}"
+    assert linear_history_problems(bare) == [], tag
 
 
 def _log(fleet: Fleet, clone: Path, tag: str) -> list[dict[str, object]]:
