@@ -135,6 +135,12 @@ class PostgresServer:
         self.stop()
         self._pg_ctl_start()
 
+    def ensure_running(self) -> None:
+        """Start the server if it is down (after a test that killed it failed halfway)."""
+        status = self._run("pg_ctl", "status", "-D", str(self.data), check=False)
+        if status.returncode != 0:
+            self._pg_ctl_start()
+
     def postmaster_pid(self) -> int:
         """The server's main process."""
         return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
