@@ -36,11 +36,18 @@ def find_binaries() -> Path | None:
     """The folder holding initdb, pg_ctl and postgres (None: PostgreSQL is not installed)."""
     on_path = shutil.which("initdb")
     candidates = [Path(on_path).resolve().parent] if on_path else []
-    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+    installed = glob.glob("/usr/lib/postgresql/*/bin")
+    # The newest version first (by number: 15 is newer than 9.6).
+    candidates += [Path(p) for p in sorted(installed, key=_version_of, reverse=True)]
     for folder in candidates:
         if all((folder / name).is_file() for name in _BINARIES):
             return folder
     return None
+
+
+def _version_of(folder: str) -> tuple[int, ...]:
+    digits = Path(folder).parent.name.split(".")
+    return tuple(int(d) for d in digits if d.isdigit())
 
 
 def _runner() -> dict[str, Any]:
