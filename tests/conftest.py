@@ -9,10 +9,13 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.pgserver import PostgresServer
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)
@@ -238,14 +241,10 @@ def served(git_daemon: Any, tmp_path: Path) -> Served:
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[str]:
-    """A PostgreSQL superuser URL, one server per xdist worker: ``APPLYONCE_TEST_POSTGRES`` when
-    set, else a server of our own; skipped where PostgreSQL is not installed, unless
+def pg_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this xdist worker's own (tests/pgserver.py), which tests may
+    restart or kill (each leaves it running); skipped where PostgreSQL is not installed, unless
     ``APPLYONCE_REQUIRE_POSTGRES=1`` (CI), where that fails instead."""
-    given = os.environ.get("APPLYONCE_TEST_POSTGRES")
-    if given:
-        yield given
-        return
     from tests.pgserver import PostgresServer, find_binaries
 
     if find_binaries() is None:
@@ -254,9 +253,16 @@ def postgres() -> Iterator[str]:
         pytest.skip("PostgreSQL is not installed (set APPLYONCE_TEST_POSTGRES to use a server)")
     server = PostgresServer().start()
     try:
-        yield server.url()
+        yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres(request: pytest.FixtureRequest) -> str:
+    """A PostgreSQL superuser URL: ``APPLYONCE_TEST_POSTGRES`` when set (CI starts one server),
+    else :func:`pg_server`'s."""
+    return os.environ.get("APPLYONCE_TEST_POSTGRES") or request.getfixturevalue("pg_server").url()
 
 
 @pytest.fixture

@@ -36,11 +36,18 @@ def find_binaries() -> Path | None:
     """The folder holding initdb, pg_ctl and postgres (None: PostgreSQL is not installed)."""
     on_path = shutil.which("initdb")
     candidates = [Path(on_path).resolve().parent] if on_path else []
-    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+    installed = glob.glob("/usr/lib/postgresql/*/bin")
+    # The newest version first (by number: 15 is newer than 9.6).
+    candidates += [Path(p) for p in sorted(installed, key=_version_of, reverse=True)]
     for folder in candidates:
         if all((folder / name).is_file() for name in _BINARIES):
             return folder
     return None
+
+
+def _version_of(folder: str) -> tuple[int, ...]:
+    digits = Path(folder).parent.name.split(".")
+    return tuple(int(d) for d in digits if d.isdigit())
 
 
 def _runner() -> dict[str, Any]:
@@ -134,6 +141,12 @@ class PostgresServer:
         """Stop (fast) and start again: every connection is cut."""
         self.stop()
         self._pg_ctl_start()
+
+    def ensure_running(self) -> None:
+        """Start the server if it is down (after a test that killed it failed halfway)."""
+        status = self._run("pg_ctl", "status", "-D", str(self.data), check=False)
+        if status.returncode != 0:
+            self._pg_ctl_start()
 
     def postmaster_pid(self) -> int:
         """The server's main process."""

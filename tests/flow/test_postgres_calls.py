@@ -8,15 +8,17 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
+from applyonce import Executor
+from applyonce.flow import apply as apply_flow
+from applyonce.flow.apply import UnrecordedCommitError
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply, run_cli
-from tests.pgserver import PostgresServer, find_binaries
+from tests.pgserver import PostgresServer
 
 HINT = "start the database or fix --ledger/applyonce.ledger"
 
@@ -46,18 +48,6 @@ def test_a_database_that_is_not_listening_fails_at_once_and_writes_nothing(
     assert not receipts.exists() or not any(receipts.iterdir())
 
 
-@pytest.fixture
-def own_server() -> Iterator[PostgresServer]:
-    """A server of this test's own, to kill under a running call."""
-    if find_binaries() is None:
-        pytest.skip("PostgreSQL is not installed")
-    server = PostgresServer().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
 # A --check that crashes the ledger's server while the call runs (an immediate shutdown: every
 # backend dies at once, the next start replays the WAL), and returns once it is down.
 _KILL_SERVER = """
@@ -74,32 +64,69 @@ for _ in range(500):
 
 
 def test_a_server_killed_mid_call_ends_it_like_a_crash_and_git_settles_it(
-    repo: Repo, own_server: PostgresServer, tmp_path: Path
+    repo: Repo, pg_server: PostgresServer, tmp_path: Path
 ) -> None:
-    url = own_server.create_database()
-    script = tmp_path / "kill_server.py"
-    script.write_text(_KILL_SERVER)
-    check = f"{sys.executable} {script} {own_server.postmaster_pid()}"
-    head = repo.head()
-    died = apply(repo, PATCH, "--ledger", url, "--check", check)
-    assert died.returncode == 4, died.stderr
-    line = _one_line_error(died.stderr)
-    assert "lost the connection to the ledger database" in line and HINT in line
-    assert repo.head() == head  # nothing published
-    # In flight, as a crash leaves it: not settled as a rejection on the way out.
-    [cached] = (repo.state_dir() / "receipts").glob("*.json")
-    assert orjson.loads(cached.read_bytes())["status"] == "prepared"
-    own_server.restart()  # the database is back; the call is in flight in it
-    assert _states(url) == ["prepared"]
-    again = apply(repo, PATCH, "--ledger", url, "--json")
-    assert again.returncode == 0, again.stderr
-    receipt = orjson.loads(again.stdout)
-    assert receipt["status"] == "committed"
-    assert repo.call_ids() == [receipt["call_id"]]  # applied once
-    assert repo.head() == receipt["commit"]
-    recovered = run_cli("recover", "--repo", str(repo.path), "--ledger", url)
-    assert recovered.returncode == 0, recovered.stderr
-    assert _states(url) == ["committed"]
+    try:
+        url = pg_server.create_database()
+        script = tmp_path / "kill_server.py"
+        script.write_text(_KILL_SERVER)
+        check = f"{sys.executable} {script} {pg_server.postmaster_pid()}"
+        head = repo.head()
+        died = apply(repo, PATCH, "--ledger", url, "--check", check)
+        assert died.returncode == 4, died.stderr
+        line = _one_line_error(died.stderr)
+        assert "lost the connection to the ledger database" in line and HINT in line
+        assert repo.head() == head  # nothing published
+        # In flight, as a crash leaves it: not settled as a rejection on the way out.
+        [cached] = (repo.state_dir() / "receipts").glob("*.json")
+        assert orjson.loads(cached.read_bytes())["status"] == "prepared"
+        pg_server.restart()  # the database is back; the call is in flight in it
+        assert _states(url) == ["prepared"]
+        again = apply(repo, PATCH, "--ledger", url, "--json")
+        assert again.returncode == 0, again.stderr
+        receipt = orjson.loads(again.stdout)
+        assert receipt["status"] == "committed"
+        assert repo.call_ids() == [receipt["call_id"]]  # applied once
+        assert repo.head() == receipt["commit"]
+        recovered = run_cli("recover", "--repo", str(repo.path), "--ledger", url)
+        assert recovered.returncode == 0, recovered.stderr
+        assert _states(url) == ["committed"]
+    finally:
+        pg_server.ensure_running()
+
+
+def test_the_server_lost_after_the_publish_is_an_unrecorded_commit_until_recovered(
+    repo: Repo, pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed right after the publish (the fault point's hook kills the real server): the commit
+    landed, its record could not be written, so exit 5 ("do not send it again"), never a
+    rejection; 'recover' finishes the record once the database is back."""
+    url = pg_server.create_database()
+    arm = apply_flow.fault
+
+    def kill_server_after_publish(point: str) -> None:
+        if point == "after-publish":
+            pg_server.kill()
+        arm(point)
+
+    monkeypatch.setattr(apply_flow, "fault", kill_server_after_publish)
+    executor = Executor(repo.path, ledger=url)
+    try:
+        with pytest.raises(UnrecordedCommitError) as unrecorded:
+            executor.apply(PATCH)
+        assert unrecorded.value.exit_code == 5
+        assert "lost the connection to the ledger" in unrecorded.value.message
+        assert "start the ledger's database, then run 'applyonce recover'" in unrecorded.value.hint
+        [call_id] = repo.call_ids()  # it landed
+        pg_server.restart()
+        # This process holds the claim (it is alive: no other process may take it before its
+        # lease ends); its own recover takes it over, on a new connection.
+        report = executor.recover()
+        assert [(o.call_id, o.now) for o in report.outcomes] == [(call_id, "committed")]
+        assert _states(url) == ["committed"] and repo.call_ids() == [call_id]
+    finally:
+        executor.close()
+        pg_server.ensure_running()
 
 
 def _states(url: str) -> list[str]:

@@ -67,7 +67,8 @@ ELSEWHERE = Owner(ME.pid, "build-host-2.example.invalid", "12345")
 @dataclasses.dataclass
 class Backend:
     """One ledger implementation: ``session()`` opens a handle on the test's one ledger (a new
-    connection for SQLite, which a thread cannot share; the same instance for the fake)."""
+    connection for SQLite, which a thread cannot share, and for PostgreSQL; the same instance for
+    the fake)."""
 
     name: str
     session: Callable[[], contextlib.AbstractContextManager[Ledger]]

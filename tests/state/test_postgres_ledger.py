@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -32,7 +31,7 @@ from applyonce.state.postgres.ledger import PostgresLedger
 from applyonce.state.postgres.schema import MIGRATIONS
 from applyonce.state.receipts import ReceiptStore
 from applyonce.state.storage import LedgerUnavailableError
-from tests.pgserver import PostgresServer, find_binaries
+from tests.pgserver import PostgresServer
 
 REF = "refs/heads/main"
 IDENT = CallIdentity.compute("a" * 64)
@@ -187,25 +186,14 @@ def test_rows_read_back_are_untrusted(pg_url: str) -> None:
         ledger.close()
 
 
-# --- a server of its own: restarted and killed under the ledger ----------------------------------
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    if find_binaries() is None:
-        pytest.skip("PostgreSQL is not installed")
-    server = PostgresServer().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
+# --- the worker's own server (pg_server), restarted and killed under the ledger -----------------
 
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
 def test_a_lost_connection_is_one_line_and_the_next_use_reconnects(
-    own_server: PostgresServer, how: str
+    pg_server: PostgresServer, how: str
 ) -> None:
-    ledger = PostgresLedger(own_server.create_database())
+    ledger = PostgresLedger(pg_server.create_database())
     try:
         claim = ledger.claim(IDENT, ref=REF, owner=ME)
         # Durable (a claim alone is not: a crash of the server may lose it, and with it the
@@ -216,10 +204,10 @@ def test_a_lost_connection_is_one_line_and_the_next_use_reconnects(
             )
         )
         if how == "restart":
-            own_server.restart()
+            pg_server.restart()
         else:
-            own_server.kill()
-            own_server.restart()
+            pg_server.kill()
+            pg_server.restart()
         with pytest.raises(LedgerUnavailableError, match="lost the connection") as lost:
             ledger.get(IDENT.call_id)
         assert "\n" not in lost.value.one_line() and lost.value.exit_code == 4
@@ -228,6 +216,7 @@ def test_a_lost_connection_is_one_line_and_the_next_use_reconnects(
         assert ledger.renew(IDENT.call_id, ME) is True
     finally:
         ledger.close()
+        pg_server.ensure_running()
 
 
 # --- receipts in the ledger ----------------------------------------------------------------------

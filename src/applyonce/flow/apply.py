@@ -77,6 +77,12 @@ class UnrecordedCommitError(StateError):
     )
 
 
+_UNRECORDED_IN_DATABASE = (
+    "the patch is applied (do not send it as a new call); start the ledger's database, then run"
+    " 'applyonce recover' to finish its record"
+)
+
+
 class BaseMovedError(ConflictError):
     kind = "base-moved"
     default_hint = "re-read the files and send a patch for the branch's new state"
@@ -417,6 +423,7 @@ def _run(
         raise UnrecordedCommitError(
             f"commit {commit_id[:12]} is on {ref}, but its record could not be written"
             f" ({exc.message})",
+            hint=_UNRECORDED_IN_DATABASE if isinstance(exc, LedgerUnavailableError) else None,
             call_id=ident.call_id,
             commit=commit_id,
         ) from None

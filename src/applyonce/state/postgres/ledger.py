@@ -84,10 +84,14 @@ class PostgresLedger:
         self._secret = self._params.get("password")
         self.where = describe(self._params)
         self.path = self.where  # what messages name the ledger by
-        self._db: psycopg.Connection[tuple[Any, ...]] | None = self._connect()
-        migrate(self._db, MIGRATIONS, self.where)
         self._side: psycopg.Connection[tuple[Any, ...]] | None = None
         self._side_lock = threading.Lock()
+        self._db: psycopg.Connection[tuple[Any, ...]] | None = self._connect()
+        try:
+            migrate(self._db, MIGRATIONS, self.where)
+        except BaseException:
+            self.close()
+            raise
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
         return connect(self._params, self.where)
