@@ -249,3 +249,20 @@ def test_git_daemon_cli_starts_and_stops(tmp_path: Path) -> None:
     assert url.startswith("git://127.0.0.1:") and Path(base).is_dir()
     subprocess.run([sys.executable, str(script), "stop", str(tmp_path)], check=True)
     assert not (tmp_path / "daemon.pid").exists()
+
+
+def test_a_receipt_names_the_remote_without_credentials_and_keeps_its_call_id() -> None:
+    from applyonce.core.identity import CallIdentity
+    from applyonce.core.receipt import Receipt, parse_receipt, public_url
+
+    assert public_url("https://bot:s3cret@git.example/team/r.git") == "https://git.example/team/r.git"
+    assert public_url("ssh://git@host:22/r.git") == "ssh://host:22/r.git"
+    assert public_url("/srv/r.git") == "/srv/r.git"
+    ident = CallIdentity.compute("a" * 64, contract_sha256="b" * 64, attempt=1)
+    local = Receipt.of_call(ident, status="prepared", execution_id="e", ref=MAIN)
+    remote = local.model_copy(update={"remote": "https://git.example/team/r.git"})
+    assert b'"remote"' not in local.to_json()  # a schema-1 receipt as before
+    assert parse_receipt(local.to_json(), call_id=ident.call_id).remote is None
+    back = parse_receipt(remote.to_json(), call_id=ident.call_id)
+    assert back.remote == "https://git.example/team/r.git"
+    assert back.identity.recompute() == ident.call_id == local.identity.recompute()
