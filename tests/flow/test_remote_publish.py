@@ -266,3 +266,46 @@ def test_a_receipt_names_the_remote_without_credentials_and_keeps_its_call_id() 
     back = parse_receipt(remote.to_json(), call_id=ident.call_id)
     assert back.remote == "https://git.example/team/r.git"
     assert back.identity.recompute() == ident.call_id == local.identity.recompute()
+
+
+def test_the_users_own_local_commits_are_never_overwritten(served: Served) -> None:
+    clone = served.clone
+    (clone.path / "mine.txt").write_text("my work\n")
+    clone.git("add", "mine.txt")
+    clone.git("commit", "-q", "-m", "my own commit, not pushed")
+    mine = clone.head()
+    run = apply_remote(clone, UTIL_PATCH, "--json")
+    assert run.returncode == 0, run.stderr
+    commit = json.loads(run.stdout)["commit"]
+    assert served.server_git("rev-parse", "main").strip() == commit
+    assert clone.head() == mine  # the local branch keeps the user's commit; 'git pull' merges
+    assert clone.git("rev-parse", "refs/remotes/origin/main").strip() == commit
+    assert clone.git("status", "--porcelain") == ""
+
+
+def test_a_shared_record_rolls_the_staged_commit_forward_from_another_clone(
+    served: Served, tmp_path: Path
+) -> None:
+    """Two clones sharing one record (as a fleet shares its PostgreSQL ledger; here one state
+    directory): the clone that recovers never had the staged commit object, and fetches it from
+    the pending ref to publish it."""
+    shared = str(tmp_path / "shared-state")
+    killed = apply_remote(
+        served.clone, UTIL_PATCH, "--state-dir", shared,
+        env={"APPLYONCE_FAULT": "after-push-objects"},
+    )
+    assert killed.returncode == -9
+    other = served.another_clone(tmp_path / "other")
+    done = run_cli(
+        "recover", "--repo", str(other.path), "--remote", "origin", "--state-dir", shared
+    )
+    assert done.returncode == 0, done.stderr
+    assert "published it now" in done.stdout
+    assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
+    shown = run_cli("show", server_calls(served)[0], "--repo", str(other.path),
+                    "--state-dir", shared, "--json")
+    receipt = json.loads(shown.stdout)
+    assert receipt["status"] == "committed"
+    assert receipt["commit"] == served.server_git("rev-parse", "main").strip()
+    assert receipt["remote"] == served.url
