@@ -116,6 +116,16 @@ def test_the_same_call_from_two_clones_lands_once(served: Served, tmp_path: Path
     assert_linear(served)
     for clone in (served.clone, other):
         assert (clone.path / "src/util.py").read_text() == "VALUE = 2\n"
+    # One after the other: the second clone finds the call on the server before it runs, adopts
+    # its commit, and its branch and checkout follow.
+    first = apply_remote(served.clone, APP_PATCH, "--json")
+    second = apply_remote(other, APP_PATCH, "--json")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert json.loads(first.stdout)["commit"] == json.loads(second.stdout)["commit"]
+    assert other.head() == json.loads(first.stdout)["commit"]
+    assert "hello {name}!" in (other.path / "src/app.py").read_text()
+    assert other.git("status", "--porcelain") == ""
+    assert len(server_calls(served)) == 2
 
 
 def _recover(clone: Repo) -> Run:
