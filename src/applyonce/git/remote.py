@@ -104,6 +104,10 @@ class RemotePublisher:
         self.store = store
         self.remote = remote
         self.url = public_url(url)
+        # The user name and password in the URL, if any: never in a message (git may print
+        # them, as part of a host name it could not look up).
+        authority = url.partition("://")[2].partition("/")[0]
+        self._userinfo = authority.rpartition("@")[0] if "://" in url else ""
         self.index = index
         self.journal = journal
         self.local = LocalRefPublisher(store, index, journal)
@@ -336,8 +340,12 @@ class RemotePublisher:
     def _say(self, message: str, result: _Result) -> str:
         """``message`` with git's last error line, no user name or password in it."""
         lines = [line.strip() for line in result.err.splitlines() if line.strip()]
-        useful = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
-        detail = (useful or lines or [""])[-1][:200]
+        # The server's own words first (a hook's message), then git's.
+        server = [x.removeprefix("remote:").strip() for x in lines if x.startswith("remote:")]
+        fatal = [line for line in lines if line.startswith(("fatal:", "error:"))]
+        detail = next((line for line in (*server, *fatal, *lines) if line), "")[:200]
+        if self._userinfo:
+            detail = detail.replace(self._userinfo + "@", "").replace(self._userinfo, "***")
         return f"{message}: {public_url(detail)}" if detail else message
 
     def _git(self, *args: str, fetch: bool = False) -> _Result:
