@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Run, Served, run_cli
@@ -259,8 +261,18 @@ def test_git_daemon_cli_starts_and_stops(tmp_path: Path) -> None:
     )
     base, _, url = started.stdout.strip().partition("|")
     assert url.startswith("git://127.0.0.1:") and Path(base).is_dir()
+    port = int(url.rpartition(":")[2])
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()  # it outlived 'start'
     subprocess.run([sys.executable, str(script), "stop", str(tmp_path)], check=True)
     assert not (tmp_path / "daemon.pid").exists()
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("git daemon still listening after 'stop'")
 
 
 def test_a_receipt_names_the_remote_without_credentials_and_keeps_its_call_id() -> None:
