@@ -89,6 +89,9 @@ class MemoryPublisher:
             if self.commits[commit].trailers.get("Call-Id") == call_id
         ]
 
+    def follow(self, ref: str, commits: set[str]) -> None:
+        pass  # one copy of each ref
+
     def is_on(self, ref: str, commit: str) -> bool:
         tip = self.refs.get(ref)
         return tip is not None and commit in self._ancestry(tip)

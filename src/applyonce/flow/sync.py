@@ -44,6 +44,7 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                     paths[record.path] = None
                     if record.from_:
                         paths[record.from_] = None
+            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
             checkouts = ctx.checkouts.checkouts_of(ref)
             ref_reports = []
             if checkouts:  # none (a bare repository, another branch checked out): synced

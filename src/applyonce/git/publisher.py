@@ -87,6 +87,12 @@ class Publisher(Protocol):
         """Whether ``commit`` is on ``ref`` now (the tip or one of its ancestors)."""
         ...
 
+    def follow(self, ref: str, commits: set[str]) -> None:
+        """Before the checkouts of ``ref`` are synced for the calls whose commits are
+        ``commits``: bring a local copy of the branch along where the sync covers every commit
+        it passes over (a remote's branch; nothing to do for the repository's own)."""
+        ...
+
 
 class _RefLockedError(Exception):
     """The ref's lock file exists: another writer holds it (libgit2 is not even asked)."""
@@ -184,6 +190,9 @@ class LocalRefPublisher:
             for commit, block in self.store.walk_trailers(self.store.tip(ref), hide=since)
             if call_id in block.all("Call-Id")
         ]
+
+    def follow(self, ref: str, commits: set[str]) -> None:
+        pass  # the branch is the repository's own: it is where the calls published
 
     def is_on(self, ref: str, commit: str) -> bool:
         tip = self.store.tip(ref)

@@ -104,6 +104,10 @@ class RemotePublisher:
         self.store = store
         self.remote = remote
         self.url = public_url(url)
+        # The user name and password in the URL, if any: never in a message (git may print
+        # them, as part of a host name it could not look up).
+        authority = url.partition("://")[2].partition("/")[0]
+        self._userinfo = authority.rpartition("@")[0] if "://" in url else ""
         self.index = index
         self.journal = journal
         self.local = LocalRefPublisher(store, index, journal)
@@ -193,9 +197,35 @@ class RemotePublisher:
         self._forget(pending)
         if _transient(cas.out):
             raise TipMovedError(ref, expected, actual)  # a lock held at the server: try again
+        why = next(iter(_causes(cas.out)), status[1] or "refused")
         raise RemoteRefusedError(
-            self._say(f"remote {self.remote} refused the update of {ref} ({status[1]})", cas)
+            self._say(f"remote {self.remote} refused the update of {ref} ({why})", cas)
         )
+
+    def follow(self, ref: str, commits: set[str]) -> None:
+        """Fast-forward the local branch to the remote's tip as last fetched, when every commit
+        it would pass over is one of ``commits`` (the calls whose paths the sync about to run
+        brings into the checkouts): a call that landed by another clone's push (the same call
+        adopted, a recover's roll forward) reaches this clone's checkout too. Never over other
+        commits while a work tree has the branch checked out, never over the user's own."""
+        remote_tip = self.store.tip(self.tracking(ref))
+        local = self.store.tip(ref)
+        if remote_tip is None or local == remote_tip:
+            return
+        if local is not None and not self.store.is_ancestor(local, remote_tip):
+            return  # the user's own commits are on it: theirs
+        passed = []
+        for commit in self.store.walk(remote_tip, hide=local):
+            passed.append(commit)
+            if len(passed) > len(commits):
+                break
+        if not set(passed) <= commits:
+            self._follow(ref, local, remote_tip, only_unchecked_out=True)
+            return
+        if local is None and not self.store.head_is(ref):
+            return
+        with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
+            self.local.publish(ref, local, remote_tip, reason="applyonce: follow the remote")
 
     # --- pending refs (recover) ----------------------------------------------------------
 
@@ -263,7 +293,9 @@ class RemotePublisher:
             self.store.repo.references.create(self.tracking(ref), pygit2.Oid(hex=new), force=True)
         self._follow(ref, expected, new)
 
-    def _follow(self, ref: str, expected: str | None, new: str) -> None:
+    def _follow(
+        self, ref: str, expected: str | None, new: str, *, only_unchecked_out: bool = False
+    ) -> None:
         """Move the local branch to ``new`` where nothing of the user's is lost.
 
         It moves (by compare-and-swap) when it is at ``expected``, or is unborn and checked out:
@@ -276,8 +308,8 @@ class RemotePublisher:
         if local == new:
             return
         if local is None:
-            movable = self.store.head_is(ref)
-        elif local == expected:
+            movable = self.store.head_is(ref) and not only_unchecked_out
+        elif local == expected and not only_unchecked_out:
             movable = True
         else:
             movable = (
@@ -308,8 +340,12 @@ class RemotePublisher:
     def _say(self, message: str, result: _Result) -> str:
         """``message`` with git's last error line, no user name or password in it."""
         lines = [line.strip() for line in result.err.splitlines() if line.strip()]
-        useful = [line for line in lines if line.startswith(("fatal:", "error:", "remote:"))]
-        detail = (useful or lines or [""])[-1][:200]
+        # The server's own words first (a hook's message), then git's.
+        server = [x.removeprefix("remote:").strip() for x in lines if x.startswith("remote:")]
+        fatal = [line for line in lines if line.startswith(("fatal:", "error:"))]
+        detail = next((line for line in (*server, *fatal, *lines) if line), "")[:200]
+        if self._userinfo:
+            detail = detail.replace(self._userinfo + "@", "").replace(self._userinfo, "***")
         return f"{message}: {public_url(detail)}" if detail else message
 
     def _git(self, *args: str, fetch: bool = False) -> _Result:
@@ -367,16 +403,23 @@ def _status_of(porcelain: str, ref: str) -> tuple[str, str] | None:
     return None
 
 
-def _transient(porcelain: str) -> bool:
-    """Whether a refused push was refused only because another writer got in the way (every
-    reason given is one of :data:`_TRANSIENT`, or the atomic push's echo of one)."""
+def _causes(porcelain: str) -> list[str]:
+    """The reasons a refused push gives, without the atomic push's echo of them on its other
+    refs ("atomic push failed")."""
     reasons = [
         line.split("\t")[2]
         for line in porcelain.splitlines()
         if line.startswith("!") and line.count("\t") >= 2
     ]
     causes = [r for r in reasons if "atomic push failed" not in r]
-    return bool(causes) and all(any(w in r for w in _TRANSIENT) for r in causes)
+    return [r[r.find("(") + 1 : r.rfind(")")] if "(" in r else r for r in causes]
+
+
+def _transient(porcelain: str) -> bool:
+    """Whether a refused push was refused only because another writer got in the way (every
+    cause given is one of :data:`_TRANSIENT`)."""
+    causes = _causes(porcelain)
+    return bool(causes) and all(any(w in c for w in _TRANSIENT) for c in causes)
 
 
 def _not_connected(err: str) -> bool:
