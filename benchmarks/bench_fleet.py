@@ -10,9 +10,10 @@ succeeds), all started together after one untimed warm-up call each, for ``--sec
 The table gives the calls, the wall seconds (from the start to the last call's end), calls/s, the
 CAS failures per call (restages: a call staged again because another client moved the branch;
 counted from the ledger's ``staged`` events) and the p50/p95 latency of one call. Then the same
-single client against baselines: a bare repository by path (``file://``-style local remote) with
-the PostgreSQL ledger, the git daemon with the SQLite ledger, and a local branch with SQLite (no
-fleet at all).
+single client against baselines: a bare repository on this disk as the remote (a ``file://``
+URL: git's transport without the daemon) with the PostgreSQL ledger, the git daemon with the
+SQLite ledger, and a local branch with SQLite (no fleet at all: what one clone does today).
+Every row checks that each committed call is one commit on the branch.
 
 ``--quick``: 1 and 2 clients, 1.5 s each, one baseline row (a smoke test in tests). Never asserted
 in tests: the figures of a shared machine are only indicative; the load average is printed.
@@ -43,7 +44,7 @@ from speed_setup import ENV, git, machine  # noqa: E402
 class Setup:
     """Where the calls go: the remote's kind and the ledger's."""
 
-    remote: str  # "git daemon", "local path" or "none"
+    remote: str  # "git daemon", "file:// bare repo" or "none" (a local branch)
     ledger: str  # "PostgreSQL" or "SQLite"
 
 
@@ -180,7 +181,7 @@ def measure(
         bare = servers.daemon.path_of(url)
         seeded_bare(url, seed)
         clones = [servers.daemon.clone(url, work / name / f"client{i}") for i in range(clients)]
-    elif setup.remote == "local path":
+    elif setup.remote == "file:// bare repo":
         bare = work / name / "server.git"
         git("init", "-q", "--bare", "-b", "main", bare)
         seeded_bare(bare, seed)
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in counts:
             print(measure(servers, work, fleet, n, seconds, f"n{n}").row(), flush=True)
         if not args.no_baseline:
-            baselines = [Setup("local path", "PostgreSQL")]
+            baselines = [Setup("file:// bare repo", "PostgreSQL")]
             if not args.quick:
                 baselines += [Setup("git daemon", "SQLite"), Setup("none", "SQLite")]
             for i, setup in enumerate(baselines):

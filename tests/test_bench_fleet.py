@@ -49,7 +49,7 @@ def test_quick_run_prints_one_row_per_client_count_and_a_baseline(tmp_path: Path
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("git daemon", "PostgreSQL", "1"),
         ("git daemon", "PostgreSQL", "2"),
-        ("local path", "PostgreSQL", "1"),
+        ("file:// bare repo", "PostgreSQL", "1"),
     ]
     for remote, _ledger, clients, calls, seconds, rate, restages, p50, p95, errors in rows:
         assert int(calls) > 0 and float(seconds) > 0 and float(rate) > 0, (remote, clients)
