@@ -215,7 +215,9 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     states = {row["call_id"]: row["state"] for row in after}
     assert states == dict.fromkeys(expected.values(), "committed"), tag
     audit = fleet.run(observer, "audit")
-    assert audit.returncode == 0, f"{tag} {audit.stdout} {audit.stderr}"
+    assert audit.returncode == 0 and audit.stderr == "", f"{tag} {audit.stdout} {audit.stderr}"
+    assert audit.stdout.endswith(f"audited {len(expected)} Call-Id commit(s) on refs/heads/main and "
+                                 f"{len(expected)} receipt(s): clean\n"), f"{tag} {audit.stdout}"
     exits = dict(sorted(Counter(job.code for job in jobs).items()))
     print(
         f"fleet: {len(jobs)} processes (exits {exits}), {len(killed)} killed, {len(cut_off)} "
@@ -243,7 +245,7 @@ def assert_exactly_once(
 
 def _log(fleet: Fleet, clone: Path, tag: str) -> list[dict[str, object]]:
     result = fleet.run(clone, "log", "--json")
-    assert result.returncode == 0, f"{tag} {result.stderr}"
+    assert result.returncode == 0 and "Traceback" not in result.stderr, f"{tag} {result.stderr}"
     rows = orjson.loads(result.stdout)
     assert isinstance(rows, list)
     return rows
