@@ -86,15 +86,13 @@ def client_main(spec: dict[str, object]) -> None:
     from applyonce import Executor
     from applyonce.state.ledger import EventKind
 
-    clone = str(spec["clone"])
-    ledger = spec["ledger"]
-    remote = spec["remote"]
-    kwargs: dict[str, object] = {}
-    if ledger:
-        kwargs["ledger"] = ledger
-    if remote:
-        kwargs["remote"] = remote
-    executor = Executor(clone, **kwargs)  # type: ignore[arg-type]
+    ledger, remote = spec["ledger"], spec["remote"]
+    # None: the clone's own SQLite ledger, its own branch.
+    executor = Executor(
+        str(spec["clone"]),
+        ledger=str(ledger) if ledger else None,
+        remote=str(remote) if remote else None,
+    )
     prefix = str(spec["prefix"])
     count = 0
 

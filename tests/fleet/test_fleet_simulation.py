@@ -158,8 +158,8 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     assert cut_off, f"{tag} the database restart hit no call"
 
     # ---- the ledger before recovery: the crashed calls are the ones not yet terminal
-    before = _log(fleet, observer, tag)
-    pending = {row["call_id"] for row in before if row["state"] not in TERMINAL}
+    before = _states(fleet, observer, tag)
+    pending = {call_id for call_id, state in before.items() if state not in TERMINAL}
     assert pending, f"{tag} no call was left unsettled: the kills tested nothing"
     failed_keys = {job.call.key for job in jobs if job.code != 0}
     assert {by_id[c].key for c in pending} <= failed_keys, tag
@@ -211,9 +211,8 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
             assert result["reconciled"] is True, f"{tag} {call.key}: {result}"
 
     # ---- the ledger, from a clone that made none of the calls: every call committed
-    after = _log(fleet, observer, tag)
-    states = {row["call_id"]: row["state"] for row in after}
-    assert states == dict.fromkeys(expected.values(), "committed"), tag
+    after = _states(fleet, observer, tag)
+    assert after == dict.fromkeys(expected.values(), "committed"), tag
     audit = fleet.run(observer, "audit")
     assert audit.returncode == 0 and audit.stderr == "", f"{tag} {audit.stdout} {audit.stderr}"
     assert audit.stdout.endswith(f"audited {len(expected)} Call-Id commit(s) on refs/heads/main and "
@@ -243,9 +242,10 @@ def assert_exactly_once(
     assert linear_history_problems(bare) == [], tag
 
 
-def _log(fleet: Fleet, clone: Path, tag: str) -> list[dict[str, object]]:
+def _states(fleet: Fleet, clone: Path, tag: str) -> dict[str, str]:
+    """Each call's state, as ``applyonce log --json`` on ``clone`` lists it."""
     result = fleet.run(clone, "log", "--json")
     assert result.returncode == 0 and "Traceback" not in result.stderr, f"{tag} {result.stderr}"
     rows = orjson.loads(result.stdout)
     assert isinstance(rows, list)
-    return rows
+    return {str(row["call_id"]): str(row["state"]) for row in rows}
