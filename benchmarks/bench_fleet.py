@@ -9,7 +9,9 @@ client processes, each a loop of in-process ``Executor(clone, ledger=URL, remote
 succeeds), all started together after one untimed warm-up call each, for ``--seconds`` seconds.
 The table gives the calls, the wall seconds (from the start to the last call's end), calls/s, the
 CAS failures per call (restages: a call staged again because another client moved the branch;
-counted from the ledger's ``staged`` events) and the p50/p95 latency of one call. Then the same
+counted from the ledger's ``staged`` events), the p50/p95 latency of one committed call, and the
+calls that did not land (rejected — e.g. ``base-moved`` after the bounded restages, which each
+client prints on its stderr, kept in ``--keep DIR`` — or failed). Then the same
 single client against baselines: a bare repository on this disk as the remote (a ``file://``
 URL: git's transport without the daemon) with the PostgreSQL ledger, the git daemon with the
 SQLite ledger, and a local branch with SQLite (no fleet at all: what one clone does today).
@@ -74,7 +76,7 @@ class Result:
 
 HEADER = (
     "| remote | ledger | clients | calls | seconds | calls/s | restages/call | p50 | p95 "
-    "| errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| not landed |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -110,6 +112,8 @@ def client_main(spec: dict[str, object]) -> None:
             print(f"error: {exc}", file=sys.stderr)
             return (time.perf_counter() - start) * 1000, 0, False
         elapsed = (time.perf_counter() - start) * 1000
+        if receipt.status != "committed":
+            print(f"{receipt.status}: {receipt.error}", file=sys.stderr)
         events = executor.ledger.events(receipt.call_id)
         staged = sum(1 for e in events if e.kind == EventKind.STAGED)
         return elapsed, max(0, staged - 1), receipt.status == "committed"

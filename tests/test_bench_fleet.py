@@ -51,7 +51,7 @@ def test_quick_run_prints_one_row_per_client_count_and_a_baseline(tmp_path: Path
         ("git daemon", "PostgreSQL", "2"),
         ("file:// bare repo", "PostgreSQL", "1"),
     ]
-    for remote, _ledger, clients, calls, seconds, rate, restages, p50, p95, errors in rows:
+    for remote, _ledger, clients, calls, seconds, rate, restages, p50, p95, lost in rows:
         assert int(calls) > 0 and float(seconds) > 0 and float(rate) > 0, (remote, clients)
-        assert float(restages) >= 0 and errors == "0"
+        assert float(restages) >= 0 and lost == "0"
         assert re.fullmatch(r"\d+ ms", p50) and re.fullmatch(r"\d+ ms", p95)
