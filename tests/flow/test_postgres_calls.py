@@ -137,10 +137,6 @@ def _states(url: str) -> list[str]:
         return [r[0] for r in conn.execute("SELECT state FROM calls")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="until flow/context.py gives a PostgreSQL context ReceiptStore(state, mirror=...)",
-)
 def test_a_call_made_on_one_clone_is_shown_on_another(
     repo: Repo, pg_url: str, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ kept in it."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import subprocess
 import sys
@@ -245,6 +246,13 @@ def test_receipts_written_on_one_clone_are_read_on_another(pg_url: str, tmp_path
         newer = b.write(_receipt("settled again on b\n"))
         again = a.load(IDENT.call_id, expected_sha256=newer)
         assert again is not None and again.output == "settled again on b\n"
+        # recover's batched store keeps writing to the ledger too.
+        batched = a.batch()
+        last = batched.write(_receipt("settled by recover\n"))
+        batched.sync()
+        stored = ledger.get_receipt(IDENT.call_id)
+        assert stored is not None and hashlib.sha256(stored).hexdigest() == last
+        newer = b.write(_receipt("settled again on b\n"))
         # A copy that matches neither the file nor the row's digest is still tampered with.
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("UPDATE receipts SET body = %s", (b"{}",))
