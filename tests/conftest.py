@@ -9,10 +9,13 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.pgserver import PostgresServer
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None)
@@ -176,6 +179,42 @@ def without_line_numbers(dump: dict[str, Any]) -> dict[str, Any]:
             hunk.pop("old_start", None)
             hunk.pop("new_start", None)
     return dump
+
+
+# --- PostgreSQL (tests/pgserver.py) ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this xdist worker's own (tests/pgserver.py), which tests may
+    restart or kill (each leaves it running); skipped where PostgreSQL is not installed, unless
+    ``APPLYONCE_REQUIRE_POSTGRES=1`` (CI), where that fails instead."""
+    from tests.pgserver import PostgresServer, find_binaries
+
+    if find_binaries() is None:
+        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("APPLYONCE_REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed (set APPLYONCE_TEST_POSTGRES to use a server)")
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres(request: pytest.FixtureRequest) -> str:
+    """A PostgreSQL superuser URL: ``APPLYONCE_TEST_POSTGRES`` when set (CI starts one server),
+    else :func:`pg_server`'s."""
+    return os.environ.get("APPLYONCE_TEST_POSTGRES") or request.getfixturevalue("pg_server").url()
+
+
+@pytest.fixture
+def pg_url(postgres: str) -> str:
+    """A fresh database of its own for this test."""
+    from tests.pgserver import create_database
+
+    return create_database(postgres)
 
 
 # --- a real Git server (tests/gitserver.py): one git daemon per session, a bare repo per test ---

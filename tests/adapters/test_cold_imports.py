@@ -38,6 +38,9 @@ NOT_FOR_A_CALL = [
     "applyonce.flow.view",
     "typer.rich_utils",
     "tomllib",  # only a patch that writes a .toml file has it parsed
+    # Only a postgresql:// ledger loads the driver; a call on the local ledger never does.
+    "psycopg",
+    "applyonce.state.postgres",
 ]
 # What printing the version or a command's help needs none of: Git, the ledger, the library (typer
 # itself builds a command's options with pydantic's type adapters).

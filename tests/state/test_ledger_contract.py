@@ -1,7 +1,9 @@
 """The contract of :class:`applyonce.state.ledger.Ledger`, run against every implementation.
 
-The same tests against :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a file in tmp_path
-and against the fake :class:`tests.state.fakes.MemoryLedger`: who gets to run a call, what replays,
+The same tests against :class:`applyonce.state.sqlite.ledger.SqliteLedger` on a file in tmp_path,
+:class:`applyonce.state.postgres.ledger.PostgresLedger` on a fresh database of a real server (the
+``pg_url`` fixture; skipped where PostgreSQL is not installed), and the fake
+:class:`tests.state.fakes.MemoryLedger`: who gets to run a call, what replays,
 what is taken over, ``record`` all or nothing, row changes (UNSET untouched, None null), events that
 rebuild the rows, ``ensure_row``, ``calls`` and ``events``, and claims as leases (renewed,
 taken over once ended whatever host made them, released by hand). Owners are real processes: a
@@ -65,14 +67,29 @@ ELSEWHERE = Owner(ME.pid, "build-host-2.example.invalid", "12345")
 @dataclasses.dataclass
 class Backend:
     """One ledger implementation: ``session()`` opens a handle on the test's one ledger (a new
-    connection for SQLite, which a thread cannot share; the same instance for the fake)."""
+    connection for SQLite, which a thread cannot share, and for PostgreSQL; the same instance for
+    the fake)."""
 
     name: str
     session: Callable[[], contextlib.AbstractContextManager[Ledger]]
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "postgres":
+        from applyonce.state.postgres.ledger import PostgresLedger
+
+        url = request.getfixturevalue("pg_url")
+
+        @contextlib.contextmanager
+        def postgres_session() -> Iterator[Ledger]:
+            ledger = PostgresLedger(url)
+            try:
+                yield ledger
+            finally:
+                ledger.close()
+
+        return Backend("postgres", postgres_session)
     if request.param == "sqlite":
 
         @contextlib.contextmanager
@@ -654,13 +671,18 @@ def test_calls_filter_by_state_oldest_first(ledger: Ledger) -> None:
 
 
 def test_calls_created_in_the_same_millisecond_are_still_oldest_first(
-    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+    ledger: Ledger, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import applyonce.state.sqlite.ledger
     import tests.state.fakes
 
     for module in (applyonce.state.sqlite.ledger, tests.state.fakes):
         monkeypatch.setattr(module, "now", lambda: "2025-01-01T00:00:00.000Z")
+    if backend.name == "postgres":
+        import applyonce.state.postgres.ledger as pg
+
+        # Its stamps come from the server's clock, through this one function.
+        monkeypatch.setattr(pg, "_at", lambda now: "2025-01-01T00:00:00.000Z")
     idents = sorted((ident(n) for n in range(1, 4)), key=lambda i: i.call_id, reverse=True)
     for one in idents:
         ledger.claim(one, ref=REF, owner=ME)

@@ -56,7 +56,7 @@ from applyonce.git.publisher import PublishUnknownError, TipMovedError
 from applyonce.git.store import GitTree
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
-from applyonce.state.storage import StorageError
+from applyonce.state.storage import LedgerUnavailableError, StorageError
 
 MAX_RESTAGES = 32
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -75,6 +75,12 @@ class UnrecordedCommitError(StateError):
         "the patch is applied (do not send it as a new call); make the state directory"
         " writable, then run 'applyonce recover' to finish its record"
     )
+
+
+_UNRECORDED_IN_DATABASE = (
+    "the patch is applied (do not send it as a new call); start the ledger's database, then run"
+    " 'applyonce recover' to finish its record"
+)
 
 
 class BaseMovedError(ConflictError):
@@ -396,6 +402,10 @@ def _run(
         # Recorded unknown, or in flight until recover learns if the remote took it: neither
         # is a rejection.
         raise
+    except LedgerUnavailableError:
+        # The ledger's server is gone: like a crash, the call stays in flight there (its
+        # receipt says prepared), and the next claim settles it through Git.
+        raise
     except ApplyOnceError as exc:
         if snap is not None:
             # Decided on the user's uncommitted files, not on the tip: once they change the
@@ -413,6 +423,7 @@ def _run(
         raise UnrecordedCommitError(
             f"commit {commit_id[:12]} is on {ref}, but its record could not be written"
             f" ({exc.message})",
+            hint=_UNRECORDED_IN_DATABASE if isinstance(exc, LedgerUnavailableError) else None,
             call_id=ident.call_id,
             commit=commit_id,
         ) from None

@@ -71,9 +71,9 @@ class Context:
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None and self.ledger_url is not None:
-            # psycopg only when asked for.
-            postgres = importlib.import_module("applyonce.state.postgres")
-            self._ledger = postgres.PostgresLedger(self.ledger_url)
+            from applyonce.state.postgres import PostgresLedger  # psycopg only when asked for
+
+            self._ledger = PostgresLedger(self.ledger_url)
         if self._ledger is None:
             path = self.state_dir / LEDGER_FILE
             if self.read_only and not path.exists():
@@ -134,7 +134,7 @@ def open_context(
     else:
         remote_module = importlib.import_module("applyonce.git.remote")
         publisher = remote_module.RemotePublisher(store, remote, index, state / JOURNAL_DIR)
-    return Context(
+    ctx = Context(
         store=store,
         publisher=publisher,
         checkouts=Checkouts(store, state / JOURNAL_DIR),
@@ -145,6 +145,11 @@ def open_context(
         ledger_url=ledger_url,
         remote=remote,
     )
+    if ledger_url is not None:
+        # A shared ledger keeps the receipts too (every clone sees every clone's calls); the
+        # files are a cache. The ledger is opened when first used, not here.
+        ctx.receipts = ReceiptStore(state, mirror=lambda: ctx.ledger)
+    return ctx
 
 
 def _ledger_url(store: GitStore, given: str | None) -> str | None:

@@ -1,7 +1,8 @@
 """The ledger (DESIGN §5): the record of every call — its events, and the state they lead to.
 
-:class:`Ledger` is the seam: what applyonce needs of a ledger, whatever keeps it (SQLite here,
-:class:`applyonce.state.sqlite.ledger.SqliteLedger`; PostgreSQL later). Its contract, which
+:class:`Ledger` is the seam: what applyonce needs of a ledger, whatever keeps it (a clone's own
+SQLite file, :class:`applyonce.state.sqlite.ledger.SqliteLedger`, or a PostgreSQL database that
+clones share, :class:`applyonce.state.postgres.ledger.PostgresLedger`). Its contract, which
 ``tests/state/test_ledger_contract.py`` runs against every implementation:
 
 * ``claim`` decides atomically who executes a call: of any number of processes racing on one

@@ -2,36 +2,84 @@
 
 Written atomically (:func:`applyonce.state.files.atomic_write`); every read is verified
 (:func:`applyonce.core.receipt.parse_receipt`). Only applyonce writes here.
+
+With a shared ledger (PostgreSQL), the receipts live in it too (a :class:`ReceiptMirror`) and the
+files become a cache, so every clone sees every clone's calls: a write goes to the file (fsynced,
+as always), then to the mirror; a read takes the file, else the mirror's copy (written back into
+the cache); and where the file's digest is not the one the call's ledger row names but the
+mirror's is, the mirror's copy wins (another clone ran the call again). A copy that matches
+neither is still reported as tampered with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from applyonce.core.identity import is_sha256_hex
 from applyonce.core.receipt import Receipt, ReceiptError, parse_receipt
+from applyonce.errors import ApplyOnceError
 from applyonce.state.files import atomic_write, ensure_dir, fsync_dir, stale_temp_files
 from applyonce.state.storage import storage_cause, storage_error
 
 
-class ReceiptStore:
-    """The receipts directory. Only applyonce writes here."""
+@runtime_checkable
+class ReceiptMirror(Protocol):
+    """Where receipts are kept besides the files: a ledger that many clones share."""
 
-    def __init__(self, state_dir: Path, *, batched: bool = False) -> None:
+    def put_receipt(self, call_id: str, sha256: str, body: bytes) -> None:
+        """Store ``body`` (whose digest is ``sha256``) as the receipt of ``call_id``, durably."""
+        ...
+
+    def get_receipt(self, call_id: str) -> bytes | None:
+        """The stored receipt of ``call_id`` (None: none); untrusted, verified by the reader."""
+        ...
+
+    def receipt_ids(self) -> list[str]:
+        """The calls with a stored receipt."""
+        ...
+
+
+# A mirror, or what gives one when first needed (a ledger is opened by its first use).
+MirrorSource = ReceiptMirror | Callable[[], object] | None
+
+
+class ReceiptStore:
+    """The receipts directory (and its :class:`ReceiptMirror`, if any). Only applyonce writes
+    here."""
+
+    def __init__(
+        self, state_dir: Path, *, batched: bool = False, mirror: MirrorSource = None
+    ) -> None:
         self.dir = state_dir / "receipts"
         # Batched: each receipt's data is fsynced before its rename, and the directory once for
         # all of them, by sync() (before any record names them).
         self.batched = batched
         self._unsynced = False
+        self._mirror_source = mirror
+        self._mirror: ReceiptMirror | None = None
+
+    @property
+    def mirror(self) -> ReceiptMirror | None:
+        """The mirror (None: the files are all there is)."""
+        if self._mirror is None and self._mirror_source is not None:
+            source = self._mirror_source
+            found = source() if not isinstance(source, ReceiptMirror) else source
+            self._mirror = found if isinstance(found, ReceiptMirror) else None
+            self._mirror_source = None
+        return self._mirror
 
     def batch(self) -> ReceiptStore:
         """A store over the same directory whose writes share one directory fsync
         (:meth:`sync`): for settling many calls at once (``applyonce recover``)."""
-        return ReceiptStore(self.dir.parent, batched=True)
+        return ReceiptStore(
+            self.dir.parent, batched=True, mirror=self._mirror or self._mirror_source
+        )
 
     def sync(self) -> None:
         """Make the renames of a batched store's writes durable (one fsync of the directory)."""
@@ -69,7 +117,10 @@ class ReceiptStore:
             if cause is None:
                 raise
             raise storage_error(self.dir, cause, exc.strerror or "") from None
-        return hashlib.sha256(data).hexdigest()
+        sha = hashlib.sha256(data).hexdigest()
+        if self.mirror is not None:
+            self.mirror.put_receipt(receipt.call_id, sha, data)
+        return sha
 
     def remove_stale_temps(self, call_id: str) -> None:
         """Remove the temp files a killed earlier execution of ``call_id`` left (it lists the
@@ -78,7 +129,7 @@ class ReceiptStore:
             tmp.unlink(missing_ok=True)
 
     def read_bytes(self, call_id: str) -> bytes | None:
-        """The receipt file's bytes (None: there is none).
+        """The receipt's bytes: the file's, else the mirror's copy (None: there is none).
 
         Raises:
             ReceiptError: it is not a regular file (a directory, a symlink, a device or a FIFO,
@@ -97,7 +148,7 @@ class ReceiptStore:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
-            return None
+            return self._from_mirror(call_id)
         except OSError as exc:
             raise unreadable("a symlink" if path.is_symlink() else exc.strerror) from None
         try:
@@ -119,9 +170,40 @@ class ReceiptStore:
         data = self.read_bytes(call_id)
         if data is None:
             return None
+        if (
+            expected_sha256 is not None
+            and self.mirror is not None
+            and hashlib.sha256(data).hexdigest() != expected_sha256
+        ):
+            # The cached file is not the receipt the ledger names: another clone may have
+            # settled the call since. Its copy wins if (and only if) it is the one named.
+            stored = self.mirror.get_receipt(call_id)
+            if stored is not None and hashlib.sha256(stored).hexdigest() == expected_sha256:
+                self._cache(call_id, stored)
+                data = stored
         return parse_receipt(data, call_id=call_id, expected_sha256=expected_sha256)
 
-    def call_ids(self) -> list[str]:
+    def _from_mirror(self, call_id: str) -> bytes | None:
+        if self.mirror is None:
+            return None
+        stored = self.mirror.get_receipt(call_id)
+        if stored is not None:
+            self._cache(call_id, stored)
+        return stored
+
+    def _cache(self, call_id: str, data: bytes) -> None:
+        """Keep the mirror's copy as the file, where this clone keeps receipts already (reading
+        a clone with no state creates none); a cache that cannot be written is no error."""
         if not self.dir.is_dir():
-            return []
-        return sorted(p.stem for p in self.dir.glob("*.json") if is_sha256_hex(p.stem))
+            return
+        with contextlib.suppress(OSError, ApplyOnceError):
+            atomic_write(self.path(call_id), data, durable=False, sync_dir=False)
+
+    def call_ids(self) -> list[str]:
+        """Every call with a receipt (the files', and the mirror's)."""
+        found = set()
+        if self.dir.is_dir():
+            found = {p.stem for p in self.dir.glob("*.json") if is_sha256_hex(p.stem)}
+        if self.mirror is not None:
+            found.update(c for c in self.mirror.receipt_ids() if is_sha256_hex(c))
+        return sorted(found)

@@ -13,7 +13,7 @@ import errno
 import os
 from pathlib import Path
 
-from applyonce.errors import UsageError
+from applyonce.errors import EXIT_CONFLICT, UsageError
 
 # Below this much free space, an I/O error while writing is put down to a full disk.
 LOW_SPACE_BYTES = 1 << 20
@@ -72,4 +72,21 @@ def storage_error(directory: Path, cause: str, detail: str = "") -> StorageError
         hint=hint,
         path=str(directory),
         cause=cause,
+    )
+
+
+class LedgerUnavailableError(StorageError):
+    """The ledger's database server cannot be reached, or the connection to it was lost.
+
+    A :class:`StorageError`: after a publish, :mod:`applyonce.flow.apply` reports the commit as
+    landed but unrecorded (exit 5), as for any state it cannot write. Before it, exit 4 and
+    retryable: nothing took effect, and a call caught in flight is settled later through Git.
+    """
+
+    kind = "ledger-unavailable"
+    exit_code = EXIT_CONFLICT
+    default_retryable = True
+    default_hint = (
+        "start the database or fix --ledger/applyonce.ledger; then repeat the call or run"
+        " 'applyonce recover': Git decides whether it landed"
     )

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from applyonce.core.identity import CallIdentity, is_sha256_hex
+from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import now
 from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
@@ -32,7 +32,6 @@ from applyonce.state.ledger import (
     Claim,
     Event,
     EventKind,
-    LedgerError,
     LoggedEvent,
     Owner,
     RowChange,
@@ -44,6 +43,7 @@ from applyonce.state.ledger import (
     judge_reopen,
     judge_take_over,
 )
+from applyonce.state.rows import call_row, logged_event
 from applyonce.state.sqlite.connection import Database, database_error
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -127,48 +127,6 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-# What a row read back may hold, column by column: the ledger is a file anyone can edit, and a row
-# of another shape must be refused as unreadable, not crash whatever reads it (None: NULL). A state
-# this version does not know is not refused here: a claim settles such a call from Git. (The lease
-# columns are read leniently by _row itself.)
-_ROW_TYPES: dict[str, tuple[type | None, ...]] = {
-    "call_id": (str,),
-    "state": (str,),
-    "execution_id": (str, None),
-    "args_sha256": (str,),
-    "idempotency_key": (str, None),
-    "ref": (str,),
-    "base_commit": (str, None),
-    "commit_id": (str, None),
-    "exit_code": (int, None),
-    "retryable": (int,),
-    "receipt_sha256": (str, None),
-    "synced": (int,),
-    "owner_pid": (int, None),
-    "owner_host": (str, None),
-    "owner_start": (str, None),
-    "created_at": (str,),
-    "updated_at": (str,),
-}
-
-
-def _is(value: Any, types: tuple[type | None, ...]) -> bool:
-    return (value is None and None in types) or any(
-        t is not None and isinstance(value, t) for t in types
-    )
-
-
-def _identity_ok(data: dict[str, Any]) -> bool:
-    """An event's recorded identity, if it has one, is one (recover rebuilds receipts from it)."""
-    if "identity" not in data:
-        return True
-    try:
-        CallIdentity.model_validate(data["identity"])
-    except ValidationError:
-        return False
-    return True
-
-
 class SqliteLedger:
     """The local ledger. See :class:`applyonce.state.ledger.Ledger` for the contract."""
 
@@ -197,12 +155,6 @@ class SqliteLedger:
             yield
         except sqlite3.Error as exc:
             raise database_error(self.path, exc) from None
-
-    def _malformed(self, what: str, call_id: Any) -> LedgerError:
-        return LedgerError(
-            f"the ledger {self.path} has a malformed {what} (call {str(call_id)[:16]!r})",
-            call_id=call_id if isinstance(call_id, str) else None,
-        )
 
     def get(self, call_id: str) -> CallRow | None:
         with self._readable():
@@ -248,22 +200,7 @@ class SqliteLedger:
         self, seq: Any, call_id: Any, execution_id: Any, kind: Any, at: Any, data: Any
     ) -> LoggedEvent:
         """An event read back, refused unless it has the shape :meth:`_append` writes."""
-        try:
-            decoded = orjson.loads(data) if isinstance(data, str) else None
-        except orjson.JSONDecodeError:
-            decoded = None
-        if not (
-            isinstance(seq, int)
-            and isinstance(call_id, str)
-            and _is(execution_id, (str, None))
-            and isinstance(kind, str)
-            and isinstance(at, str)
-            and isinstance(decoded, dict)
-            and isinstance(decoded.get("set", {}), dict)
-            and _identity_ok(decoded)
-        ):
-            raise self._malformed(f"event #{seq}", call_id)
-        return LoggedEvent(seq, call_id, execution_id, kind, at, decoded)
+        return logged_event(str(self.path), seq, call_id, execution_id, kind, at, data)
 
     def _call_columns(self, db: sqlite3.Connection | None = None) -> list[str]:
         """The columns of ``calls`` (asked once per ledger, not once per row)."""
@@ -273,46 +210,7 @@ class SqliteLedger:
         return self._columns
 
     def _row(self, row: tuple[Any, ...], db: sqlite3.Connection | None = None) -> CallRow:
-        r = dict(zip(self._call_columns(db), row, strict=True))
-        if not (
-            all(_is(r.get(column), types) for column, types in _ROW_TYPES.items())
-            and is_sha256_hex(r["call_id"])
-        ):
-            raise self._malformed("row", r.get("call_id"))
-        owner = (
-            Owner(
-                r["owner_pid"],
-                r["owner_host"] or "",
-                r["owner_start"] or "",
-                # Read leniently: anything but text counts as not recorded (the lease decides).
-                _text(r.get("owner_pidns")),
-                _text(r.get("owner_boot")),
-            )
-            if r["owner_pid"] is not None
-            else None
-        )
-        lease = (
-            Lease(str(r["lease_expires_at"]), _seconds(r["lease_seconds"]))
-            if r["lease_expires_at"] is not None
-            else None
-        )
-        return CallRow(
-            call_id=r["call_id"],
-            state=r["state"],
-            execution_id=r["execution_id"],
-            args_sha256=r["args_sha256"],
-            idempotency_key=r["idempotency_key"],
-            ref=r["ref"],
-            base_commit=r["base_commit"],
-            commit_id=r["commit_id"],
-            exit_code=r["exit_code"],
-            retryable=bool(r["retryable"]),
-            receipt_sha256=r["receipt_sha256"],
-            synced=bool(r["synced"]),
-            owner=owner,
-            updated_at=r["updated_at"],
-            lease=lease,
-        )
+        return call_row(dict(zip(self._call_columns(db), row, strict=True)), str(self.path))
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -492,13 +390,3 @@ class SqliteLedger:
             " created_at, updated_at) VALUES (?, 'new', ?, ?, ?, ?, ?)",
             (ident.call_id, ident.args_sha256, ident.idempotency_key, ref, at, at),
         )
-
-
-def _seconds(value: Any) -> float:
-    """A lease length as read back (an untrusted row: anything but a number counts as none)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def _text(value: Any) -> str:
-    """An owner's namespace or boot as read back (anything but text counts as not recorded)."""
-    return value if isinstance(value, str) else ""

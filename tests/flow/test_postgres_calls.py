@@ -1,0 +1,155 @@
+"""Calls on a PostgreSQL ledger, through the real CLI: a database that is down fails at once with
+one line and writes nothing; a server killed mid-call ends the call like a crash (one line, exit
+4), and the call is settled later through Git, never applied twice; a call made on one clone is
+seen on another."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from applyonce import Executor
+from applyonce.flow import apply as apply_flow
+from applyonce.flow.apply import UnrecordedCommitError
+from tests.conftest import UTIL_PATCH as PATCH
+from tests.conftest import Repo, apply, run_cli
+from tests.pgserver import PostgresServer
+
+HINT = "start the database or fix --ledger/applyonce.ledger"
+
+
+def _one_line_error(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_a_database_that_is_not_listening_fails_at_once_and_writes_nothing(
+    repo: Repo, tmp_path: Path
+) -> None:
+    head, files = repo.head(), repo.files()
+    url = f"postgresql://agent:s3cr3t-pw@/fleet?host={tmp_path}&connect_timeout=2"
+    started = time.monotonic()
+    result = apply(repo, PATCH, "--ledger", url)
+    assert time.monotonic() - started < 10
+    assert result.returncode == 4, result.stderr
+    line = _one_line_error(result.stderr)
+    assert f"cannot reach the ledger database 'fleet' on {tmp_path} as 'agent'" in line
+    assert HINT in line and "s3cr3t-pw" not in result.stderr + result.stdout
+    assert (repo.head(), repo.files()) == (head, files)
+    assert repo.git("status", "--porcelain") == ""
+    receipts = repo.state_dir() / "receipts"
+    assert not receipts.exists() or not any(receipts.iterdir())
+
+
+# A --check that crashes the ledger's server while the call runs (an immediate shutdown: every
+# backend dies at once, the next start replays the WAL), and returns once it is down.
+_KILL_SERVER = """
+import os, signal, sys, time
+pid = int(sys.argv[1])
+os.kill(pid, signal.SIGQUIT)
+for _ in range(500):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.01)
+"""
+
+
+def test_a_server_killed_mid_call_ends_it_like_a_crash_and_git_settles_it(
+    repo: Repo, pg_server: PostgresServer, tmp_path: Path
+) -> None:
+    try:
+        url = pg_server.create_database()
+        script = tmp_path / "kill_server.py"
+        script.write_text(_KILL_SERVER)
+        check = f"{sys.executable} {script} {pg_server.postmaster_pid()}"
+        head = repo.head()
+        died = apply(repo, PATCH, "--ledger", url, "--check", check)
+        assert died.returncode == 4, died.stderr
+        line = _one_line_error(died.stderr)
+        assert "lost the connection to the ledger database" in line and HINT in line
+        assert repo.head() == head  # nothing published
+        # In flight, as a crash leaves it: not settled as a rejection on the way out.
+        [cached] = (repo.state_dir() / "receipts").glob("*.json")
+        assert orjson.loads(cached.read_bytes())["status"] == "prepared"
+        pg_server.restart()  # the database is back; the call is in flight in it
+        assert _states(url) == ["prepared"]
+        again = apply(repo, PATCH, "--ledger", url, "--json")
+        assert again.returncode == 0, again.stderr
+        receipt = orjson.loads(again.stdout)
+        assert receipt["status"] == "committed"
+        assert repo.call_ids() == [receipt["call_id"]]  # applied once
+        assert repo.head() == receipt["commit"]
+        recovered = run_cli("recover", "--repo", str(repo.path), "--ledger", url)
+        assert recovered.returncode == 0, recovered.stderr
+        assert _states(url) == ["committed"]
+    finally:
+        pg_server.ensure_running()
+
+
+def test_the_server_lost_after_the_publish_is_an_unrecorded_commit_until_recovered(
+    repo: Repo, pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed right after the publish (the fault point's hook kills the real server): the commit
+    landed, its record could not be written, so exit 5 ("do not send it again"), never a
+    rejection; 'recover' finishes the record once the database is back."""
+    url = pg_server.create_database()
+    arm = apply_flow.fault
+
+    def kill_server_after_publish(point: str) -> None:
+        if point == "after-publish":
+            pg_server.kill()
+        arm(point)
+
+    monkeypatch.setattr(apply_flow, "fault", kill_server_after_publish)
+    executor = Executor(repo.path, ledger=url)
+    try:
+        with pytest.raises(UnrecordedCommitError) as unrecorded:
+            executor.apply(PATCH)
+        assert unrecorded.value.exit_code == 5
+        assert "lost the connection to the ledger" in unrecorded.value.message
+        assert "start the ledger's database, then run 'applyonce recover'" in unrecorded.value.hint
+        [call_id] = repo.call_ids()  # it landed
+        pg_server.restart()
+        # This process holds the claim (it is alive: no other process may take it before its
+        # lease ends); its own recover takes it over, on a new connection.
+        report = executor.recover()
+        assert [(o.call_id, o.now) for o in report.outcomes] == [(call_id, "committed")]
+        assert _states(url) == ["committed"] and repo.call_ids() == [call_id]
+    finally:
+        executor.close()
+        pg_server.ensure_running()
+
+
+def _states(url: str) -> list[str]:
+    """The states of the calls in the ledger at ``url``."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT state FROM calls")]
+
+
+def test_a_call_made_on_one_clone_is_shown_on_another(
+    repo: Repo, pg_url: str, tmp_path: Path
+) -> None:
+    done = apply(repo, PATCH, "--ledger", pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    call_id = orjson.loads(done.stdout)["call_id"]
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
+    shown = run_cli("show", call_id, "--repo", str(clone), "--ledger", pg_url, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert orjson.loads(shown.stdout)["call_id"] == call_id
+    logged = run_cli("log", "--repo", str(clone), "--ledger", pg_url, "--json")
+    assert logged.returncode == 0, logged.stderr
+    assert call_id in logged.stdout
+    audited = run_cli("audit", "--repo", str(clone), "--ledger", pg_url)
+    assert audited.returncode == 0, audited.stdout + audited.stderr
