@@ -326,3 +326,24 @@ def test_a_shared_record_rolls_the_staged_commit_forward_from_another_clone(
     assert receipt["status"] == "committed"
     assert receipt["commit"] == served.server_git("rev-parse", "main").strip()
     assert receipt["remote"] == served.url
+
+
+def test_with_a_postgresql_ledger_another_clone_rolls_the_staged_commit_forward(
+    served: Served, tmp_path: Path, pg_url: str
+) -> None:
+    """The fleet set-up: one PostgreSQL ledger, one remote. A call killed between the two pushes
+    in one clone is published by a recover in another clone, which fetches its commit object."""
+    fleet = ("--remote", "origin", "--ledger", pg_url)
+    killed = apply_remote(
+        served.clone, UTIL_PATCH, "--ledger", pg_url, env={"APPLYONCE_FAULT": "after-push-objects"}
+    )
+    assert killed.returncode == -9
+    other = served.another_clone(tmp_path / "other")
+    done = run_cli("recover", "--repo", str(other.path), *fleet)
+    assert done.returncode == 0, done.stderr
+    assert "published it now" in done.stdout
+    assert len(server_calls(served)) == 1 and pending_refs(served) == []
+    again = apply_remote(served.clone, UTIL_PATCH, "--ledger", pg_url, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["commit"] == served.server_git("rev-parse", "main").strip()
+    assert len(server_calls(served)) == 1
