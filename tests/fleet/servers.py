@@ -1,16 +1,12 @@
 """The fleet's servers: the session's ``git daemon`` (tests/gitserver.py) serving the one bare
-repository, and a PostgreSQL server of the test's own (tests/pgserver.py; the scenario restarts it,
-so it cannot share the session's). Skipped where the binaries are missing, failed instead when
-``APPLYONCE_REQUIRE_POSTGRES=1`` / ``APPLYONCE_REQUIRE_GIT_DAEMON=1``."""
+repository, and a PostgreSQL server of the test's own (tests/pgserver.py; the scenario crashes and
+restarts it, so it cannot share the session's); the fixture is in tests/fleet/conftest.py."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.conftest import make_repo
 from tests.fleet.fleet import Call, git
@@ -83,19 +79,3 @@ def postgres_missing() -> bool:
     from tests.pgserver import find_binaries
 
     return find_binaries() is None
-
-
-@pytest.fixture
-def fleet_servers(git_daemon: Any) -> Iterator[FleetServers]:
-    """The session's git daemon and a PostgreSQL server of this test's own; skipped where the
-    binaries are missing, unless ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
-    if postgres_missing():
-        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PostgreSQL is not installed (APPLYONCE_REQUIRE_POSTGRES=1)")
-        pytest.skip("PostgreSQL is not installed")
-    servers = FleetServers(git_daemon)
-    servers.start()
-    try:
-        yield servers
-    finally:
-        servers.stop()

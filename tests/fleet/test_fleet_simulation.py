@@ -33,9 +33,7 @@ from tests.fleet.fleet import (
     send_through_api,
     timeline,
 )
-from tests.fleet.servers import FleetServers, fleet_servers
-
-__all__ = ["fleet_servers"]
+from tests.fleet.servers import FleetServers
 
 CLIENTS = 3
 # Per client; with the shared calls' sends, over 50 calls per client. APPLYONCE_FLEET_DISTINCT=N
