@@ -17,6 +17,8 @@ POINTS = (
     "after-check",
     "after-commit-object",
     "after-push-objects",  # --remote: the commit's objects are on the remote, its branch not moved
+    # --remote: a lagging checked-out branch moved to the remote's tip, its files not yet synced
+    "during-catch-up",
     "during-publish",  # the branch's ref lock journaled, libgit2 not yet called
     "after-publish",
     "after-receipt-tmp",

@@ -44,7 +44,7 @@ from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
 from applyonce.flow.replays import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
-from applyonce.flow.sync import sync_after_publish
+from applyonce.flow.sync import catch_up, sync_after_publish
 from applyonce.flow.verify import (
     UnknownOutcomeError,
     check_same_args,
@@ -334,6 +334,10 @@ def _run(
     checks: list[CheckRecord] = []
     snap: Snapshot | None = None
     try:
+        # With a remote as the commit point, the checkout catches up with other clones' calls
+        # first: it then holds what the call is staged on, and its files are not taken for edits.
+        with contextlib.suppress(ApplyOnceError, OSError):
+            catch_up(ctx, ref, base)
         base_tree = ctx.store.tree_at(base)
         dirty_mode = options.dirty or "refuse"
         snap = take_dirty(ctx, ident, ref, base, base_tree, touched_paths(ctx, args), dirty_mode)

@@ -13,7 +13,6 @@ repository's own ledger file and branch.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,8 +131,9 @@ def open_context(
     if remote is None:
         publisher = LocalRefPublisher(store, index, state / JOURNAL_DIR)
     else:
-        remote_module = importlib.import_module("applyonce.git.remote")
-        publisher = remote_module.RemotePublisher(store, remote, index, state / JOURNAL_DIR)
+        from applyonce.git.remote import RemotePublisher
+
+        publisher = RemotePublisher(store, remote, index, state / JOURNAL_DIR)
     ctx = Context(
         store=store,
         publisher=publisher,

@@ -37,7 +37,7 @@ from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
-from applyonce.flow.sync import sync_many
+from applyonce.flow.sync import resume_catch_up, sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
 from applyonce.state.lease import DEFAULT_LEASE_S, Heartbeat, Hold, Owner, hold_of
@@ -157,6 +157,16 @@ def _held_why(row: CallRow, hold: Hold | None) -> str:
 
 def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     settled = {o.call_id: i for i, o in enumerate(report.outcomes)}
+    try:
+        caught_up = resume_catch_up(ctx)
+    except (ApplyOnceError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+        report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        report.unsynced = True
+    else:
+        if any(r.written for r in caught_up):
+            report.notes.append("checkout brought up to the remote's branch (a catch-up cut short)")
+        report.unsynced = report.unsynced or any(r.failed for r in caught_up)
     receipts = []
     for row in ctx.ledger.unsynced():
         try:

@@ -1,0 +1,93 @@
+"""A clone whose checked-out branch lags the remote's (other clones' calls landed there) catches up
+before its next call, as ``git pull --ff-only`` would: its checkout then holds what the call is
+staged on, so a clean file another clone changed is not taken for the user's edit. The user's
+edits and commits are never moved over; a catch-up cut short by a crash is finished by
+``recover``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, run_cli
+from tests.flow.test_remote_publish import apply_remote, assert_linear, server_calls
+
+# Both change src/util.py, in different lines: the second is staged on the first's commit.
+UTIL_TOO = (
+    "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 2\n+OTHER = 3\n*** End Patch\n"
+)
+
+
+def test_a_lagging_clean_checkout_catches_up_and_the_call_lands(
+    served: Served, tmp_path: Path
+) -> None:
+    other = served.another_clone(tmp_path / "other")
+    first = apply_remote(served.clone, UTIL_PATCH, "--json")
+    assert first.returncode == 0, first.stderr
+    behind = other.head()
+    # The other clone's branch and checkout still hold the file as it was: clean, not edited.
+    assert (other.path / "src/util.py").read_text() == "VALUE = 1\n"
+    second = apply_remote(other, UTIL_TOO, "--json")
+    assert second.returncode == 0, second.stderr + second.stdout
+    receipt = json.loads(second.stdout)
+    assert receipt["base_commit"] == json.loads(first.stdout)["commit"]
+    assert other.head() == receipt["commit"] != behind
+    assert (other.path / "src/util.py").read_text() == "VALUE = 2\nOTHER = 3\n"
+    assert other.git("status", "--porcelain") == ""
+    assert len(server_calls(served)) == 2
+    assert_linear(served)
+    assert not (other.state_dir() / "catch-up.json").exists()
+
+
+def test_the_users_edit_on_a_path_another_clone_changed_is_kept(
+    served: Served, tmp_path: Path
+) -> None:
+    other = served.another_clone(tmp_path / "other")
+    assert apply_remote(served.clone, UTIL_PATCH).returncode == 0
+    behind = other.head()
+    (other.path / "src/util.py").write_text("VALUE = 1  # mine\n")
+    # A call on another path lands; the lagging branch stays (git pull --ff-only would refuse),
+    # and the user's edit is as it was.
+    done = apply_remote(other, APP_PATCH, "--json")
+    assert done.returncode == 0, done.stderr
+    assert (other.path / "src/util.py").read_text() == "VALUE = 1  # mine\n"
+    assert other.head() == behind
+    assert len(server_calls(served)) == 2
+
+
+def test_a_catch_up_killed_before_its_files_are_synced_is_finished_by_recover(
+    served: Served, tmp_path: Path
+) -> None:
+    other = served.another_clone(tmp_path / "other")
+    assert apply_remote(served.clone, UTIL_PATCH).returncode == 0
+    killed = apply_remote(other, APP_PATCH, env={"APPLYONCE_FAULT": "during-catch-up"})
+    assert killed.returncode == -9
+    # The branch moved to the remote's tip; its files are not synced yet: journaled.
+    assert (other.state_dir() / "catch-up.json").exists()
+    assert other.git("status", "--porcelain").split() == ["M", "src/util.py"]
+    recovered = run_cli("recover", "--repo", str(other.path), "--remote", "origin")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert "catch-up cut short" in recovered.stdout
+    assert (other.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert other.git("status", "--porcelain") == ""
+    assert not (other.state_dir() / "catch-up.json").exists()
+    # The call itself never ran (killed before staging): it runs now, once.
+    again = apply_remote(other, APP_PATCH, "--json")
+    assert again.returncode == 0, again.stderr
+    assert len(server_calls(served)) == 2
+    assert other.git("status", "--porcelain") == ""
+
+
+def test_the_users_own_commit_keeps_the_branch_where_it_is(
+    served: Served, tmp_path: Path
+) -> None:
+    other: Repo = served.another_clone(tmp_path / "other")
+    assert apply_remote(served.clone, UTIL_PATCH).returncode == 0
+    (other.path / "notes.txt").write_text("mine\n")
+    other.git("add", "notes.txt")
+    other.git("commit", "-qm", "my own commit")
+    mine = other.head()
+    done = apply_remote(other, APP_PATCH, "--json")
+    assert done.returncode == 0, done.stderr
+    assert other.head() == mine  # never moved over the user's own commit
+    assert other.git("cat-file", "-t", mine).strip() == "commit"
