@@ -4,12 +4,14 @@ harness uses), so a phase of hundreds of calls does not pay a process start-up p
     python3 tests/fleet/client.py CLONE LEDGER_URL REMOTE < CALLS.json
 
 stdin: a JSON list of ``{"key", "patch", "tool_call_id", "attempt"}``; stdout: one JSON line per
-call, ``{"key", "status", "call_id", "reconciled"}`` or ``{"key", "error", "kind"}``."""
+call, ``{"key", "status", "call_id", "reconciled", "seconds"}`` or ``{"key", "error", "kind",
+"seconds"}``."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 
 def main() -> int:
@@ -21,6 +23,7 @@ def main() -> int:
     try:
         for call in json.load(sys.stdin):
             line: dict[str, object] = {"key": call["key"]}
+            started = time.monotonic()
             try:
                 receipt = executor.apply(
                     call["patch"], tool_call_id=call["tool_call_id"], attempt=call["attempt"]
@@ -31,6 +34,7 @@ def main() -> int:
                 line.update(
                     status=receipt.status, call_id=receipt.call_id, reconciled=receipt.reconciled
                 )
+            line["seconds"] = round(time.monotonic() - started, 3)
             print(json.dumps(line), flush=True)
     finally:
         executor.close()
