@@ -181,6 +181,42 @@ def without_line_numbers(dump: dict[str, Any]) -> dict[str, Any]:
     return dump
 
 
+# --- PostgreSQL (tests/pgserver.py) ------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this xdist worker's own (tests/pgserver.py), which tests may
+    restart or kill (each leaves it running); skipped where PostgreSQL is not installed, unless
+    ``APPLYONCE_REQUIRE_POSTGRES=1`` (CI), where that fails instead."""
+    from tests.pgserver import PostgresServer, find_binaries
+
+    if find_binaries() is None:
+        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("APPLYONCE_REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed (set APPLYONCE_TEST_POSTGRES to use a server)")
+    server = PostgresServer().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def postgres(request: pytest.FixtureRequest) -> str:
+    """A PostgreSQL superuser URL: ``APPLYONCE_TEST_POSTGRES`` when set (CI starts one server),
+    else :func:`pg_server`'s."""
+    return os.environ.get("APPLYONCE_TEST_POSTGRES") or request.getfixturevalue("pg_server").url()
+
+
+@pytest.fixture
+def pg_url(postgres: str) -> str:
+    """A fresh database of its own for this test."""
+    from tests.pgserver import create_database
+
+    return create_database(postgres)
+
+
 # --- a real Git server (tests/gitserver.py): one git daemon per session, a bare repo per test ---
 
 
@@ -235,39 +271,3 @@ def served(git_daemon: Any, tmp_path: Path) -> Served:
     seed.git("push", "-q", url, "main:refs/heads/main")
     clone = Repo(git_daemon.clone(url, tmp_path / "clone"))
     return Served(git_daemon, url, git_daemon.path_of(url), clone)
-
-
-# --- PostgreSQL (tests/pgserver.py) ------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server of this xdist worker's own (tests/pgserver.py), which tests may
-    restart or kill (each leaves it running); skipped where PostgreSQL is not installed, unless
-    ``APPLYONCE_REQUIRE_POSTGRES=1`` (CI), where that fails instead."""
-    from tests.pgserver import PostgresServer, find_binaries
-
-    if find_binaries() is None:
-        if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
-            pytest.fail("APPLYONCE_REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
-        pytest.skip("PostgreSQL is not installed (set APPLYONCE_TEST_POSTGRES to use a server)")
-    server = PostgresServer().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def postgres(request: pytest.FixtureRequest) -> str:
-    """A PostgreSQL superuser URL: ``APPLYONCE_TEST_POSTGRES`` when set (CI starts one server),
-    else :func:`pg_server`'s."""
-    return os.environ.get("APPLYONCE_TEST_POSTGRES") or request.getfixturevalue("pg_server").url()
-
-
-@pytest.fixture
-def pg_url(postgres: str) -> str:
-    """A fresh database of its own for this test."""
-    from tests.pgserver import create_database
-
-    return create_database(postgres)
