@@ -58,3 +58,30 @@ def test_recover_never_publishes_a_pending_commit_whose_call_it_does_not_know(
     assert _server_tip(served) == before, "a hostile pending commit was published"
     assert git(served.server, "cat-file", "-t", hostile).strip() == "commit"
     assert "published" not in done.stdout
+
+
+def test_a_foreign_commit_with_a_copied_call_id_on_the_server_is_never_adopted(
+    served: Served, tmp_path: Path
+) -> None:
+    """Someone pushes to the server's branch a commit of their own under a genuine call's message
+    (its Call-Id trailer copied). The call, applied from a clone, must not be reported committed
+    by that commit, and audit must name it forged."""
+    scratch = served.another_clone(tmp_path / "scratch")
+    made = run_cli("apply", "-", "--repo", str(scratch.path), input=UTIL_PATCH)  # local only
+    assert made.returncode == 0, made.stderr
+    message = scratch.git("log", "-1", "--format=%B").strip()
+    attacker = served.another_clone(tmp_path / "attacker")
+    (attacker.path / "backdoor.py").write_text("evil\n")
+    attacker.git("add", "backdoor.py")
+    attacker.git("commit", "-q", "-m", message)
+    attacker.git("push", "-q", "origin", "HEAD:main")
+    forged_tip = _server_tip(served)
+
+    run = run_cli("apply", "-", "--repo", str(served.clone.path), "--remote", "origin",
+                  "--json", input=UTIL_PATCH)
+    assert run.returncode == 5, run.stdout + run.stderr
+    assert '"forged-call-id"' in run.stdout and forged_tip[:12] in run.stdout
+    assert "Traceback" not in run.stderr
+    audit = run_cli("audit", "--repo", str(served.clone.path), "--remote", "origin")
+    assert audit.returncode == 1
+    assert "forged" in (audit.stdout + audit.stderr).lower(), audit.stdout + audit.stderr
