@@ -85,3 +85,32 @@ def test_a_foreign_commit_with_a_copied_call_id_on_the_server_is_never_adopted(
     audit = run_cli("audit", "--repo", str(served.clone.path), "--remote", "origin")
     assert audit.returncode == 1
     assert "forged" in (audit.stdout + audit.stderr).lower(), audit.stdout + audit.stderr
+
+
+def test_a_password_in_the_query_of_a_refused_ledger_url_is_never_printed(repo: Repo) -> None:
+    """``--ledger`` that is not a PostgreSQL URL is refused (exit 2) by a message that repeats it:
+    a password given as a query parameter (as libpq URLs allow) must not be in it."""
+    before = (repo.files(), repo.head())
+    run = run_cli(
+        "apply", "-", "--repo", str(repo.path), "--ledger",
+        "mysql://u@db.example/app?password=s3cret-token", input=UTIL_PATCH,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "s3cret-token" not in run.stdout + run.stderr
+    assert "is not a ledger applyonce can use" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert (repo.files(), repo.head()) == before and not repo.state_dir().exists()
+
+
+def test_a_ledger_url_with_a_bad_option_value_is_a_usage_error(repo: Repo) -> None:
+    """A libpq option with a value libpq cannot read is the URL's fault, not a database that is
+    down: exit 2 (usage), not 4 ('start the database ... repeat the call')."""
+    before = (repo.files(), repo.head())
+    run = run_cli(
+        "apply", "-", "--repo", str(repo.path), "--ledger",
+        "postgresql://u@/db?host=/nonexistent&connect_timeout=soon", input=UTIL_PATCH,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "connect_timeout" in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert (repo.files(), repo.head()) == before and not repo.state_dir().exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +194,8 @@ def _remote(store: GitStore, given: str | None) -> str | None:
 
 def redacted_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages: never print a secret)."""
+    # A password may also be a query parameter (libpq's ``?password=``).
+    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
