@@ -114,3 +114,24 @@ def test_a_ledger_url_with_a_bad_option_value_is_a_usage_error(repo: Repo) -> No
     assert "connect_timeout" in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert (repo.files(), repo.head()) == before and not repo.state_dir().exists()
+
+
+def test_pending_refs_that_name_no_commit_of_theirs_are_left_without_a_traceback(
+    served: Served, tmp_path: Path
+) -> None:
+    """Pending refs crafted on the server: one whose name is a commit that exists nowhere, one
+    pointing at a blob, one at a tree. recover reads them, publishes nothing and settles every other
+    call; it never fails (it did: exit 3, "object is no commit object")."""
+    attacker = served.another_clone(tmp_path / "attacker")
+    blob = attacker.git("rev-parse", "HEAD:README.md").strip()
+    tree = attacker.git("rev-parse", "HEAD^{tree}").strip()
+    head = attacker.head()
+    attacker.git("push", "-q", "origin",
+                 f"{head}:{PENDING}{'ab' * 20}",
+                 f"{blob}:{PENDING}{blob}",
+                 f"{tree}:{PENDING}{tree}")
+    before = _server_tip(served)
+    done = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _server_tip(served) == before

@@ -241,9 +241,19 @@ class RemotePublisher:
         for name in self.store.repo.references:
             if name.startswith(local):
                 parsed = parse_pending(PENDING + name[len(local) :])
-                if parsed is not None:
+                if parsed is not None and self._names_its_commit(name, parsed[1]):
                     found.append(parsed)
         return sorted(found)
+
+    def _names_its_commit(self, name: str, commit: str) -> bool:
+        """Whether the ref ``name`` points at the commit its name says, as applyonce's own do.
+        Anyone who may push may make others (at a blob, a tree, another commit): not a push
+        of applyonce's, so not one to settle (and never a reason for recover to fail)."""
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            target = self.store.repo.references[name].resolve().target
+            obj = self.store.repo.get(target)
+            return str(target) == commit and obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
+        return False
 
     def forget_pending(self, ref: str, commit: str) -> None:
         """Delete the pending ref of ``commit`` on the remote (its call is settled)."""
