@@ -252,7 +252,8 @@ class RemotePublisher:
         with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
             target = self.store.repo.references[name].resolve().target
             obj = self.store.repo.get(target)
-            return str(target) == commit and obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
+            is_commit = obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
+            return str(target) == commit and is_commit
         return False
 
     def forget_pending(self, ref: str, commit: str) -> None:
