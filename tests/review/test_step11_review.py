@@ -221,3 +221,33 @@ def test_a_call_another_clone_committed_on_the_shared_ledger_is_its_result_here(
     assert log.returncode == 0, log.stdout + log.stderr
     audit = run_cli("audit", "--repo", str(third.path), "--remote", "origin", "--ledger", pg_url)
     assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+def test_a_receipt_tampered_with_in_the_shared_ledger_is_reported_not_trusted(
+    served: Served, tmp_path: Path, pg_url: str
+) -> None:
+    """The receipts table of the PostgreSQL ledger edited by hand (its body and its digest
+    column both, self-consistently): another clone's show refuses it (exit 5) and audit reports
+    it; the call's ledger row names the digest of what applyonce wrote."""
+    import hashlib
+    import json
+
+    import psycopg
+
+    other = served.another_clone(tmp_path / "other")
+    fleet = ("--remote", "origin", "--ledger", pg_url)
+    first = run_cli("apply", "-", "--repo", str(served.clone.path), *fleet, "--json",
+                    input=UTIL_PATCH)
+    assert first.returncode == 0, first.stderr
+    call_id = json.loads(first.stdout)["call_id"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (body,) = conn.execute("SELECT body FROM receipts WHERE call_id = %s", (call_id,)).fetchone()
+        forged = bytes(body).replace(b"\"updated_at\": \"2", b"\"updated_at\": \"1")
+        assert forged != bytes(body)
+        conn.execute("UPDATE receipts SET body = %s, sha256 = %s WHERE call_id = %s",
+                     (forged, hashlib.sha256(forged).hexdigest(), call_id))
+    shown = run_cli("show", call_id, "--repo", str(other.path), *fleet)
+    assert shown.returncode == 5, shown.stdout + shown.stderr
+    assert "changed after applyonce wrote it" in shown.stderr
+    audit = run_cli("audit", "--repo", str(other.path), *fleet)
+    assert audit.returncode == 1 and "tampered" in audit.stdout, audit.stdout + audit.stderr
