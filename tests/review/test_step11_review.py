@@ -251,3 +251,33 @@ def test_a_receipt_tampered_with_in_the_shared_ledger_is_reported_not_trusted(
     assert "changed after applyonce wrote it" in shown.stderr
     audit = run_cli("audit", "--repo", str(other.path), *fleet)
     assert audit.returncode == 1 and "tampered" in audit.stdout, audit.stdout + audit.stderr
+
+
+def test_a_remote_without_the_branch_never_gets_a_root_commit_of_the_call_alone(
+    served: Served, tmp_path: Path
+) -> None:
+    """A 3 a.m. set-up: a new empty repository on the server added as the remote of a clone
+    with history. The call used to land as a root commit holding only the patch's file (the
+    project's history and files not in it), and say "Success. Updated ... A new.txt" while the
+    checkout never got the file. Refused instead (exit 4, one line: push the branch first),
+    with nothing pushed and nothing changed in the checkout."""
+    from tests.conftest import NEW_FILE_PATCH
+
+    empty = served.daemon.make_bare()
+    clone = served.clone
+    clone.git("remote", "set-url", "origin", empty)
+    before = (clone.files(), clone.head())
+    run = run_cli("apply", "-", "--repo", str(clone.path), "--remote", "origin",
+                  input=NEW_FILE_PATCH)
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "git push origin main" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert git(served.daemon.path_of(empty), "for-each-ref").strip() == ""
+    assert (clone.files(), clone.head()) == before
+    # Once the branch is there, the same call lands on it.
+    clone.git("push", "-q", "origin", "main")
+    again = run_cli("apply", "-", "--repo", str(clone.path), "--remote", "origin",
+                    input=NEW_FILE_PATCH)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (clone.path / "new.txt").read_text() == "new\n"
+    assert (clone.path / "README.md").exists()

@@ -78,6 +78,14 @@ class RemoteRefusedError(ConflictError):
     default_hint = "the server's hooks or permissions refused it; fix that, then repeat the call"
 
 
+class RemoteBranchMissingError(ConflictError):
+    """The remote has no such branch, while this repository's has commits: the call would
+    start the remote's branch without them."""
+
+    kind = "remote-branch-missing"
+    default_retryable = True
+
+
 @dataclass(frozen=True)
 class _Result:
     code: int
@@ -149,6 +157,15 @@ class RemotePublisher:
             RemoteUnreachableError, RemoteRefusedError: it did not move.
             PublishUnknownError: the update was sent and the remote cannot say if it took it.
         """
+        local = self.store.tip(ref)
+        if expected is None and local is not None and not self.store.is_ancestor(local, new):
+            # A new remote without the branch: the call's commit would start it alone, without
+            # the project's history and files (and this checkout would never show it).
+            branch = ref.removeprefix("refs/heads/")
+            raise RemoteBranchMissingError(
+                f"remote {self.remote} has no branch {branch}, which has commits here",
+                hint=f"push it first ('git push {self.remote} {branch}'), then repeat the call",
+            )
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
         for attempt in range(FETCH_LOCK_RETRIES):
