@@ -281,3 +281,28 @@ def test_a_remote_without_the_branch_never_gets_a_root_commit_of_the_call_alone(
     assert again.returncode == 0, again.stdout + again.stderr
     assert (clone.path / "new.txt").read_text() == "new\n"
     assert (clone.path / "README.md").exists()
+
+
+def test_a_call_left_pending_by_one_clone_and_made_by_another_lands_once(
+    served: Served, tmp_path: Path
+) -> None:
+    """Clone A is killed between its two pushes; clone B (a ledger of its own) makes the same
+    call meanwhile. A's recover then finds B's commit by its Call-Id, adopts it and drops its
+    own pending push: one Call-Id, one commit on the server's branch."""
+    import json
+
+    killed = run_cli("apply", "-", "--repo", str(served.clone.path), "--remote", "origin",
+                     input=UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"})
+    assert killed.returncode == -9
+    other = served.another_clone(tmp_path / "other")
+    made = run_cli("apply", "-", "--repo", str(other.path), "--remote", "origin", "--json",
+                   input=UTIL_PATCH)
+    assert made.returncode == 0, made.stderr
+    done = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = served.server_git("log", "--format=%(trailers:key=Call-Id,valueonly)", "main")
+    assert [line for line in out.splitlines() if line.strip()] == [json.loads(made.stdout)["call_id"]]
+    assert served.server_git("for-each-ref", "refs/applyonce/").strip() == ""
+    shown = run_cli("show", json.loads(made.stdout)["call_id"], "--repo", str(served.clone.path),
+                    "--remote", "origin", "--json")
+    assert json.loads(shown.stdout)["commit"] == json.loads(made.stdout)["commit"]
