@@ -306,3 +306,17 @@ def test_a_call_left_pending_by_one_clone_and_made_by_another_lands_once(
     shown = run_cli("show", json.loads(made.stdout)["call_id"], "--repo", str(served.clone.path),
                     "--remote", "origin", "--json")
     assert json.loads(shown.stdout)["commit"] == json.loads(made.stdout)["commit"]
+
+
+def test_a_hostile_remote_name_is_never_echoed_in_a_command_to_run(repo: Repo) -> None:
+    """``--remote '-oProxyCommand=...'``: refused (exit 2, nothing written), and the hint does not
+    tell the user to run 'git remote add -oProxyCommand=... URL' (it did)."""
+    before = (repo.files(), repo.head())
+    for name in ("-oProxyCommand=touch pwned", "origin;id", "../x"):
+        run = run_cli("apply", "-", "--repo", str(repo.path), "--remote", name,
+                      input=UTIL_PATCH)
+        assert run.returncode == 2, run.stderr
+        assert "git remote add" not in run.stderr, run.stderr
+        assert "is not a remote name" in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+    assert (repo.files(), repo.head()) == before and not repo.state_dir().exists()
