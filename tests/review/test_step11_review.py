@@ -147,58 +147,6 @@ def test_a_remote_url_whose_password_holds_an_at_sign_keeps_none_of_it() -> None
     assert public_url("https://host/r?x=a@b") == "https://host/r?x=a@b"  # not user information
 
 
-def _race(served: Served, tmp_path: Path, ledger: tuple[str, ...]) -> None:
-    """Three clones each start the same two calls at once (6 processes): every call lands on
-    the server's branch exactly once, and every process reports that one commit (a process
-    whose call another holds says so, exit 4, and is asked again). With one PostgreSQL ledger
-    a clone that had not fetched the winner's commit answered 'receipt ...: its commit is not
-    in the repository' (exit 5)."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.conftest import APP_PATCH
-
-    clones = [served.clone, *(served.another_clone(tmp_path / f"c{i}") for i in range(2))]
-    patches = [UTIL_PATCH, APP_PATCH]
-    procs = []
-    for n, clone in enumerate(clones):
-        for k, patch in enumerate(patches):
-            path = tmp_path / f"p{n}-{k}.txt"
-            path.write_text(patch)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "applyonce", "apply", str(path), "--repo", str(clone.path),
-                 "--remote", "origin", *ledger, "--json"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            ))
-    commits: dict[str, set[str]] = {}
-    busy = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        if proc.returncode == 4 and '"call-running"' in out:
-            busy.append(proc.args)  # a shared ledger: held by another process; asked again
-            continue
-        assert proc.returncode == 0, out + err
-        receipt = json.loads(out)
-        commits.setdefault(receipt["call_id"], set()).add(receipt["commit"])
-    for args in busy:
-        again = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
-        assert again.returncode == 0, again.stdout + again.stderr
-        receipt = json.loads(again.stdout)
-        commits.setdefault(receipt["call_id"], set()).add(receipt["commit"])
-    out = served.server_git("log", "--format=%(trailers:key=Call-Id,valueonly)", "main")
-    on_server = [line.strip() for line in out.splitlines() if line.strip()]
-    assert sorted(on_server) == sorted(commits)  # each call once
-    assert all(len(c) == 1 for c in commits.values()), commits
-    assert served.server_git("rev-list", "--merges", "main").strip() == ""
-
-
-def test_three_clones_racing_the_same_calls_on_one_postgresql_ledger(
-    served: Served, tmp_path: Path, pg_url: str
-) -> None:
-    _race(served, tmp_path, ("--ledger", pg_url))
-
-
 def test_a_call_another_clone_committed_on_the_shared_ledger_is_its_result_here(
     served: Served, tmp_path: Path, pg_url: str
 ) -> None:
