@@ -155,13 +155,16 @@ def test_killed_after_pushing_the_objects_then_recovered_from_another_clone(
     other = served.another_clone(tmp_path / "other")  # it never had the commit object
     done = _recover(other)
     assert done.returncode == 0, done.stderr
-    assert len(server_calls(served)) == 1
-    assert pending_refs(served) == []
-    # The clone that crashed settles it from the server's branch, without a second commit.
+    # Its ledger does not know the call, so nothing shows the commit carries the call's change
+    # (anyone may push a pending ref): it is left, never published from here.
+    assert "its call is not in this ledger" in done.stdout
+    assert server_calls(served) == [] and len(pending_refs(served)) == 1
+    # The clone that crashed publishes it, once, and the pending ref goes with the update.
     again = apply_remote(served.clone, UTIL_PATCH, "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["commit"] == served.server_git("rev-parse", "main").strip()
     assert len(server_calls(served)) == 1
+    assert pending_refs(served) == []
     assert_linear(served)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,6 +183,11 @@ def _remote(store: GitStore, given: str | None) -> str | None:
     name = given if given is not None else store.config_value(REMOTE_KEY)
     if name is None or name.strip() in ("", LOCAL_REMOTE):
         return None
+    if not _REMOTE_NAME.fullmatch(name) or ".." in name:
+        # Never echoed into a command to run ('git remote add -oProxyCommand=...').
+        raise UsageError(
+            f"{source} {name[:100]!r} is not a remote name", hint="see 'git remote -v'"
+        )
     if store.config_value(f"remote.{name}.url") is None:
         raise UsageError(
             f"{source} names {name!r}, but this repository has no remote of that name",
@@ -191,8 +197,14 @@ def _remote(store: GitStore, given: str | None) -> str | None:
     return name
 
 
+# The names git and applyonce's remote publisher accept (no option, no path, no shell syntax).
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
+
+
 def redacted_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages: never print a secret)."""
+    # A password may also be a query parameter (libpq's ``?password=``).
+    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url

@@ -8,20 +8,20 @@ from this clone or any other:
   even in a clone that never had it: a call in flight in this ledger then rolls forward as a
   commit object staged here would (:func:`applyonce.flow.recovery.reconcile`);
 * then (:func:`settle_pending`) deletes each pending ref whose commit is on the branch, or can
-  never be (the branch moved on from its parent), or whose call this ledger has settled; and
-  publishes by compare-and-swap one whose call this ledger has no record of (another clone's, with
-  a ledger of its own) while the branch is still at its parent — the roll forward its own
-  recover would make; its record is then rebuilt from the commit like any call found on the
-  branch. A pending commit of a call still held by a live owner here is left to that owner.
+  never be (the branch moved on from its parent), or whose call this ledger has settled. A
+  pending commit of a call still held by a live owner here is left to that owner. One whose call
+  this ledger has no record of (another clone's, with a ledger of its own; or a commit crafted by
+  anyone who may push ``refs/applyonce/*``) is left too, never published: without the call's
+  record nothing shows that the commit carries the call's change — its identity trailers are
+  self-consistent in any commit that copies them. The recover of the clone (or ledger) that
+  made it publishes it.
 """
 
 from __future__ import annotations
 
-from applyonce.core.message import identity_from_trailers
 from applyonce.errors import ApplyOnceError
 from applyonce.flow.context import Context
-from applyonce.flow.recovery_report import Outcome, RecoveryReport
-from applyonce.git.publisher import TipMovedError
+from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.git.remote import RemotePublisher
 from applyonce.state.ledger import IN_FLIGHT
 
@@ -70,21 +70,10 @@ def _settle_one(
         return False
     if any(row is not None for row in rows):
         return True  # settled here (it did not land): nothing is left to do with it
-    ident = identity_from_trailers(trailers)
-    if len(calls) != 1 or ident is None or ident.recompute() != calls[0]:
-        report.notes.append(f"pending push {commit[:12]} to {ref}: not a call's commit; left")
-        return False
-    try:
-        publisher.publish(ref, tip, commit, reason=f"applyonce recover: {calls[0]}")
-    except TipMovedError:
-        return True  # the branch moved on meanwhile: it can never be published now
-    report.outcomes.append(
-        Outcome(
-            calls[0],
-            "-",
-            "committed",
-            f"commit {commit[:12]} was pushed but not published (by another clone); published"
-            " it now",
-        )
+    # Unknown here: nothing shows it carries its call's change (anyone may copy a call's
+    # trailers onto any tree), so publishing it could put a stranger's commit on the branch.
+    report.notes.append(
+        f"pending push {commit[:12]} to {ref}: its call is not in this ledger; left for "
+        "'applyonce recover' in the clone (or with the ledger) that made it"
     )
-    return False  # the publish deleted it with the branch's update
+    return False

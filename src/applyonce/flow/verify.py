@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.core.trailers import Trailers
-from applyonce.errors import StateError
+from applyonce.errors import ApplyOnceError, StateError
 from applyonce.flow.context import Context
 from applyonce.state.ledger import CallRow, KeyReusedError
 
@@ -28,6 +29,11 @@ def verify_against_git(ctx: Context, receipt: Receipt, *, trailers: Trailers | N
     """
     short = receipt.call_id[:12]
     store = ctx.store
+    if receipt.commit is not None and not store.has_object(receipt.commit):
+        # With a shared ledger, another clone's call: its commit is on the remote's branch, not
+        # fetched here yet. Asking the publisher fetches that branch (a local one: a no-op).
+        with contextlib.suppress(ApplyOnceError):
+            ctx.publisher.is_on(receipt.ref, receipt.commit)
     if receipt.commit is None or not store.has_object(receipt.commit):
         raise ReceiptError(f"receipt {short}: its commit is not in the repository")
     if trailers is None:

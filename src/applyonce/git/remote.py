@@ -78,6 +78,14 @@ class RemoteRefusedError(ConflictError):
     default_hint = "the server's hooks or permissions refused it; fix that, then repeat the call"
 
 
+class RemoteBranchMissingError(ConflictError):
+    """The remote has no such branch, while this repository's has commits: the call would
+    start the remote's branch without them."""
+
+    kind = "remote-branch-missing"
+    default_retryable = True
+
+
 @dataclass(frozen=True)
 class _Result:
     code: int
@@ -149,6 +157,15 @@ class RemotePublisher:
             RemoteUnreachableError, RemoteRefusedError: it did not move.
             PublishUnknownError: the update was sent and the remote cannot say if it took it.
         """
+        local = self.store.tip(ref)
+        if expected is None and local is not None and not self.store.is_ancestor(local, new):
+            # A new remote without the branch: the call's commit would start it alone, without
+            # the project's history and files (and this checkout would never show it).
+            branch = ref.removeprefix("refs/heads/")
+            raise RemoteBranchMissingError(
+                f"remote {self.remote} has no branch {branch}, which has commits here",
+                hint=f"push it first ('git push {self.remote} {branch}'), then repeat the call",
+            )
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
         for attempt in range(FETCH_LOCK_RETRIES):
@@ -241,9 +258,20 @@ class RemotePublisher:
         for name in self.store.repo.references:
             if name.startswith(local):
                 parsed = parse_pending(PENDING + name[len(local) :])
-                if parsed is not None:
+                if parsed is not None and self._names_its_commit(name, parsed[1]):
                     found.append(parsed)
         return sorted(found)
+
+    def _names_its_commit(self, name: str, commit: str) -> bool:
+        """Whether the ref ``name`` points at the commit its name says, as applyonce's own do.
+        Anyone who may push may make others (at a blob, a tree, another commit): not a push
+        of applyonce's, so not one to settle (and never a reason for recover to fail)."""
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            target = self.store.repo.references[name].resolve().target
+            obj = self.store.repo.get(target)
+            is_commit = obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
+            return str(target) == commit and is_commit
+        return False
 
     def forget_pending(self, ref: str, commit: str) -> None:
         """Delete the pending ref of ``commit`` on the remote (its call is settled)."""

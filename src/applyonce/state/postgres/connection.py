@@ -105,6 +105,12 @@ def connect(params: dict[str, Any], where: str) -> psycopg.Connection[tuple[Any,
     """
     try:
         conn = psycopg.connect(**params, autocommit=True)
+    except psycopg.ProgrammingError as exc:
+        # libpq refused an option of the URL ("bad value for connect_timeout"): the URL's
+        # fault, not a server that is down; repeating the call would not help.
+        raise InvalidLedgerUrlError(
+            f"the ledger URL cannot be used: {_first_line(exc, params.get('password'))}"
+        ) from None
     except psycopg.Error as exc:
         raise LedgerUnavailableError(
             f"cannot reach the ledger {where}: {_first_line(exc, params.get('password'))}",
