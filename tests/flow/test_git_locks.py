@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 
+from tests.conftest import APP_PATCH, Repo, apply, run_cli
 from tests.conftest import UTIL_PATCH as PATCH
-from tests.conftest import Repo, apply, run_cli
 
 
 def _commit_waiting_for_editor(repo: Repo, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
@@ -104,6 +104,30 @@ def test_kill_during_the_sync_then_recover_removes_its_own_index_lock_and_temp_f
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
     assert repo.git("status", "--porcelain") == ""
     assert list((repo.state_dir() / "locks").iterdir()) == []
+
+
+def test_the_next_call_clears_its_own_killed_syncs_index_lock_without_waiting(
+    repo: Repo,
+) -> None:
+    """A clone whose sync was killed does not wait on that sync's index.lock at every later call
+    (and leave each checkout for recover): the next sync, holding the sync lock every sync holds,
+    knows the journaled holder dead and removes what it left, as recover would."""
+    crashed = apply(repo, PATCH, env={"APPLYONCE_FAULT": "during-sync"})
+    assert crashed.returncode == -signal.SIGKILL
+    lock = repo.path / ".git" / "index.lock"
+    assert lock.exists()
+    started = time.monotonic()
+    nxt = apply(repo, APP_PATCH)
+    assert nxt.returncode == 0, nxt.stderr
+    assert "checkout was not updated" not in nxt.stderr, nxt.stderr
+    assert not lock.exists()
+    assert not list((repo.path / "src").glob(".applyonce-tmp-*"))
+    assert time.monotonic() - started < 3.0  # the bounded wait on a held lock is longer
+    assert "return f'hello {name}!'" in (repo.path / "src/app.py").read_text()
+    # The killed call's own sync is recover's (its row is unsynced); then all is clean.
+    assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert repo.git("status", "--porcelain") == ""
 
 
 def test_recover_keeps_a_users_lock_where_its_killed_sync_had_one(

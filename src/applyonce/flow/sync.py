@@ -27,7 +27,7 @@ from applyonce.git.checkouts import SyncReport
 from applyonce.git.publisher import LocalRefPublisher
 from applyonce.state.files import atomic_write, ensure_dir, remove_file
 from applyonce.state.ledger import Event, EventKind, RowChange
-from applyonce.state.lockjournal import JOURNAL_DIR
+from applyonce.state.lockjournal import JOURNAL_DIR, remove_own_locks
 from applyonce.state.locks import file_lock
 
 SYNC_LOCK = "sync.lock"  # held by every sync, so around every Git lock applyonce takes
@@ -49,6 +49,7 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
         by_ref.setdefault(receipt.ref, []).append(receipt)
     ensure_dir(ctx.state_dir)
     with file_lock(ctx.state_dir / SYNC_LOCK):
+        clear_dead_syncs(ctx)
         for ref, group in by_ref.items():
             paths: dict[str, None] = {}
             for receipt in group:
@@ -84,6 +85,16 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                 )
             )
     return reports
+
+
+def clear_dead_syncs(ctx: Context) -> None:
+    """Remove what killed syncs left (their journaled ``index.lock``, their temp files), as
+    ``recover`` does. Called with the sync lock held: every sync holds it throughout, so every
+    holder the journal names is dead. Without this, each later call in a clone whose sync was
+    killed waited for that lock in vain, and left its checkout for ``recover``."""
+    journal = lock_journal(ctx)
+    if journal.is_dir():
+        remove_own_locks(journal, holders_dead=True)
 
 
 def sync_after_publish(ctx: Context, receipt: Receipt) -> list[SyncReport]:
@@ -140,6 +151,7 @@ def catch_up(ctx: Context, ref: str, to: str | None) -> list[SyncReport]:
         return []
     ensure_dir(ctx.state_dir)
     with file_lock(ctx.state_dir / SYNC_LOCK):
+        clear_dead_syncs(ctx)
         resume_catch_up(ctx, locked=True)
         remote_tip, local = to, ctx.store.tip(ref)
         if remote_tip is None or local is None or local == remote_tip:
