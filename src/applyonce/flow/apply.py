@@ -12,9 +12,12 @@ after it is bookkeeping that ``recover`` can finish from Git.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import random
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -59,6 +62,8 @@ from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
 from applyonce.state.storage import LedgerUnavailableError, StorageError
 
 MAX_RESTAGES = 32
+RESTAGE_WAIT_CAP_S = 0.5  # the longest random wait before a restage
+RESTAGE_BUDGET_S = 60.0  # restaging goes on past MAX_RESTAGES for this long
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 # Calls being applied in this process right now (any thread). One call runs at most once at a time
 # per process, so a ledger claim this process holds for a call not in here was left by an apply
@@ -343,7 +348,16 @@ def _run(
         snap = take_dirty(ctx, ident, ref, base, base_tree, touched_paths(ctx, args), dirty_mode)
         approved = False
         limits = read_limits(ctx)
-        for attempt in range(MAX_RESTAGES):
+        # Bounded by count and time: at least MAX_RESTAGES, more while RESTAGE_BUDGET_S lasts (a
+        # branch many clones share takes a loser many turns; each restage is a fresh chance).
+        budget = time.monotonic() + RESTAGE_BUDGET_S
+        for attempt in itertools.count():
+            if attempt >= MAX_RESTAGES and time.monotonic() > budget:
+                raise BaseMovedError(
+                    f"{ref} kept moving; gave up after {attempt} restages",
+                    retryable=True,
+                    hint="other writers kept the branch busy; repeat the call (it runs again)",
+                )
             # With a snapshot of the user's changes, the call is staged on it (its parent).
             parent, parent_tree = (snap.commit, snap.tree) if snap else (base, base_tree)
             try:
@@ -400,8 +414,12 @@ def _run(
                 base_tree = ctx.store.tree_at(base)
                 if snap is not None:
                     snap = _snapshot_again(ctx, ident, ref, snap, moved_from, base, base_tree)
-        else:
-            raise BaseMovedError(f"{ref} kept moving; gave up after {MAX_RESTAGES} restages")
+                # Writers that lost a race at once would race again in step (a remote's winner
+                # does not even fetch before its next call): a random wait, growing with the
+                # losses, lets each one's turn come.
+                time.sleep(
+                    random.uniform(0.0, min(RESTAGE_WAIT_CAP_S, 0.01 * 2 ** min(attempt, 8)))
+                )
     except (ForgedCallIdError, PublishUnknownError):
         # Recorded unknown, or in flight until recover learns if the remote took it: neither
         # is a rejection.
