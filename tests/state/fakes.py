@@ -44,6 +44,7 @@ from applyonce.state.ledger import (
     judge_reopen,
     judge_take_over,
 )
+from applyonce.state.rows import call_row
 
 
 @dataclasses.dataclass
@@ -322,35 +323,5 @@ def _insert_call(store: _Store, ident: CallIdentity, ref: str) -> None:
 
 
 def _row(r: dict[str, Any]) -> CallRow:
-    owner = (
-        Owner(
-            r["owner_pid"],
-            r["owner_host"] or "",
-            r["owner_start"] or "",
-            r.get("owner_pidns") or "",
-            r.get("owner_boot") or "",
-        )
-        if r["owner_pid"] is not None
-        else None
-    )
-    return CallRow(
-        call_id=r["call_id"],
-        state=r["state"],
-        execution_id=r["execution_id"],
-        args_sha256=r["args_sha256"],
-        idempotency_key=r["idempotency_key"],
-        ref=r["ref"],
-        base_commit=r["base_commit"],
-        commit_id=r["commit_id"],
-        exit_code=r["exit_code"],
-        retryable=bool(r["retryable"]),
-        receipt_sha256=r["receipt_sha256"],
-        synced=bool(r["synced"]),
-        owner=owner,
-        updated_at=r["updated_at"],
-        lease=(
-            Lease(r["lease_expires_at"], r["lease_seconds"] or 0.0)
-            if r["lease_expires_at"] is not None
-            else None
-        ),
-    )
+    """A row as every ledger reads one back (the shared reader, so the fake cannot drift)."""
+    return call_row(r, "the in-memory ledger")
