@@ -5,7 +5,7 @@ harness uses), so a phase of hundreds of calls does not pay a process start-up p
 
 stdin: a JSON list of ``{"key", "patch", "tool_call_id", "attempt"}``; stdout: one JSON line per
 call, ``{"key", "status", "call_id", "reconciled", "seconds"}`` or ``{"key", "error", "kind",
-"seconds"}``."""
+"exit", "stderr", "seconds"}``."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ def main() -> int:
                     call["patch"], tool_call_id=call["tool_call_id"], attempt=call["attempt"]
                 )
             except ApplyOnceError as exc:
-                line.update(error=exc.message, kind=exc.kind)
+                # As the CLI would have ended: its exit code and its one stderr line.
+                line.update(error=exc.message, kind=exc.kind, exit=exc.exit_code)
+                line["stderr"] = f"error: {exc.one_line()}\n"
             else:
                 line.update(
                     status=receipt.status, call_id=receipt.call_id, reconciled=receipt.reconciled

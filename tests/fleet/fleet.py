@@ -152,7 +152,9 @@ class Fleet:
             str(self.patch_file(job.call)),
         ]
 
-    def run(self, clone: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, clone: Path, *args: str, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         """One applyonce command on ``clone``, waited for."""
         return subprocess.run(
             self.command(clone, *args), capture_output=True, text=True, timeout=timeout,

@@ -42,7 +42,7 @@ DEFAULT_DISTINCT = 42
 DISTINCT = int(os.environ.get("APPLYONCE_FLEET_DISTINCT", DEFAULT_DISTINCT))
 SHARED = 12  # calls sent by two or three clients at once
 FAULT_RATE = 0.2
-PARALLEL = 6  # processes at a time, all clients together
+PARALLEL = 4  # processes at a time, all clients together (besides the 3 batches)
 # Every point a call with a remote can reach (after-snapshot needs --dirty commit, and
 # after-reject-receipt-tmp a rejection: none happen here).
 KILL_POINTS = [p for p in POINTS if p not in ("after-snapshot", "after-reject-receipt-tmp")]
@@ -93,17 +93,34 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
         assert min(per_client.values()) >= 50 and len(jobs) >= 150, per_client
     outage: list[float] = []
     failures: list[BaseException] = []
+    # A call only one client sends, with no fault armed, goes through that client's one
+    # long-lived process (the Python API), side by side with the processes of the racing and the
+    # killed calls: the same races on the one branch and the same restart, without a process
+    # start-up per call (which made this test the suite's heaviest by far).
+    batched = [job for job in jobs if job.fault is None and len(job.call.senders) == 1]
+    in_batch = {id(job) for job in batched}
+    groups = [kept for group in groups if (kept := [j for j in group if id(j) not in in_batch])]
+    by_client = {c: [job.call for job in batched if job.client == c] for c in range(CLIENTS)}
+    api_results: dict[str, dict[str, object]] = {}
+
+    def run_batches() -> None:
+        try:
+            fleet.work.mkdir(parents=True, exist_ok=True)
+            api_results.update(send_through_api(fleet, by_client))
+        except BaseException as exc:  # reported by the test's thread below
+            failures.append(exc)
 
     def cut_off_calls() -> list[Job]:
         return [job for job in jobs if job.code is not None and "ledger database" in job.stderr]
 
     def restart_database() -> None:
         # Down until a call has been cut off from its ledger (the processes starting meanwhile
-        # find no server), 20 s at most, then up again.
+        # find no server), 3 s at most (the batches' calls, seen only at the end, fail at once
+        # while it is down), then up again.
         outage.append(time.monotonic())
         try:
             servers.crash_database()
-            while not cut_off_calls() and time.monotonic() < outage[0] + 20:
+            while not cut_off_calls() and time.monotonic() < outage[0] + 3:
                 time.sleep(0.1)
             servers.start_database()
         except BaseException as exc:  # reported by the test's thread below
@@ -118,9 +135,21 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
             restarter.start()
 
     started = time.monotonic()
+    batches = threading.Thread(target=run_batches)
+    batches.start()
     run_jobs(fleet, groups, limit=PARALLEL, before_group=before_group)
     restarter.join(timeout=60)
+    batches.join(timeout=600)
     phase1 = time.monotonic() - started
+    assert not failures, f"{tag} {failures}"
+    for job in batched:
+        row = api_results[job.call.key]
+        job.started, job.ended = started, started + float(str(row["seconds"]))
+        if "status" in row:
+            job.code = 0 if row["status"] == "committed" else 1
+            job.stdout = orjson.dumps({"call_id": row["call_id"], "status": row["status"]}).decode()
+        else:
+            job.code, job.stderr = int(str(row["exit"])), str(row["stderr"])
     assert not failures and len(outage) == 2, f"{tag} the database did not restart: {failures}"
     # Shown with a failure (pytest prints a failed test's output): what ran when, and how.
     print(f"outage from {outage[0] - started:.1f} s to {outage[1] - started:.1f} s")
@@ -224,8 +253,10 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     assert after == dict.fromkeys(expected.values(), "committed"), tag
     audit = fleet.run(observer, "audit")
     assert audit.returncode == 0 and audit.stderr == "", f"{tag} {audit.stdout} {audit.stderr}"
-    assert audit.stdout.endswith(f"audited {len(expected)} Call-Id commit(s) on refs/heads/main and "
-                                 f"{len(expected)} receipt(s): clean\n"), f"{tag} {audit.stdout}"
+    assert audit.stdout.endswith(
+        f"audited {len(expected)} Call-Id commit(s) on refs/heads/main and "
+        f"{len(expected)} receipt(s): clean\n"
+    ), f"{tag} {audit.stdout}"
     exits = dict(sorted(Counter(job.code for job in jobs).items()))
     print(
         f"fleet: {len(jobs)} processes (exits {exits}), {len(killed)} killed, {len(cut_off)} "
