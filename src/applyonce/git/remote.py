@@ -340,9 +340,8 @@ class RemotePublisher:
         elif local == expected and not only_unchecked_out:
             movable = True
         else:
-            movable = (
-                self.store.is_ancestor(local, new)
-                and not Checkouts(self.store).checkouts_of(ref)
+            movable = self.store.is_ancestor(local, new) and not Checkouts(self.store).checkouts_of(
+                ref
             )
         if not movable:
             return

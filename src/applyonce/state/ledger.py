@@ -21,7 +21,7 @@ Events are typed (:class:`EventKind`), and so are the row changes they carry (:c
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -324,6 +324,16 @@ class Ledger(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def pending_migrations(
+    migrations: Iterable[tuple[str, str]], done: set[str]
+) -> Iterator[tuple[str, list[str]]]:
+    """The named migrations not yet in ``done``, in order, each with its SQL statements (what
+    every ledger applies, in one transaction, under its own lock)."""
+    for name, sql in migrations:
+        if name not in done:
+            yield name, [statement for statement in sql.split(";") if statement.strip()]
 
 
 def identity_data(ident: CallIdentity, ref: str) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.state.ledger import LedgerBusyError, LedgerError
+from applyonce.state.ledger import LedgerBusyError, LedgerError, pending_migrations
 from applyonce.state.storage import LedgerUnavailableError
 
 Migrations = Sequence[tuple[str, str]]
@@ -205,10 +205,8 @@ def migrate(conn: psycopg.Connection[Any], migrations: Migrations, where: str) -
                 " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
-            for name, sql in migrations:
-                if name in done:
-                    continue
-                for statement in filter(str.strip, sql.split(";")):
+            for name, statements in pending_migrations(migrations, done):
+                for statement in statements:
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO migrations (name, applied_at) VALUES (%s,"

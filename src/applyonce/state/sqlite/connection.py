@@ -17,7 +17,7 @@ from pathlib import Path
 from applyonce.core.receipt import now
 from applyonce.errors import ApplyOnceError
 from applyonce.state.files import PRIVATE_FILE, ensure_dir
-from applyonce.state.ledger import LedgerBusyError, LedgerError
+from applyonce.state.ledger import LedgerBusyError, LedgerError, pending_migrations
 from applyonce.state.locks import LockBusyError, file_lock
 from applyonce.state.storage import storage_cause, storage_error
 
@@ -166,10 +166,8 @@ class Database:
                 " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in db.execute("SELECT name FROM migrations")}
-            for name, sql in migrations:
-                if name in done:
-                    continue
-                for statement in filter(str.strip, sql.split(";")):
+            for name, statements in pending_migrations(migrations, done):
+                for statement in statements:
                     db.execute(statement)
                 db.execute("INSERT INTO migrations VALUES (?, ?)", (name, now()))
 
