@@ -252,8 +252,14 @@ def test_a_call_running_in_another_pid_namespace_is_held_by_its_lease(
         pytest.skip("needs root and 'unshare --pid --fork --mount-proc' (a new PID namespace)")
     base = repo.head()
     marker, ran, patch = tmp_path / "started", tmp_path / "ran", tmp_path / "change.patch"
+    release = tmp_path / "release"
     patch.write_text(PATCH)
-    check = f"echo ran >> {ran} && touch {marker} && sleep 2"
+    # The check holds the call until the retry has answered (not for a fixed time, which a
+    # loaded machine can outlast before the retry even starts); 60 s at most.
+    check = (
+        f"echo ran >> {ran} && touch {marker} && "
+        f"for i in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done"
+    )
     command = ["apply", str(patch), "--repo", str(repo.path), "--json", "--check", check]
     owner = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "applyonce", *command],
@@ -270,6 +276,7 @@ def test_a_call_running_in_another_pid_namespace_is_held_by_its_lease(
     retry = run_cli(*command)  # the same call, on this host, inside the owner's lease
     assert retry.returncode == 4, retry.stderr
     assert f"is running in process {row['owner_pid']} on " in retry.stderr
+    release.touch()
     out, err = owner.communicate(timeout=60)
     assert owner.returncode == 0, err
     assert orjson.loads(out)["status"] == "committed"
