@@ -30,20 +30,23 @@ import functools
 import logging
 import re
 import sys
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 import orjson
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 import applyonce
 from applyonce.agents import PatchRunner, ToolOutput, error_output
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallDiff, Executor, PlanView
+from applyonce.mcp_wire import CheckedLines, claimed_stdin
 from applyonce.results import (
     DIFF_CAP,
     PatchResult,
@@ -311,8 +314,24 @@ class PatchServer:
 
 async def _serve(runner: PatchRunner) -> None:
     server = PatchServer(runner).build()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    # Standard input goes through CheckedLines, which answers every malformed line itself (the
+    # SDK would drop it unanswered); its answers join the server's on the one write stream.
+    answers, to_forward = anyio.create_memory_object_stream[SessionMessage](16)
+    with claimed_stdin() as wire:
+        lines = cast("anyio.AsyncFile[str]", CheckedLines(wire, answers))
+        async with (
+            stdio_server(stdin=lines) as (read_stream, write_stream),
+            anyio.create_task_group() as tasks,
+        ):
+            tasks.start_soon(_forward, to_forward, write_stream)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+
+async def _forward(answers: MemoryObjectReceiveStream[SessionMessage], write_stream: Any) -> None:
+    async with answers:
+        async for message in answers:
+            await write_stream.send(message)
 
 
 def serve(runner: PatchRunner) -> None:

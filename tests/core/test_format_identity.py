@@ -142,8 +142,9 @@ def test_what_only_unified_diffs_say_is_part_of_the_identity() -> None:
 
 def test_from_patch_normalises_and_checks_copy_and_edit_paths() -> None:
     copy = args(
-        "diff --git a/x b/y\ncopy from ./x\ncopy to /repo/sub//y\n--- a/x\n+++ b/y\n"
-        "@@ -1 +1 @@\n-1\n+2\n"
+        # No '---'/'+++' lines: git, and applyonce, refuse ones that name other files than the
+        # copy lines do, and './x' is not 'x' to them.
+        "diff --git a/x b/y\ncopy from ./x\ncopy to /repo/sub//y\n@@ -1 +1 @@\n-1\n+2\n"
     )
     (op,) = copy.operations
     assert isinstance(op, CopyFile)

@@ -201,9 +201,8 @@ def _reference_split(rest: str) -> tuple[str, str] | None:
     spaces = [i for i, ch in enumerate(rest) if ch == " "]
     for at in spaces:
         old, new = rest[:at], rest[at + 1 :]
-        if old == new or (
-            unified._prefixed(old, new) and old.split("/", 1)[1] == new.split("/", 1)[1]
-        ):
+        old_rest, new_rest = old.partition("/")[2], new.partition("/")[2]
+        if old == new or ("/" in old and "/" in new and old_rest and old_rest == new_rest):
             return old, new
     if len(spaces) == 1:
         return rest[: spaces[0]], rest[spaces[0] + 1 :]
@@ -220,13 +219,13 @@ def test_a_long_git_header_line_is_split_without_trying_every_space(
 ) -> None:
     # Trying every space copies the line once per space: a 1 MiB line of spaces took minutes.
     calls = []
-    real = unified._prefixed
+    real = unified._same_after_prefix
 
     def counted(old: str, new: str) -> bool:
         calls.append(1)
         return real(old, new)
 
-    monkeypatch.setattr(unified, "_prefixed", counted)
+    monkeypatch.setattr(unified, "_same_after_prefix", counted)
     name = "d/" * 5_000 + "f.txt"
     line = f"diff --git a/{name} b/{name}\n"
     patch = parse(f"{line}old mode 100644\nnew mode 100755\n")

@@ -81,9 +81,7 @@ def test_line_numbers_are_in_the_dump_and_source_lines_are_not() -> None:
 
 
 def test_counts_default_to_one_and_several_hunks_are_read_in_order() -> None:
-    op = only_update(
-        "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n@@ -5,2 +5,3 @@\n e\n+E\n f\n"
-    )
+    op = only_update("--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+A\n@@ -5,2 +5,3 @@\n e\n+E\n f\n")
     assert [h.lines for h in op.hunks] == [lines("-a", "+A"), lines(" e", "+E", " f")]
     assert [(h.old_start, h.new_start) for h in op.hunks] == [(1, 1), (5, 5)]
 
@@ -134,7 +132,9 @@ def test_no_newline_marker_applies_to_the_line_before_it(
 
 
 def test_a_line_after_the_no_newline_marker_is_refused() -> None:
-    err = syntax_error("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n\\ No newline at end of file\n b\n+B\n")
+    err = syntax_error(
+        "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n\\ No newline at end of file\n b\n+B\n"
+    )
     assert "follows the file's last line" in err.message
 
 
@@ -174,9 +174,7 @@ def test_overcounted_hunk_ends_at_the_next_header_and_drops_padding() -> None:
 def test_lines_that_look_like_a_header_inside_the_counts_are_hunk_lines() -> None:
     # "--- x" / "+++ y" then a hunk header: a removed "-- x" and an added "++ y" ending a hunk
     # that the next hunk follows. The counts say so.
-    op = only_update(
-        "--- a/m\n+++ b/m\n@@ -1,2 +1,2 @@\n a\n--- x\n+++ y\n@@ -5 +5 @@\n-e\n+E\n"
-    )
+    op = only_update("--- a/m\n+++ b/m\n@@ -1,2 +1,2 @@\n a\n--- x\n+++ y\n@@ -5 +5 @@\n-e\n+E\n")
     assert [h.lines for h in op.hunks] == [lines(" a", "--- x", "+++ y"), lines("-e", "+E")]
 
 
@@ -197,12 +195,15 @@ def test_blank_lines_between_hunks_of_a_file_are_skipped() -> None:
     ("header", "expected"),
     [
         ("diff --git a/x/y.txt b/x/y.txt\n--- a/x/y.txt\n+++ b/x/y.txt\n", "x/y.txt"),
-        ("diff --git x/y.txt x/y.txt\n--- x/y.txt\n+++ x/y.txt\n", "x/y.txt"),  # --no-prefix
+        # git diff --no-prefix: git apply's -p1 takes the first directory off too
+        ("diff --git x/y.txt x/y.txt\n--- x/y.txt\n+++ x/y.txt\n", "y.txt"),
         ("diff --git a/b/c b/b/c\n--- a/b/c\n+++ b/b/c\n", "b/c"),
-        ("diff --git a/c a/c\n--- a/c\n+++ a/c\n", "a/c"),  # --no-prefix, a directory named a
+        ("diff --git a/c a/c\n--- a/c\n+++ a/c\n", "c"),  # --no-prefix, a directory named a
         ("diff --git c/x w/x\n--- c/x\n+++ w/x\n", "x"),  # diff.mnemonicPrefix
-        ("--- orig/conf/a.ini\t2024-05-01 10:00:00 +0200\n+++ new/conf/a.ini\t2024-05-01\n",
-         "conf/a.ini"),  # diff -ru with timestamps
+        (
+            "--- orig/conf/a.ini\t2024-05-01 10:00:00 +0200\n+++ new/conf/a.ini\t2024-05-01\n",
+            "conf/a.ini",
+        ),  # diff -ru with timestamps
         ("--- a.txt\n+++ a.txt\n", "a.txt"),
         ("diff --git a/sp ace/f b/sp ace/f\n--- a/sp ace/f\t\n+++ b/sp ace/f\t\n", "sp ace/f"),
     ],
@@ -245,14 +246,61 @@ def test_a_bad_quoted_name_is_a_syntax_error_with_its_line() -> None:
     assert err.details["line"] == 2
 
 
-def test_one_sided_plain_headers_learn_the_prefix_style_from_the_others() -> None:
+def test_plain_headers_strip_one_component_unless_the_first_names_have_none() -> None:
+    # git apply's -p1, whatever the first components are ...
     patch = parse_unified(
-        "--- b/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"  # two-sided, same first part: no prefixes
-        "--- /dev/null\n+++ b/new\n@@ -0,0 +1 @@\n+n\n"
+        "--- b/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/new\n@@ -0,0 +1 @@\n+n\n"
     )
-    assert [op.path for op in patch.operations] == ["b/x", "b/new"]
-    alone = parse_unified("--- /dev/null\n+++ b/new\n@@ -0,0 +1 @@\n+n\n")
-    assert alone.operations == (AddFile(path="new", content="n\n"),)
+    assert [op.path for op in patch.operations] == ["x", "new"]
+    # ... but names without a '/' (diff -u file.orig file) make it -p0, for the rest of the diff.
+    patch = parse_unified(
+        "--- f.orig\n+++ f\n@@ -1 +1 @@\n-a\n+b\n--- /dev/null\n+++ b/new\n@@ -0,0 +1 @@\n+n\n"
+    )
+    assert [op.path for op in patch.operations] == ["f", "b/new"]
+    alone = parse_unified("--- /dev/null\n+++ new\n@@ -0,0 +1 @@\n+n\n")
+    assert alone.operations == (AddFile(path="new", content="n\n", refuse_existing=True),)
+
+
+@pytest.mark.parametrize(
+    ("headers", "path"),
+    [
+        ("--- f.orig\n+++ f\n", "f"),  # diff -u f.orig f
+        ("--- f\n+++ f.new\n", "f"),  # the shorter name, when the other only adds to it
+        ("--- a/x\n+++ b/y\n", "y"),  # one name for both sides: the new side's
+        ("--- x.txt\n+++ b/x.txt\n", "x.txt"),
+        (
+            "--- old/conf/a.ini\t2024-05-01 10:00:00 +0200\n+++ new/conf/a.ini\t2024-05-01\n",
+            "conf/a.ini",
+        ),
+    ],
+)
+def test_plain_headers_name_one_file_as_git_apply_does(headers: str, path: str) -> None:
+    op = only_update(headers + "@@ -1 +1 @@\n-a\n+b\n")
+    assert (op.path, op.move_to) == (path, None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "diff --git x x\n--- x\n+++ x\n@@ -1 +1 @@\n-a\n+b\n",  # --no-prefix, top-level file
+        "diff --git x x\nold mode 100644\nnew mode 100755\n",
+    ],
+    ids=["no-prefix-top-level", "no-prefix-mode-change"],
+)
+def test_git_names_without_a_component_to_strip_are_refused(text: str) -> None:
+    # git apply: "git diff header lacks filename information when removing 1 leading pathname
+    # component"
+    err = syntax_error(text)
+    assert "cannot tell the file's name" in err.message
+    assert err.details["line"] == 1
+
+
+def test_names_without_a_slash_in_the_first_plain_header_make_git_sections_p0_too() -> None:
+    patch = parse_unified(
+        "--- a.txt\n+++ a.txt\n@@ -1 +1 @@\n-a\n+b\n--- d/b.txt\n+++ d/b.txt\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git y y\nold mode 100644\nnew mode 100755\n"
+    )
+    assert [op.path for op in patch.operations] == ["a.txt", "d/b.txt", "y"]
 
 
 # ---------------------------------------------------------------- file operations
@@ -263,24 +311,30 @@ def test_new_file_is_an_add_with_its_mode() -> None:
         "diff --git a/run.sh b/run.sh\nnew file mode 100755\nindex 0000000..1\n--- /dev/null\n"
         "+++ b/run.sh\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo hi\n"
     )
-    assert op == AddFile(path="run.sh", content="#!/bin/sh\necho hi\n", mode="100755")
+    assert op == AddFile(
+        path="run.sh", content="#!/bin/sh\necho hi\n", mode="100755", refuse_existing=True
+    )
 
 
 def test_new_regular_file_dumps_like_a_codex_add() -> None:
-    op = only("diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n")
+    op = only(
+        "diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n"
+    )
     assert op.model_dump() == {"op": "add", "path": "n", "content": "x\n"}  # type: ignore[attr-defined]
 
 
 def test_new_empty_file_and_new_file_without_final_newline() -> None:
     assert only("diff --git a/e b/e\nnew file mode 100644\nindex 0000000..e69de29\n") == AddFile(
-        path="e", content=""
+        path="e", content="", refuse_existing=True
     )
     op = only("--- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n+a\n+b\n\\ No newline at end of file\n")
-    assert op == AddFile(path="n", content="a\nb")
+    assert op == AddFile(path="n", content="a\nb", refuse_existing=True)
 
 
 def test_deleted_file_keeps_its_lines_as_an_excluded_precondition() -> None:
-    op = only("diff --git a/d b/d\ndeleted file mode 100644\n--- a/d\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-1\n-2\n")
+    op = only(
+        "diff --git a/d b/d\ndeleted file mode 100644\n--- a/d\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-1\n-2\n"
+    )
     assert isinstance(op, DeleteFile)
     assert op.path == "d"
     assert op.expected is not None and op.expected[0].lines == lines("-1", "-2")
@@ -381,9 +435,12 @@ def test_symlinks_and_submodules_are_refused(header: str, what: str) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("--- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n a\n+b\n", "a new file's hunks may only add lines"),
+        (
+            "--- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n a\n+b\n",
+            "a new file's hunks may only add lines",
+        ),
         ("--- a/d\n+++ /dev/null\n@@ -1,2 +0,1 @@\n-a\n b\n", "keep or add lines"),
-        ("--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n", "name two files"),
+        ("diff --git a/x b/y\n--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n", "name two files"),
         ("diff --git a/x b/x\nindex 1..2 100644\n", "changes nothing"),
         ("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n b\n", "changes nothing"),
         ("--- a/x\n+++ b/x\nnot a hunk\n", "without a hunk"),
@@ -457,3 +514,77 @@ def test_hunk_model_round_trips_through_its_dump() -> None:
 def test_a_line_number_too_large_is_a_syntax_error_not_a_crash() -> None:
     with pytest.raises(PatchSyntaxError, match="line number over"):
         parse_unified("--- a/f\n+++ b/f\n@@ -2,1 +99999999999999999999999,1 @@\n-a\n+b\n")
+
+
+# ---------------------------------------------------------------- GNU diff -N's epoch dates
+
+
+@pytest.mark.parametrize(
+    ("stamp", "epoch"),
+    [
+        ("1970-01-01 00:00:00.000000000 +0000", True),
+        ("1970-01-01 00:00:00 +0000", True),
+        ("1970-01-01 01:00:00.000000000 +0100", True),
+        ("1969-12-31 19:00:00.000000000 -0500", True),
+        ("1970-01-01 05:30:00 +05:30", True),
+        ("1970-01-01 00:00:01.000000000 +0000", False),  # a second after
+        ("1970-01-01 00:00:00.000000001 +0000", False),
+        ("1970-01-01 01:00:00.000000000 +0000", False),
+        ("2024-05-01 10:00:00.000000000 +0200", False),
+        ("1970-01-01", False),
+    ],
+)
+def test_an_epoch_date_on_the_new_side_deletes_the_file(stamp: str, epoch: bool) -> None:
+    op = only(
+        f"--- old/d.txt\t2024-05-01 10:00:00 +0000\n+++ new/d.txt\t{stamp}\n@@ -1 +0,0 @@\n-x\n"
+    )
+    if epoch:
+        assert isinstance(op, DeleteFile) and op.path == "d.txt"
+    else:
+        # Not a deletion: an update that leaves the file empty, as git apply reads it.
+        assert isinstance(op, UpdateFile) and op.path == "d.txt"
+
+
+def test_an_epoch_date_on_the_old_side_adds_the_file_which_must_be_new() -> None:
+    op = only(
+        "--- old/n.txt\t1970-01-01 00:00:00.000000000 +0000\n"
+        "+++ new/n.txt\t2024-05-01 10:00:00.000000000 +0000\n@@ -0,0 +1,2 @@\n+a\n+b\n"
+    )
+    assert op == AddFile(path="n.txt", content="a\nb\n", refuse_existing=True)
+    # It dumps as any other add: the precondition is no part of the call's identity.
+    assert op.model_dump() == {"op": "add", "path": "n.txt", "content": "a\nb\n"}  # type: ignore[attr-defined]
+
+
+def test_epoch_dates_in_a_git_section_mean_nothing() -> None:
+    # git apply reads them only on plain headers.
+    op = only_update(
+        "diff --git a/x b/x\n--- a/x\t1970-01-01 00:00:00.000000000 +0000\n+++ b/x\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    assert op.path == "x"
+
+
+def test_epoch_creation_whose_hunk_keeps_lines_is_refused() -> None:
+    err = syntax_error(
+        "--- old/n\t1970-01-01 00:00:00 +0000\n+++ new/n\t2024-05-01 10:00:00 +0000\n"
+        "@@ -1 +1,2 @@\n a\n+b\n"
+    )
+    assert "a new file's hunks may only add lines" in err.message
+
+
+def test_rename_whose_minus_line_names_another_file_is_refused() -> None:
+    # git apply: "bad git-diff - inconsistent old filename"
+    err = syntax_error(
+        "diff --git e.txt d/c.md\nrename from e.txt\nrename to d/c.md\n--- e.txt\n+++ d/c.md\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    assert err.message.endswith(
+        "the headers name two files for one side: e.txt, and e.txt, which has no leading "
+        "component for git apply to remove (-p1)"
+    )
+
+
+def test_renames_and_copies_must_not_land_on_a_path_and_do_not_dump_that() -> None:
+    op = only_update("diff --git a/a b/b\nsimilarity index 100%\nrename from a\nrename to b\n")
+    assert op.refuse_existing
+    assert op.model_dump() == {"op": "update", "path": "a", "move_to": "b", "hunks": ()}

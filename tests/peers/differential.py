@@ -7,8 +7,9 @@ newline, add, delete, rename, copy and chmod files), the patch made by the real 
 random options (context 0/1/3/5 lines, diff algorithm, rename and copy detection, ``--no-prefix``,
 mnemonic prefixes), then applied:
 
-* by ``git apply`` in a checkout of the base (``-p0`` for ``--no-prefix``, ``--unidiff-zero`` for
-  ``-U0``), and
+* by ``git apply`` in a checkout of the base (``--unidiff-zero`` for ``-U0``; its default ``-p1``
+  for every diff, as applyonce has no ``-p``: a ``--no-prefix`` diff loses each name's first
+  directory in both, so both refuse it, or both change the same files), and
 * by applyonce's pure engine: ``parse`` + ``plan`` over the base files on disk,
 
 and the two resulting trees (bytes and executable bits) are compared.
@@ -365,7 +366,6 @@ def run_case(seed: int, *, drift: bool = False, workdir: Path | None = None) -> 
     config: list[str] = []
     if prefix_style < 0.15:
         diff_args.append("--no-prefix")
-        apply_args.append("-p0")
     elif prefix_style < 0.25:
         config = ["-c", "diff.mnemonicPrefix=true"]
     if context == 0:
@@ -401,7 +401,8 @@ def run_case(seed: int, *, drift: bool = False, workdir: Path | None = None) -> 
         patch_file.write_text(patch_text, encoding="utf-8")
         ours = _ours(repo, patch_text)
         git = _git_apply(repo, patch_file, apply_args)
-        intended = None if drift else new.files
+        # A --no-prefix diff read with -p1 does not name the files it was made from.
+        intended = None if drift or "--no-prefix" in diff_args else new.files
         return Case(seed, drift, diff_args, apply_args, patch_text, git, ours, intended)
     finally:
         if owned:

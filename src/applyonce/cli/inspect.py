@@ -65,6 +65,8 @@ def show(
         typer.echo(f"check     {c.name}: exit {c.exit_code} in {c.duration_ms} ms")
     if receipt.error:
         typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
+    if receipt.note:
+        typer.echo(f"note      {receipt.note}")
     typer.echo(f"updated   {receipt.updated_at}")
     if committed is not None:
         print_diff(committed)

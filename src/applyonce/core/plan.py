@@ -60,6 +60,14 @@ class PlanError(ApplyOnceError):
     default_hint = "re-read the repository and send a patch for its current files"
 
 
+class AlreadyExistsError(PlanError):
+    """A unified diff creates a path (a new file, a rename's or a copy's destination) that is
+    already there; ``git apply`` refuses that, and so does applyonce, rather than overwrite it."""
+
+    kind = "already-exists"
+    default_hint = "send a modification diff for it instead ('--- a/PATH', '+++ b/PATH')"
+
+
 @dataclass(frozen=True)
 class FileChange:
     """One path's new state. ``content`` is None for a deletion."""
@@ -174,6 +182,8 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
         check_parents(base, op.path)
         if isinstance(op, AddFile):
             _writable(base, op.path, "add")
+            if op.refuse_existing:
+                _absent(base, op.path, f"cannot add {op.path}: it already exists")
             before = base.read(op.path) if base.kind(op.path) == "file" else None
             mode = _mode(op.mode, MODE_FILE)
             if op.mode is None and before is not None:
@@ -194,6 +204,11 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
                 changes.append(change)
                 if change.content is None:
                     removed.append(op.path)
+        elif isinstance(op, UpdateFile) and _creates_by_hunk(base, op):
+            # git apply's rule for a diff that shows no old side: one hunk of added lines only,
+            # on a path that is not there, creates the file.
+            data = _text_written(op.path, apply_hunks(b"", op.hunks, path=op.path)[0])
+            changes.append(FileChange(op.path, "add", data, _mode(op.mode, MODE_FILE)))
         else:
             verb = "copy" if isinstance(op, CopyFile) else "update"
             data, mode = before = _read_text_file(base, op.path, verb)
@@ -206,6 +221,9 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             if isinstance(op, CopyFile):
                 check_parents(base, op.copy_to)
                 _writable(base, op.copy_to, "copy to")
+                _absent(
+                    base, op.copy_to, f"cannot copy {op.path} to {op.copy_to}: it already exists"
+                )
                 changes.append(FileChange(op.copy_to, "add", data, mode, op.path, tuple(levels)))
             elif op.move_to is None:
                 if (data, mode) != before:  # a context-only hunk changes nothing
@@ -213,6 +231,12 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             else:
                 check_parents(base, op.move_to)
                 _writable(base, op.move_to, "move to")
+                if op.refuse_existing:
+                    _absent(
+                        base,
+                        op.move_to,
+                        f"cannot rename {op.path} to {op.move_to}: it already exists",
+                    )
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
     written.check(changes)
@@ -275,6 +299,24 @@ def _writable(base: TreeReader, path: str, verb: str) -> None:
     kind = base.kind(path)
     if kind in ("dir", "submodule"):
         raise PlanError(f"cannot {verb} {path}: a {kind} is there", path=path)
+
+
+def _absent(base: TreeReader, path: str, message: str) -> None:
+    if base.kind(path) is not None:
+        raise AlreadyExistsError(message, path=path)
+
+
+def _creates_by_hunk(base: TreeReader, op: UpdateFile) -> bool:
+    """Does ``op`` create its file, as ``git apply`` reads a diff that names the file on both
+    sides (no ``/dev/null``) but shows no old line: the path is not there, nothing moves, and its
+    one hunk, positioned by line numbers (a unified diff's), only adds lines?"""
+    return (
+        op.move_to is None
+        and len(op.hunks) == 1
+        and op.hunks[0].old_start is not None
+        and not op.hunks[0].old_lines
+        and base.kind(op.path) is None
+    )
 
 
 def _read_text_file(base: TreeReader, path: str, verb: str) -> tuple[bytes, int]:

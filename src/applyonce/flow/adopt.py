@@ -8,6 +8,14 @@ A commit is found by its ``Call-Id`` trailer, which anyone can copy into any com
 commit is adopted only when it carries the call's change (:func:`change_of_commit`); one that
 carries the trailer but another change makes the call ``unknown`` (``forged-call-id``), for a
 person to settle, and the patch is never reported as applied.
+
+A user may rewrite the call's own commit — the one applyonce published, which its committed
+receipt names — with ``git commit --amend`` (the message kept, so its trailers too), ``git
+rebase`` or a ``git cherry-pick`` after a reset. The rewrite still carries the call's change on
+the call's paths; it is adopted as *rewritten by the user*, and may then also change other paths
+(an amend that added a file): the patch ran, as that commit, and its change is on the branch.
+Without such a commit of the call's own there is no proof the patch ever ran, and a commit with
+the call's change and more is not taken for the call.
 """
 
 from __future__ import annotations
@@ -56,12 +64,14 @@ def adopt_commit(
     *,
     args: CallArgs | None = None,
     note: str | None = None,
+    rewrite_of: str | None = None,
 ) -> Receipt:
     """Finish the bookkeeping of a call whose commit ``commit_id`` is already on ``ref``.
 
     The commit is the call's only if it carries the call's change (:func:`change_of_commit`,
     with ``args`` or the args the ledger recorded). A person's decision (``note``, from
-    ``applyonce resolve``) adopts it as it is.
+    ``applyonce resolve``) adopts it as it is. ``rewrite_of``: the call's own commit, which
+    ``commit_id`` rewrote (module docstring); the receipt's note then says so.
 
     Raises:
         ForgedCallIdError: it does not carry the call's change; the call is recorded unknown.
@@ -70,7 +80,9 @@ def adopt_commit(
     replanned = None
     if note is None:
         try:
-            replanned = change_of_commit(ctx, ident, ref, commit_id, args)
+            replanned = change_of_commit(ctx, ident, ref, commit_id, args, rewrite_of=rewrite_of)
+            if rewrite_of is not None:
+                note = rewrite_note(ctx, rewrite_of, commit_id)
         except ForgedCallIdError:
             base = prepared.base_commit if prepared is not None else parent
             settle.mark_unknown(
@@ -161,29 +173,68 @@ def carries_other_change(
     if receipt is not None and receipt.commit == commit_id and not receipt.reconciled:
         return False
     if receipt is not None and receipt.note is not None and receipt.commit == commit_id:
-        return False  # a person decided it is the call's
+        return False  # a person decided it is the call's, or recover adopted it as a rewrite
     try:
         ident = receipt.identity if receipt is not None else recorded_identity(ctx.ledger, call_id)
     except ReceiptError:
         return False
     try:
-        change_of_commit(ctx, ident, ref, commit_id, None)
+        change_of_commit(
+            ctx, ident, ref, commit_id, None, rewrite_of=own_commit(receipt, commit_id)
+        )
     except ForgedCallIdError:
         return True
     return False
+
+
+def own_commit(receipt: Receipt | None, commit_id: str) -> str | None:
+    """The call's own commit that ``commit_id`` may be a user's rewrite of: the commit of its
+    committed receipt, when that is another one (module docstring)."""
+    if receipt is None or receipt.status != "committed" or receipt.commit in (None, commit_id):
+        return None
+    return receipt.commit
+
+
+def paths_rewrite_adds(ctx: Context, own: str, rewrite: str) -> list[str]:
+    """The paths ``rewrite`` changes (against its parent) that the call's own commit ``own``
+    did not (against its own): the user's additions."""
+    store = ctx.store
+    ours = store.paths_changed(store.parent_of(own), own) if store.has_object(own) else set()
+    return sorted(store.paths_changed(store.parent_of(rewrite), rewrite) - ours)
+
+
+def rewrite_note(ctx: Context, own: str, rewrite: str) -> str:
+    """The receipt's note for a call adopted from a user's rewrite of its commit."""
+    added = paths_rewrite_adds(ctx, own, rewrite)
+    return f"rewritten by the user (amend, rebase): commit {own[:12]} became {rewrite[:12]}" + (
+        f", which also changes {_paths_text(added)}" if added else ""
+    )
+
+
+def _paths_text(paths: list[str], shown: int = 5) -> str:
+    text = ", ".join(paths[:shown])
+    return text + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
 
 
 Replanned = tuple[tuple[FileRecord, ...], dict[str, list[str]]]
 
 
 def change_of_commit(
-    ctx: Context, ident: CallIdentity, ref: str, commit_id: str, args: CallArgs | None
+    ctx: Context,
+    ident: CallIdentity,
+    ref: str,
+    commit_id: str,
+    args: CallArgs | None,
+    *,
+    rewrite_of: str | None = None,
 ) -> Replanned | None:
     """Whether ``commit_id`` carries the call's change, and if so the receipt's records.
 
     The commit must state the call's ``Args-Sha256``, and the call's plan applied to the
     commit's parent must give exactly the commit's tree: the same blob and mode at every path
-    the plan writes, nothing at the paths it removes, no other path changed. The plan is made
+    the plan writes, nothing at the paths it removes, and no other path changed — unless the
+    commit is the user's rewrite of the call's own commit ``rewrite_of`` (module docstring),
+    which may change other paths too. The plan is made
     from ``args`` (the call at hand) or the args the ledger recorded (its patch source first,
     which keeps what the args dump leaves out). Pure reads: nothing is staged again.
 
@@ -195,7 +246,10 @@ def change_of_commit(
         ForgedCallIdError: the commit does not carry the call's change.
     """
     forged = ForgedCallIdError(
-        f"call {ident.call_id[:12]}'s outcome is unknown: {FORGED} (commit {commit_id[:12]})",
+        f"call {ident.call_id[:12]}'s outcome is unknown: {FORGED} (commit {commit_id[:12]})"
+        if rewrite_of is None
+        else f"call {ident.call_id[:12]}'s outcome is unknown: commit {commit_id[:12]} rewrote "
+        f"its commit {rewrite_of[:12]} with another change to its files (changed by the user)",
         call_id=ident.call_id,
         commit=commit_id,
     )
@@ -224,7 +278,7 @@ def change_of_commit(
     if any(tree.blob_id(path) is not None for path in set(tree_plan.removed) - written):
         raise forged
     planned = {c.path for c in tree_plan.changes} | set(tree_plan.removed)
-    if not ctx.store.paths_changed(parent, commit_id) <= planned:
+    if rewrite_of is None and not ctx.store.paths_changed(parent, commit_id) <= planned:
         raise forged
     return records_of_plan(tree_plan, blobs)
 

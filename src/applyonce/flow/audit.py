@@ -3,6 +3,12 @@
 Problems found, each named by call ID with what to do:
 
 * ``forged``          a commit carries a call's Call-Id but not its change: the patch never ran;
+* ``changed``         a commit rewrote a call's own commit (an amend, a rebase) with another
+                      change to the call's files: the patch ran, but the branch does not hold its
+                      change as it made it;
+* ``user-rewrite``    a commit is the user's rewrite of a call's own commit (an amend, a rebase, a
+                      cherry-pick after a reset) and carries its change, maybe beside other
+                      changes: run ``applyonce recover`` to record it;
 * ``identity``        a commit's trailers do not recompute to its Call-Id;
 * ``duplicate``       two commits carry one Call-Id (the call landed twice);
 * ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
@@ -24,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.core.trailers import Trailers
-from applyonce.flow.adopt import carries_other_change
+from applyonce.flow.adopt import carries_other_change, own_commit, paths_rewrite_adds
 from applyonce.flow.context import Context
 from applyonce.flow.resolve import rewritten_note
 from applyonce.flow.verify import verify_against_git
@@ -210,6 +216,21 @@ def _forged(
         and rewritten_note(ctx.ledger, call_id, receipt.commit) is not None
     ):
         return True
+    own = own_commit(receipt, commit_id)
+    if own is not None and not ctx.publisher.is_on(ref, own):
+        report.problems.append(
+            Problem(
+                "changed",
+                call_id,
+                f"commit {commit_id[:12]} rewrote the call's commit {own[:12]} with another change "
+                "to its files (changed by the user); the patch ran, but the branch does not hold "
+                "its change as it made it",
+                f"inspect it with 'git diff {own[:12]} {commit_id[:12]}', then run 'applyonce "
+                "recover' to record the call as unknown, and 'applyonce resolve'",
+                commit_id,
+            )
+        )
+        return True
     if receipt is not None and receipt.status == "unknown":
         hint = (
             f"do not count the patch as applied: settle the call with 'applyonce resolve "
@@ -290,6 +311,26 @@ def _check_commit(
         # A copy (cherry-pick) of a call that landed on its own branch, with the call's change
         # (a copy with another change is reported as forged): that branch's audit checks it.
         report.copies += 1
+        return
+    own = own_commit(receipt, commit_id)
+    if own is not None:
+        note = rewritten_note(ctx.ledger, call_id, own)
+        if note is not None:
+            # A person recorded the rewrite ('resolve --as rewritten'): it stands.
+            report.rewritten.append(Rewritten(call_id, own, note))
+            return
+        added = paths_rewrite_adds(ctx, own, commit_id)
+        report.problems.append(
+            Problem(
+                "user-rewrite",
+                call_id,
+                f"commit {commit_id[:12]} is the user's rewrite (amend, rebase) of the call's "
+                f"commit {own[:12]} and carries its change"
+                + (f", and also changes {', '.join(added)}" if added else ""),
+                "run 'applyonce recover' to record it as the call's commit",
+                commit_id,
+            )
+        )
         return
     if receipt.status != "committed" or receipt.commit != commit_id:
         report.problems.append(

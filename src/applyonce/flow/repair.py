@@ -17,7 +17,7 @@ from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import ApplyOnceError
 from applyonce.flow import settle
-from applyonce.flow.adopt import ForgedCallIdError, adopt_commit
+from applyonce.flow.adopt import ForgedCallIdError, adopt_commit, paths_rewrite_adds
 from applyonce.flow.context import Context
 from applyonce.flow.recovery_report import Outcome, RecoveryReport
 from applyonce.flow.resolve import rewritten_note
@@ -103,9 +103,10 @@ def repair_records(ctx: Context, report: RecoveryReport, walked: Walked | None =
         for call_id, commits in sorted(calls.items()):
             row = rows.get(call_id)
             on_branch = [c for c in commits if c in reachable]
-            problem = _record_problem(ctx, call_id, row, ref, on_branch)
-            if problem is None:
+            found = _record_problem(ctx, call_id, row, ref, on_branch)
+            if found is None:
                 continue
+            problem, rewrite_of = found
             if len(on_branch) > 1 and row is None:
                 _record_duplicate(ctx, call_id, ref, on_branch, report)
                 continue
@@ -121,7 +122,9 @@ def repair_records(ctx: Context, report: RecoveryReport, walked: Walked | None =
             ctx.ledger.ensure_row(ident, ref, reason=problem)
             execution_id = uuid.uuid4().hex
             try:
-                adopt_commit(ctx, ident, execution_id, ref, on_branch[0], None)
+                adopt_commit(
+                    ctx, ident, execution_id, ref, on_branch[0], None, rewrite_of=rewrite_of
+                )
             except ForgedCallIdError as exc:
                 report.outcomes.append(
                     Outcome(call_id, row.state if row else "-", "unknown", exc.message)
@@ -136,9 +139,15 @@ def repair_records(ctx: Context, report: RecoveryReport, walked: Walked | None =
                     row.state if row else "-",
                     "committed",
                     f"{problem}; rebuilt it from commit {on_branch[0][:12]}"
-                    + (UNCHECKED if row is None else ""),
+                    + (UNCHECKED if row is None else "")
+                    + _added_by_the_user(ctx, rewrite_of, on_branch[0]),
                 )
             )
+
+
+def _added_by_the_user(ctx: Context, own: str | None, rewrite: str) -> str:
+    added = [] if own is None else paths_rewrite_adds(ctx, own, rewrite)
+    return f", which also changes {', '.join(added)}" if added else ""
 
 
 def _reachable(ctx: Context, tip: str, known: tuple[str, set[str]] | None) -> set[str]:
@@ -176,8 +185,9 @@ def _record_duplicate(
 
 def _record_problem(
     ctx: Context, call_id: str, row: CallRow | None, ref: str, on_branch: list[str]
-) -> str | None:
-    """Why the record of a call seen on ``ref`` needs rebuilding (None: it does not)."""
+) -> tuple[str, str | None] | None:
+    """Why the record of a call seen on ``ref`` needs rebuilding (None: it does not), and the
+    call's own commit when the one on the branch may be the user's rewrite of it."""
     if row is not None and row.state != "committed":
         return None  # in flight (reconciled above), rejected or unknown: not ours to rewrite
     if row is not None and row.ref != ref:
@@ -187,11 +197,11 @@ def _record_problem(
     try:
         receipt = ctx.receipts.load(call_id, expected_sha256=row.receipt_sha256 if row else None)
     except ReceiptError:
-        return "its receipt did not verify"
+        return "its receipt did not verify", None
     if receipt is None:
-        return "its receipt was missing" if row else "it had no record at all"
+        return ("its receipt was missing" if row else "it had no record at all"), None
     if receipt.status == "committed" and receipt.commit not in on_branch:
         if rewritten_note(ctx.ledger, call_id, receipt.commit) is not None:
             return None  # a person recorded the rewrite ('resolve --as rewritten'): it stands
-        return "its commit was rewritten (amend, rebase)"
+        return "its commit was rewritten by the user (amend, rebase)", receipt.commit
     return None

@@ -86,6 +86,17 @@ def check_still_on_branch(ctx: Context, receipt: Receipt) -> None:
     if receipt.commit is None or receipt.status != "committed":
         return
     if not ctx.publisher.is_on(receipt.ref, receipt.commit):
+        landed = ctx.publisher.landed(receipt.ref, receipt.call_id)
+        if landed:
+            # The user rewrote the commit (amend, rebase): its change may well be on the branch,
+            # and sending the call again as a new attempt would apply it twice.
+            raise UnknownOutcomeError(
+                f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]}, which is "
+                f"no longer on {receipt.ref}; commit {landed[0][:12]} there carries its Call-Id "
+                "(rewritten by the user: amend, rebase)",
+                call_id=receipt.call_id,
+                hint="run 'applyonce recover' to record it, then repeat the call",
+            )
         raise UnknownOutcomeError(
             f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]}, which is "
             f"no longer on {receipt.ref} (the branch was reset or rewritten)",

@@ -13,8 +13,8 @@ Three kinds of fields:
 
 * **the change** — dumped, part of the identity;
 * **how to find or check it** (``Hunk.source_line``, ``EditCommand.index``,
-  ``DeleteFile.expected``) — excluded from dumps: they check a precondition or word an error, and
-  two spellings of one change may differ in them;
+  ``DeleteFile.expected``, ``refuse_existing``) — excluded from dumps: they check a precondition or
+  word an error, and two spellings of one change may differ in them;
 * **fields that only some formats use** (file modes, a missing final newline, a unified hunk's
   line numbers) — dumped only when
   set, so a patch that does not use them keeps the dump, and the identity, it had before they
@@ -153,9 +153,16 @@ class Hunk(_Frozen):
         return [line.text for line in self.lines if line.kind != "-"]
 
 
+# ``refuse_existing``: a precondition of unified diffs (excluded from dumps, see above): the path
+# an operation creates must not exist, as ``git apply`` requires of a diff's new file and of a
+# rename's destination. A Codex ``Add File`` or ``Move to`` replaces what is there instead; two
+# spellings of one change stay one call: this can only refuse an operation, never change what it
+# writes.
+
+
 class AddFile(_Frozen):
     """Create ``path`` with exactly ``content`` (an existing file is replaced, keeping its mode
-    unless ``mode`` is given)."""
+    unless ``mode`` is given; with ``refuse_existing``, an existing path refuses the patch)."""
 
     _dumped_only_when_set = frozenset({"mode"})
 
@@ -163,6 +170,7 @@ class AddFile(_Frozen):
     path: str
     content: Text
     mode: FileMode | None = None
+    refuse_existing: bool = Field(default=False, exclude=True, repr=False)
 
 
 class DeleteFile(_Frozen):
@@ -180,7 +188,8 @@ class DeleteFile(_Frozen):
 
 
 class UpdateFile(_Frozen):
-    """Change ``path`` by ``hunks``, rename it to ``move_to`` and set its ``mode``, if given."""
+    """Change ``path`` by ``hunks``, rename it to ``move_to`` and set its ``mode``, if given
+    (``refuse_existing``: a ``move_to`` that exists refuses the patch; else it is replaced)."""
 
     _dumped_only_when_set = frozenset({"mode"})
 
@@ -189,11 +198,13 @@ class UpdateFile(_Frozen):
     move_to: str | None = None
     hunks: tuple[Hunk, ...] = ()
     mode: FileMode | None = None
+    refuse_existing: bool = Field(default=False, exclude=True, repr=False)
 
 
 class CopyFile(_Frozen):
     """Write ``copy_to`` as a copy of ``path`` changed by ``hunks``; ``path`` itself is only read
-    (so another operation of the same patch may change it: every operation reads the base)."""
+    (so another operation of the same patch may change it: every operation reads the base).
+    ``copy_to`` must not exist (only unified diffs copy, and ``git apply`` refuses that)."""
 
     _dumped_only_when_set = frozenset({"mode"})
 

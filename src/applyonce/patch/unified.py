@@ -24,23 +24,34 @@ What each part means:
   ``@@`` (git's function name) is a label, not context, and is dropped.
 * ``\\ No newline at end of file`` after a line says that line is the file's last and has no line
   ending, on the old side (after ``-``), the new side (after ``+``) or both (after a context line).
-* ``--- /dev/null`` or ``new file mode`` adds a file (modes: ``100644``, ``100755``), replacing
-  one that is there, as Codex's ``Add File`` does (``git apply`` refuses instead);
-  ``+++ /dev/null`` or ``deleted file mode`` deletes one, and its ``-`` lines are a precondition:
-  the file must still hold exactly them, as ``git apply`` checks; ``rename from``/``rename to``
-  moves one (with any hunks applied to it); ``copy from``/``copy to`` writes a copy (the source is
-  only read, so another section may change it); ``old mode``/``new mode`` changes the executable
-  bit. ``similarity index`` and ``index`` lines are informative.
+* ``--- /dev/null`` or ``new file mode`` adds a file (modes: ``100644``, ``100755``); a path that
+  is already there refuses the patch, as ``git apply`` refuses it (``already-exists``: a diff
+  that means to change a file shows its old lines); ``+++ /dev/null`` or ``deleted file mode``
+  deletes one, and its ``-`` lines are a precondition: the file must still hold exactly them, as
+  ``git apply`` checks; ``rename from``/``rename to`` moves one (with any hunks applied to it)
+  and ``copy from``/``copy to`` writes a copy (the source is only read, so another section may
+  change it), both onto a path that is not there; ``old mode``/``new mode`` changes the
+  executable bit. ``similarity index`` and ``index`` lines are informative.
+* **plain headers** (no ``diff --git``) read as ``git apply`` reads them: GNU ``diff -N`` marks
+  a file that one side lacks by dating that side at the Unix epoch (``1970-01-01
+  00:00:00.000000000 +0000``, in any zone), so an epoch-dated ``---`` side adds the file and an
+  epoch-dated ``+++`` side deletes it (``diff -ruN old new``); the file's one name is the ``+++``
+  side's, unless that is the ``---`` side's with something tacked on (``--- x``, ``+++
+  x.orig``); and a file named on both sides (no ``/dev/null``) whose one hunk only adds lines is
+  created where it is not there.
 * The identity of a diff is its change, with its line numbers (they pick the place when the
   context is not unique); the labels and the deleted lines of a deletion are left out of it, so
   an add, a delete or a pure rename is one call in every format (``model.py``).
 * **paths**: git's quoted names (``core.quotePath``: ``"a/caf\\303\\251 \\"x\\".txt"``) are
-  unquoted, their octal escapes read as UTF-8. The ``a/``/``b/`` prefixes are recognised per file
-  from the pair of names: they are stripped when the two first components are a known pair (``a/``
-  and ``b/``, or git's mnemonic ``c/ i/ w/ o/``) or differ while the rest is equal (``orig/x`` and
-  ``new/x`` from ``diff -u``); otherwise the names are taken as written (``git diff --no-prefix``).
-  ``rename``/``copy`` lines are never prefixed. A TAB ends a name on ``---``/``+++`` lines (what
-  follows is a timestamp, or git's marker for a name with spaces).
+  unquoted, their octal escapes read as UTF-8. Prefixes are stripped as ``git apply`` strips them
+  with its default ``-p1``: every name loses its first component (``a/``, ``b/``, git's mnemonic
+  ``c/``/``i/``/``w/``/``o/``, ``diff -ru``'s ``old/``, ``new/``, and a ``git diff --no-prefix``
+  name's own first directory), and a name that has none to lose refuses the patch, except that
+  a diff whose first plain header names files without a ``/`` on both sides (``--- file.orig``,
+  ``+++ file``, from ``diff -u``) is read with ``-p0``, for that file and the rest of the diff,
+  as git guesses. So a ``git diff --no-prefix`` diff applies where ``git apply`` applies it,
+  which is rarely. ``rename``/``copy`` lines are never prefixed. A TAB ends a name on
+  ``---``/``+++`` lines (what follows is a timestamp, or git's marker for a name with spaces).
 
 Leniencies, each one because agents or their tools really emit it:
 
@@ -101,8 +112,6 @@ _MODE = re.compile(r"^[0-7]{6}$")
 _MAX_LINE_NUMBER = 2**31 - 1
 _REGULAR_MODES: dict[str, FileMode] = {"100644": "100644", "100755": "100755"}
 _SPECIAL_MODES = {"120000": "a symbolic link", "160000": "a submodule"}
-# Prefix pairs git writes: a/ b/ by default, and diff.mnemonicPrefix's c/ i/ w/ o/.
-_PREFIX_PAIRS = {("a", "b"), ("c", "w"), ("c", "i"), ("i", "w"), ("o", "w")}
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
@@ -229,7 +238,7 @@ def _split_git_names(rest: str) -> tuple[str, str] | None:
     spaces = [i for i, ch in enumerate(rest) if ch == " "]
     for at in _name_splits(rest, spaces):
         old, new = rest[:at], rest[at + 1 :]
-        if old == new or (_prefixed(old, new) and old.split("/", 1)[1] == new.split("/", 1)[1]):
+        if old == new or _same_after_prefix(old, new):
             return old, new
     if len(spaces) == 1:
         return rest[: spaces[0]], rest[spaces[0] + 1 :]
@@ -266,21 +275,47 @@ def _name_splits(rest: str, spaces: list[int]) -> list[int]:
     return sorted(found)
 
 
-def _prefixed(old: str, new: str) -> bool:
-    """Do ``old`` and ``new`` carry git's ``a/``/``b/`` style prefixes (module docstring)?"""
-    if "/" not in old or "/" not in new:
-        return False
-    old_first, old_rest = old.split("/", 1)
-    new_first, new_rest = new.split("/", 1)
-    if not old_rest or not new_rest:
-        return False
-    return (old_first, new_first) in _PREFIX_PAIRS or (
-        old_first != new_first and old_rest == new_rest
-    )
+def _strip_components(name: str, count: int) -> str | None:
+    """``name`` without its first ``count`` ``/``-separated components (git apply's ``-p``), or
+    None when it has no more than that."""
+    if count <= 0:
+        return name
+    parts = name.split("/", count)
+    if len(parts) <= count or not parts[count]:
+        return None
+    return parts[count]
 
 
-def _strip(name: str) -> str:
-    return name.split("/", 1)[1]
+_EPOCH_TIME = re.compile(r"([0-2][0-9]):([0-5][0-9]):00(?:\.0+)? ([-+])([0-2][0-9]):?([0-5][0-9])")
+
+
+def _is_epoch(value: str) -> bool:
+    """Is the date after the last TAB of a ``---``/``+++`` line the Unix epoch, in any zone?
+    GNU ``diff -N`` dates the side of a file that does not exist so (``1970-01-01
+    00:00:00.000000000 +0000``); ``git apply`` reads that side as absent, as this does."""
+    if "\t" not in value:
+        return False
+    stamp = value.rsplit("\t", 1)[1]
+    if stamp.startswith("1969-12-31 "):
+        epoch_hour = 24
+    elif stamp.startswith("1970-01-01 "):
+        epoch_hour = 0
+    else:
+        return False
+    match = _EPOCH_TIME.fullmatch(stamp[len("1970-01-01 ") :])
+    if match is None:
+        return False
+    hour, minute, sign, zone_hours, zone_minutes = match.groups()
+    zone = int(zone_hours) * 60 + int(zone_minutes)
+    if sign == "-":
+        zone = -zone
+    return int(hour) * 60 + int(minute) - zone == epoch_hour * 60
+
+
+def _same_after_prefix(old: str, new: str) -> bool:
+    """Are ``old`` and ``new`` one name after their first components (``a/x`` and ``b/x``)?"""
+    old_rest = _strip_components(old, 1)
+    return old_rest is not None and old_rest == _strip_components(new, 1)
 
 
 # ---------------------------------------------------------------- the parser
@@ -291,9 +326,13 @@ class _Section:
     """What one file's headers said."""
 
     first_line: int
-    git_names: tuple[str, str] | None = None
+    git: bool = False  # a 'diff --git' section
+    git_names: tuple[str, str] | None = None  # its line's names, when they can be told apart
     minus: str | None = None  # None: absent; DEV_NULL: /dev/null
     plus: str | None = None
+    # GNU diff -N dates the side where the file is absent at the epoch (see _is_epoch).
+    minus_epoch: bool = False
+    plus_epoch: bool = False
     old_mode: str | None = None
     new_mode: str | None = None
     new_file_mode: str | None = None
@@ -309,9 +348,10 @@ class _Parser:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.pos = 0
-        # For one-sided plain headers (``--- /dev/null``): whether this diff uses prefixes, as
-        # learned from its two-sided headers.
-        self.prefixed: bool | None = None
+        # How many leading components names lose (git apply's -p): 1, unless the first plain
+        # header whose names tell (see _learn_strip) says 0; then for the rest of the diff.
+        self.strip = 1
+        self.strip_known = False
 
     def error(self, message: str, line: int | None = None, **details: object) -> PatchSyntaxError:
         return PatchSyntaxError(message, line=line if line is not None else self.pos + 1, **details)
@@ -331,7 +371,6 @@ class _Parser:
         return self.lines[at].startswith(_GIT_HEADER) or self.at_plain_header(at)
 
     def parse(self) -> list[FileOp]:
-        self.prefixed = self._learn_prefix_style()
         operations: list[FileOp] = []
         while self.pos < len(self.lines):
             line = self.lines[self.pos]
@@ -353,22 +392,24 @@ class _Parser:
                 self.pos += 1  # text around the diff (see the leniencies)
         return operations
 
-    def _learn_prefix_style(self) -> bool | None:
-        for at in range(len(self.lines) - 1):
-            if self.at_plain_header(at):
-                try:
-                    old = _name_field(self.lines[at][4:])
-                    new = _name_field(self.lines[at + 1][4:])
-                except ValueError:
-                    continue
-                if DEV_NULL not in (old, new):
-                    return _prefixed(old, new)
-        return None
+    def _learn_strip(self, section: _Section) -> None:
+        """git apply's guess for plain headers: names without a ``/`` on both sides (or one side
+        and ``/dev/null``) are taken whole (-p0), for this file and the rest of the diff; any
+        other pair leaves the default, -p1, and the next plain header is asked again."""
+        if self.strip_known:
+            return
+        guesses = [
+            -1 if name in (None, DEV_NULL) or "/" in name else 0
+            for name in (section.minus, section.plus)
+        ]
+        first = guesses[0] if guesses[0] >= 0 else guesses[1]
+        if first >= 0 and first == guesses[1]:
+            self.strip, self.strip_known = first, True
 
     # --- headers --------------------------------------------------------------------------------
 
     def parse_git_file(self) -> FileOp:
-        section = _Section(first_line=self.pos + 1)
+        section = _Section(first_line=self.pos + 1, git=True)
         try:
             section.git_names = _split_git_names(self.lines[self.pos][len(_GIT_HEADER) :])
         except ValueError as exc:
@@ -385,7 +426,10 @@ class _Parser:
 
     def parse_plain_file(self) -> FileOp:
         section = _Section(first_line=self.pos + 1)
+        section.minus_epoch = _is_epoch(self.lines[self.pos][4:])
+        section.plus_epoch = _is_epoch(self.lines[self.pos + 1][4:])
         section.minus, section.plus = self._minus_plus()
+        self._learn_strip(section)
         self._refuse_binary(section)
         self._hunks(section)
         if not section.hunks:
@@ -576,44 +620,87 @@ class _Parser:
     # --- the operation --------------------------------------------------------------------------
 
     def _paths(self, section: _Section) -> tuple[str | None, str | None]:
-        """The old and new path (None: /dev/null or absent), prefixes removed."""
-        old = section.minus
-        new = section.plus
-        pair = section.git_names
-        if pair is not None:
-            strip = _prefixed(*pair)
-        elif old is not None and old != DEV_NULL and new is not None and new != DEV_NULL:
-            strip = _prefixed(old, new)
-        elif self.prefixed is not None:
-            strip = self.prefixed
-        elif old not in (None, DEV_NULL):
-            # One-sided, and nothing in the diff to learn from: only the conventional prefix.
-            strip = old is not None and old.startswith("a/")
-        else:
-            strip = new is not None and new.startswith("b/")
+        """The old and new path (None: /dev/null or absent), as ``git apply`` names them (module
+        docstring).
 
-        def clean(name: str | None, fallback: str | None) -> str | None:
-            if name == DEV_NULL:
-                return None
+        Raises:
+            PatchSyntaxError: the names do not have the components git apply would remove.
+        """
+        p = self.strip
+        minus, plus = section.minus, section.plus
+        if not section.git:
+            if minus == DEV_NULL:
+                return None, self._stripped(plus, p, section)
+            if plus == DEV_NULL:
+                return self._stripped(minus, p, section), None
+            # git takes one name for both sides, the new side's, unless it is only the old
+            # side's with something tacked on (``x`` and ``x.orig``: ``x``).
+            old = _strip_components(minus, p) if minus is not None else None
+            name = _strip_components(plus, p) if plus is not None else None
+            if name is None or (old is not None and len(old) < len(name) and name.startswith(old)):
+                name = old
             if name is None:
-                name = fallback
-                if name is None:
-                    return None
-            return _strip(name) if strip and "/" in name else name
-
-        old_path = clean(old, pair[0] if pair else None)
-        new_path = clean(new, pair[1] if pair else None)
+                raise self._no_name(section, p)
+            if section.minus_epoch:
+                return None, name
+            if section.plus_epoch:
+                return name, None
+            return name, name
+        old_path = None if minus in (None, DEV_NULL) else _strip_components(minus, p)
+        new_path = None if plus in (None, DEV_NULL) else _strip_components(plus, p)
+        default = None
+        if section.git_names is not None:
+            both = [_strip_components(name, p) for name in section.git_names]
+            default = both[0] if both[0] is not None and both[0] == both[1] else None
+        # Names the extended headers give; a '---'/'+++' line must then say the same (git).
+        old_named = default if section.deleted_file_mode is not None else None
+        new_named = default if section.new_file_mode is not None else None
+        # 'rename'/'copy' names carry no prefix: they lose one component less.
         if section.rename_from is not None or section.copy_from is not None:
-            old_path = section.rename_from or section.copy_from
+            old_named = _strip_components(section.rename_from or section.copy_from or "", p - 1)
         if section.rename_to is not None or section.copy_to is not None:
-            new_path = section.rename_to or section.copy_to
+            new_named = _strip_components(section.rename_to or section.copy_to or "", p - 1)
+        for named, from_line, raw in ((old_named, old_path, minus), (new_named, new_path, plus)):
+            if named is not None and raw not in (None, DEV_NULL) and from_line != named:
+                raise self.error(
+                    f"the headers name two files for one side: {named} and {from_line}"
+                    if from_line is not None
+                    else f"the headers name two files for one side: {named}, and {raw}, which "
+                    f"has no leading component for git apply to remove (-p{p})",
+                    line=section.first_line,
+                    hint="send the diff as 'git diff' writes it, with 'a/' and 'b/' prefixes",
+                )
+        old_path = old_named or old_path
+        new_path = new_named or new_path
+        if old_path is None and new_path is None:
+            if default is None:
+                raise self._no_name(section, p)
+            old_path = new_path = default
         return old_path, new_path
+
+    def _stripped(self, name: str | None, p: int, section: _Section) -> str:
+        stripped = None if name is None else _strip_components(name, p)
+        if stripped is None:
+            raise self._no_name(section, p)
+        return stripped
+
+    def _no_name(self, section: _Section, p: int) -> PatchSyntaxError:
+        return self.error(
+            "cannot tell the file's name: its headers' names have no leading component for "
+            f"git apply to remove (-p{p}), as in 'a/PATH' and 'b/PATH'",
+            line=section.first_line,
+            hint="write the names as 'git diff' does: '--- a/PATH' and '+++ b/PATH'",
+        )
 
     def _operation(self, section: _Section) -> FileOp:
         first = section.first_line
         old_path, new_path = self._paths(section)
         is_new = section.new_file_mode is not None or section.minus == DEV_NULL
         is_delete = section.deleted_file_mode is not None or section.plus == DEV_NULL
+        if not section.git and not (is_new or is_delete):
+            # GNU diff -N's epoch date on one side: the file is created or deleted (git apply).
+            is_new = section.minus_epoch
+            is_delete = not is_new and section.plus_epoch
         if is_new and is_delete:
             raise self.error("a file section both adds and deletes its file", line=first)
         if (old_path is None and not is_new) or (new_path is None and not is_delete):
@@ -638,6 +725,7 @@ class _Parser:
                 path=new_path,
                 content=self._new_content(hunks, first),
                 mode=_mode_of(section.new_file_mode, first, default_is_none=True),
+                refuse_existing=True,
             )
         if is_delete:
             assert old_path is not None
@@ -657,7 +745,9 @@ class _Parser:
         if section.rename_from is not None or section.rename_to is not None:
             if section.rename_from is None or section.rename_to is None:
                 raise self.error("'rename from' and 'rename to' come together", line=first)
-            return UpdateFile(path=old_path, move_to=new_path, hunks=hunks, mode=mode)
+            return UpdateFile(
+                path=old_path, move_to=new_path, hunks=hunks, mode=mode, refuse_existing=True
+            )
         if old_path != new_path:
             raise self.error(
                 f"the headers name two files ({old_path} and {new_path}) without 'rename from'/"
