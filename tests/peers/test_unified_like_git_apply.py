@@ -119,6 +119,18 @@ CASES = [
         git_diff({"docs/notes.md": "n\n"}, {"docs/notes.md": "N\n"}, "--no-prefix"),
     ),
     Case(
+        # Without a notes.md at the top, git apply refuses; the refusal says how git read the
+        # name and how to write it.
+        "git-diff-no-prefix-refused-with-the-name-it-was-read-from",
+        {"docs/notes.md": "n\n"},
+        git_diff({"docs/notes.md": "n\n"}, {"docs/notes.md": "N\n"}, "--no-prefix"),
+        refusal=(
+            "cannot update notes.md: no such file; the diff names docs/notes.md, which git apply"
+            " reads as notes.md (it removes the first component, as -p1); write"
+            " '--- a/docs/notes.md' and '+++ b/docs/notes.md'"
+        ),
+    ),
+    Case(
         "git-diff-no-prefix-top-level-file",
         {"notes.md": "n\n"},
         git_diff({"notes.md": "n\n"}, {"notes.md": "N\n"}, "--no-prefix"),

@@ -155,10 +155,16 @@ def check_parents(base: TreeReader, path: str) -> None:
             raise PlanError(f"{path}: parent {parent} is a file, not a directory", path=path)
 
 
-def _existing_file(base: TreeReader, path: str, verb: str) -> None:
+def _existing_file(base: TreeReader, path: str, verb: str, written_as: str | None = None) -> None:
     kind = base.kind(path)
     if kind is None:
-        raise PlanError(f"cannot {verb} {path}: no such file", path=path)
+        hint = None
+        if written_as not in (None, path) and base.kind(written_as) == "file":
+            hint = (
+                f"the diff names {written_as}, which git apply reads as {path} (it removes the"
+                f" first component, as -p1); write '--- a/{written_as}' and '+++ b/{written_as}'"
+            )
+        raise PlanError(f"cannot {verb} {path}: no such file", path=path, hint=hint)
     if kind == "dir":
         raise PlanError(f"cannot {verb} {path}: it is a directory", path=path)
     if kind == "submodule":
@@ -193,7 +199,7 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             if before != (content, mode):  # re-adding a file as it is changes nothing
                 changes.append(FileChange(op.path, "add", _text_written(op.path, content), mode))
         elif isinstance(op, DeleteFile):
-            _existing_file(base, op.path, "delete")
+            _existing_file(base, op.path, "delete", op.written_as)
             if op.expected is not None:
                 _check_deleted_lines(base, op.path, op.expected)
             changes.append(FileChange(op.path, "delete", None, MODE_FILE))
@@ -211,7 +217,8 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             changes.append(FileChange(op.path, "add", data, _mode(op.mode, MODE_FILE)))
         else:
             verb = "copy" if isinstance(op, CopyFile) else "update"
-            data, mode = before = _read_text_file(base, op.path, verb)
+            written_as = op.written_as if isinstance(op, UpdateFile) else None
+            data, mode = before = _read_text_file(base, op.path, verb, written_as)
             levels: list[MatchLevel] = []
             if op.hunks:
                 data, levels = apply_hunks(data, op.hunks, path=op.path)
@@ -319,8 +326,10 @@ def _creates_by_hunk(base: TreeReader, op: UpdateFile) -> bool:
     )
 
 
-def _read_text_file(base: TreeReader, path: str, verb: str) -> tuple[bytes, int]:
-    _existing_file(base, path, verb)
+def _read_text_file(
+    base: TreeReader, path: str, verb: str, written_as: str | None = None
+) -> tuple[bytes, int]:
+    _existing_file(base, path, verb, written_as)
     if base.kind(path) == "symlink":
         raise UnsafePathError(f"cannot {verb} {path}: it is a symlink", path=path)
     return base.read(path)

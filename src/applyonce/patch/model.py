@@ -153,6 +153,9 @@ class Hunk(_Frozen):
         return [line.text for line in self.lines if line.kind != "-"]
 
 
+# ``written_as`` (unified diffs, excluded from dumps): the old name as the diff wrote it, one
+# component less stripped, so that a refusal of a missing path can say what the name was read
+# from (a ``--no-prefix`` diff loses its first directory, as in ``git apply``). Words only.
 # ``refuse_existing``: a precondition of unified diffs (excluded from dumps, see above): the path
 # an operation creates must not exist, as ``git apply`` requires of a diff's new file and of a
 # rename's destination. A Codex ``Add File`` or ``Move to`` replaces what is there instead; two
@@ -185,6 +188,7 @@ class DeleteFile(_Frozen):
     op: Literal["delete"] = "delete"
     path: str
     expected: tuple[Hunk, ...] | None = Field(default=None, exclude=True, repr=False)
+    written_as: str | None = Field(default=None, exclude=True, repr=False)
 
 
 class UpdateFile(_Frozen):
@@ -199,6 +203,7 @@ class UpdateFile(_Frozen):
     hunks: tuple[Hunk, ...] = ()
     mode: FileMode | None = None
     refuse_existing: bool = Field(default=False, exclude=True, repr=False)
+    written_as: str | None = Field(default=None, exclude=True, repr=False)
 
 
 class CopyFile(_Frozen):

@@ -733,7 +733,7 @@ class _Parser:
                 raise self.error(
                     f"the deleted file {old_path} has hunk lines that keep or add lines", line=first
                 )
-            return DeleteFile(path=old_path, expected=hunks)
+            return DeleteFile(path=old_path, expected=hunks, written_as=self._written_as(section))
         assert old_path is not None and new_path is not None
         mode: FileMode | None = None
         if section.new_mode is not None and section.new_mode != section.old_mode:
@@ -756,7 +756,16 @@ class _Parser:
             )
         if not hunks and mode is None:
             raise self.error(f"the diff for {old_path} changes nothing", line=first)
-        return UpdateFile(path=old_path, hunks=hunks, mode=mode)
+        return UpdateFile(
+            path=old_path, hunks=hunks, mode=mode, written_as=self._written_as(section)
+        )
+
+    def _written_as(self, section: _Section) -> str | None:
+        """The old side's name with one component less removed: what the diff's author may
+        have meant (see ``written_as`` in :mod:`applyonce.patch.model`)."""
+        if self.strip < 1 or section.minus in (None, DEV_NULL):
+            return None
+        return _strip_components(section.minus, self.strip - 1)
 
     def _new_content(self, hunks: tuple[Hunk, ...], first: int) -> str:
         texts: list[str] = []
