@@ -19,7 +19,6 @@ import orjson
 import typer
 
 import applyonce
-from applyonce.core.redaction import redact_secrets
 from applyonce.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -97,6 +96,8 @@ def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None
         fd, log = tempfile.mkstemp(prefix=f"applyonce-crash-{stamp}-", suffix=".log")
         with os.fdopen(fd, "w") as handle:
             # Never a database password (a --ledger connection string) in the log or the line.
+            from applyonce.core.redaction import redact_secrets  # not for --help
+
             argv = redact_secrets(repr(sys.argv))
             handle.write(f"applyonce {applyonce.__version__}\nargv: {argv}\n\n")
             handle.write(redact_secrets(traceback.format_exc()))

@@ -84,17 +84,30 @@ class Context:
 
     @property
     def ledger(self) -> Ledger:
+        """The ledger, opened on first use for this repository: a shared one for the remote's
+        repository (the same in every clone of it: :meth:`RemotePublisher.repository_id`; each
+        repository's calls apart from any other's, :mod:`applyonce.state.postgres.ledger`), or
+        the state directory's. A state directory given outside the repository (``--state-dir``)
+        could be given to another repository too: its ledger records the repository that made
+        it (by its Git directory) and refuses any other."""
         if self._ledger is None and self.ledger_url is not None:
+            from applyonce.git.remote import RemotePublisher
             from applyonce.state.postgres import PostgresLedger  # psycopg only when asked for
 
-            self._ledger = PostgresLedger(self.ledger_url)
+            # open_context refuses a shared ledger without a remote.
+            assert isinstance(self.publisher, RemotePublisher)
+            repository = self.publisher.repository_id()
+            self._ledger = PostgresLedger(self.ledger_url, repository=repository)
         if self._ledger is None:
             path = self.state_dir / LEDGER_FILE
             if self.read_only and not path.exists():
                 self._ledger = SqliteLedger.empty(path)
                 return self._ledger
+            own = None
+            if not self.state_dir.resolve().is_relative_to(self.store.common_dir):
+                own = f"git-dir:{self.store.common_dir}"
             try:
-                self._ledger = SqliteLedger(path)
+                self._ledger = SqliteLedger(path, repository=own)
             except OSError as exc:
                 raise UsageError(
                     f"cannot use state directory {self.state_dir}: {exc.strerror}",

@@ -9,10 +9,12 @@ tree comes with its subtrees) and keeps it in the repository's objects, as any g
 reading it would. Nothing else changes: git's lazy fetch writes no ``FETCH_HEAD`` and moves no
 ref.
 
-Only a partial clone gets the backend (:func:`is_partial_clone`). It fetches only what is read,
-never what is merely looked for ("is X here?" stays a local question), and only after libgit2
-looked again at the packs on disk (a pack a fetch has just added holds most of what is missing
-at first sight). A promisor remote that cannot be reached is an error of its own
+Only a partial clone gets the backend (:func:`promisor_remote` names its remote). It fetches
+only what is read, never what is merely looked for ("is X here?" stays a local question), and
+only after libgit2 looked again at the packs on disk (a pack a fetch has just added holds most
+of what is missing at first sight). What another repository is about to read through its
+alternates (a check's scratch checkout) is fetched in one round trip first
+(:meth:`PromisedObjects.prefetch`). A promisor remote that cannot be reached is an error of its own
 (:class:`PromisedObjectUnavailableError`, exit 4), never a traceback.
 """
 

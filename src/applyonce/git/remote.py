@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,8 @@ from applyonce.git.publisher import LocalRefPublisher, PublishUnknownError, TipM
 from applyonce.git.store import GitStore
 
 PENDING = "refs/applyonce/pending/"
+# Where the remote keeps what identifies it to shared ledgers (RemotePublisher.repository_id).
+IDENTITY = "refs/applyonce/repository"
 # A fetched tip answers ``tip`` for this long (seconds): a stale one only costs a refused CAS.
 TIP_FRESH_S = 1.0
 FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the fetched ref's lock
@@ -260,6 +263,50 @@ class RemotePublisher:
             return
         with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
             self.local.publish(ref, local, remote_tip, reason="applyonce: follow the remote")
+
+    # --- the repository's identity (shared ledgers) ---------------------------------------
+
+    def repository_id(self) -> str:
+        """What identifies the remote's repository to a ledger that clones share: the same in
+        every clone of it, whatever URL each spells it by; different for any other repository
+        (a ledger keeps each repository's calls apart by it).
+
+        It is a commit applyonce makes once for the remote (no parent, the empty tree, a random
+        line in its message: never a commit of any other repository) and keeps there as
+        ``refs/applyonce/repository``, created only where there is none (a compare-and-swap, so
+        clones racing to make it agree on one). This clone keeps its copy; after the first time
+        the answer costs no round trip.
+
+        Raises:
+            RemoteUnreachableError, RemoteRefusedError: the remote could not be asked, or refused
+                the ref.
+        """
+        local = f"refs/applyonce/remote-identity/{self.remote}"
+        known = self.store.tip(local)
+        if known is not None:
+            return f"remote:{known}"
+        for _ in range(3):
+            got = self._git("fetch", self.remote, f"+{IDENTITY}:{local}", fetch=True)
+            if got.code == 0 and self.store.tip(local) is not None:
+                return f"remote:{self.store.tip(local)}"
+            if "couldn't find remote ref" not in got.err:
+                raise RemoteUnreachableError(
+                    self._say(f"cannot fetch {IDENTITY} from remote {self.remote}", got)
+                )
+            made = self.store.identity_commit(
+                "applyonce: this repository's identity for the ledgers its clones share\n\n"
+                f"{uuid.uuid4()}\n"
+            )
+            lease = f"--force-with-lease={IDENTITY}:"
+            sent = self._git("push", "--porcelain", lease, self.remote, f"{made}:{IDENTITY}")
+            if sent.code == 0:
+                with contextlib.suppress(pygit2.GitError, OSError):
+                    self.store.repo.references.create(local, pygit2.Oid(hex=made), force=True)
+                return f"remote:{made}"
+            if _status_of(sent.out, IDENTITY) is None:
+                self._refused(sent, IDENTITY, what="its identity ref")
+            # Another clone made it first: fetch theirs.
+        raise RemoteRefusedError(f"remote {self.remote} keeps no {IDENTITY} and takes none")
 
     # --- pending refs (recover) ----------------------------------------------------------
 

@@ -392,6 +392,11 @@ class GitStore:
         self.flush_objects()
         return commit
 
+    def identity_commit(self, message: str) -> str:
+        """A commit of the empty tree and no parent with ``message``, on disk (no ref moves)."""
+        tree = self.write_tree_of(GitTree(self.repo, None), {})
+        return self.create_commit(tree, None, message)
+
     def flush_objects(self) -> None:
         """Make every object the current staging wrote durable on disk (one pack), e.g. before
         another repository reads them (a check's scratch checkout, through its alternates).

@@ -209,8 +209,17 @@ def error_of(
     )
 
 
-def migrate(conn: psycopg.Connection[Any], migrations: Migrations, where: str) -> None:
-    """Apply the named migrations not applied yet, once, whoever opens the database first.
+def use_schema(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
+    """Make ``schema`` where this connection's statements find and create their tables."""
+    with errors_of(conn, where):
+        conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+
+
+def migrate(
+    conn: psycopg.Connection[Any], migrations: Migrations, where: str, *, schema: str = "public"
+) -> None:
+    """Apply the named migrations not applied yet to ``schema`` (created if need be; the
+    connection's search path must name it), once, whoever opens it first.
 
     The usual case (all applied) is one read. Otherwise one transaction under a transaction-scoped
     advisory lock: concurrent first openers wait for each other (a ``CREATE TABLE IF NOT EXISTS``
@@ -225,6 +234,8 @@ def migrate(conn: psycopg.Connection[Any], migrations: Migrations, where: str) -
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            if schema != "public":
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations"
                 " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
