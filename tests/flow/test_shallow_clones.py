@@ -90,3 +90,30 @@ def test_a_call_in_a_shallow_clone_without_a_remote_is_refused_until_it_is_deepe
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["replayed"] is True
     assert clone.call_ids() == [call_id]
+
+
+def test_recover_leaves_a_call_in_flight_when_its_history_is_cut_short(tmp_path: Path) -> None:
+    """A call killed in flight, then its clone made shallow above the call's base (a 'git fetch
+    --depth 1' of newer commits, and the branch reset to them): where the call would be is not
+    here, so recover neither settles it "rejected, nothing took effect" nor anything else; it
+    says how to deepen, exits 4, and settles it once the history is whole."""
+    origin = make_repo(tmp_path / "origin", {"README.md": "# demo\n"})
+    clone = Repo(tmp_path / "clone")
+    subprocess.run(["git", "clone", "-q", f"file://{origin.path}", str(clone.path)], check=True)
+    killed = apply(clone, APPEND, env={"APPLYONCE_FAULT": "after-prepared"})
+    assert killed.returncode == -9
+    (origin.path / "later.txt").write_text("later\n")
+    origin.git("add", "later.txt")
+    origin.git("commit", "-q", "-m", "later")
+    clone.git("fetch", "-q", "--depth", "1", "origin")
+    clone.git("reset", "-q", "--hard", "origin/main")
+    left = run_cli("recover", "--repo", str(clone.path), "--json")
+    assert left.returncode == 4, left.stdout + left.stderr
+    [outcome] = json.loads(left.stdout)["outcomes"]
+    assert outcome["was"] == outcome["now"] == "prepared"
+    assert "shallow clone" in outcome["why"] and "git fetch --unshallow" in outcome["why"]
+    clone.git("fetch", "-q", "--unshallow")
+    settled = run_cli("recover", "--repo", str(clone.path), "--json")
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    [outcome] = json.loads(settled.stdout)["outcomes"]
+    assert outcome["now"] == "rejected"  # killed before its publish: nothing took effect
