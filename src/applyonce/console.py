@@ -95,9 +95,14 @@ def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         fd, log = tempfile.mkstemp(prefix=f"applyonce-crash-{stamp}-", suffix=".log")
         with os.fdopen(fd, "w") as handle:
-            handle.write(f"applyonce {applyonce.__version__}\nargv: {sys.argv!r}\n\n")
-            handle.write(traceback.format_exc())
-        message = f"internal error: {type(exc).__name__}: {str(exc)[:200]}; details in {log}"
+            # Never a database password (a --ledger connection string) in the log or the line.
+            from applyonce.core.redaction import redact_secrets  # not for --help
+
+            argv = redact_secrets(repr(sys.argv))
+            handle.write(f"applyonce {applyonce.__version__}\nargv: {argv}\n\n")
+            handle.write(redact_secrets(traceback.format_exc()))
+        reason = redact_secrets(str(exc))[:200]
+        message = f"internal error: {type(exc).__name__}: {reason}; details in {log}"
         hint = "run 'applyonce recover', then report the log"
         if as_json():
             internal = {"kind": "internal", "message": message, "hint": hint, "log": log}

@@ -96,3 +96,29 @@ def test_one_call_is_one_call_id_in_every_clone(repo: Repo, tmp_path: Path) -> N
             assert plan.returncode == 0, plan.stderr
             ids.append(orjson.loads(plan.stdout)["call_id"])
     assert len(set(ids)) == 1, ids
+
+
+def test_a_shared_ledger_without_a_remote_is_refused_before_anything_is_written(
+    repo: Repo,
+) -> None:
+    """Each clone's own branch cannot be the commit point of a ledger the clones share: one
+    clone's committed call is not on the next clone's branch (which then says "unknown, run
+    recover" for ever). Refused when the repository is opened, whatever the command, before the
+    database is even asked; the password never printed."""
+    head = repo.head()
+    url = "postgresql://agent:s3cret@db.invalid/fleet"
+    for command in (["apply", "-"], ["recover"], ["log"], ["audit"]):
+        run = run_cli(*command, "--repo", str(repo.path), "--ledger", url, input=PATCH)
+        assert run.returncode == 2, [*command, run.stdout, run.stderr]
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            "error: --ledger names a shared ledger, but no remote is the commit point"
+        ), run.stderr
+        assert "--remote NAME" in lines[0] and "s3cret" not in run.stdout + run.stderr
+        _nothing_written(repo, head)
+    repo.git("config", "applyonce.ledger", url)
+    from_config = apply(repo, PATCH, "--json")
+    assert from_config.returncode == 2
+    assert orjson.loads(from_config.stdout)["error"]["kind"] == "ledger-needs-remote"
+    assert "applyonce.ledger names a shared ledger" in from_config.stderr
+    _nothing_written(repo, head)

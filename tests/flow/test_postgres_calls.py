@@ -1,11 +1,11 @@
-"""Calls on a PostgreSQL ledger, through the real CLI: a database that is down fails at once with
-one line and writes nothing; a server killed mid-call ends the call like a crash (one line, exit
-4), and the call is settled later through Git, never applied twice; a call made on one clone is
-seen on another."""
+"""Calls on a PostgreSQL ledger (with the remote every clone publishes to: a shared ledger needs a
+shared commit point), through the real CLI: a database that is down fails at once with one line
+and writes nothing; a server killed mid-call ends the call like a crash (one line, exit 4), and
+the call is settled later through Git, never applied twice; a call made on one clone is seen on
+another."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,7 +17,8 @@ from applyonce import Executor
 from applyonce.flow import apply as apply_flow
 from applyonce.flow.apply import UnrecordedCommitError
 from tests.conftest import UTIL_PATCH as PATCH
-from tests.conftest import Repo, apply, run_cli
+from tests.conftest import Repo, Run, Served, run_cli
+from tests.flow.test_remote_publish import server_calls
 from tests.pgserver import PostgresServer
 
 HINT = "start the database or fix --ledger/applyonce.ledger"
@@ -30,9 +31,15 @@ def _one_line_error(stderr: str) -> str:
     return lines[0]
 
 
+def apply(repo: Repo, patch: str, *args: str) -> Run:
+    """``apply`` in a clone of the served repository, its remote the commit point."""
+    return run_cli("apply", "-", "--repo", str(repo.path), "--remote", "origin", *args, input=patch)
+
+
 def test_a_database_that_is_not_listening_fails_at_once_and_writes_nothing(
-    repo: Repo, tmp_path: Path
+    served: Served, tmp_path: Path
 ) -> None:
+    repo = served.clone
     head, files = repo.head(), repo.files()
     url = f"postgresql://agent:s3cr3t-pw@/fleet?host={tmp_path}&connect_timeout=2"
     started = time.monotonic()
@@ -64,8 +71,9 @@ for _ in range(500):
 
 
 def test_a_server_killed_mid_call_ends_it_like_a_crash_and_git_settles_it(
-    repo: Repo, pg_server: PostgresServer, tmp_path: Path
+    served: Served, pg_server: PostgresServer, tmp_path: Path
 ) -> None:
+    repo = served.clone
     try:
         url = pg_server.create_database()
         script = tmp_path / "kill_server.py"
@@ -86,9 +94,11 @@ def test_a_server_killed_mid_call_ends_it_like_a_crash_and_git_settles_it(
         assert again.returncode == 0, again.stderr
         receipt = orjson.loads(again.stdout)
         assert receipt["status"] == "committed"
-        assert repo.call_ids() == [receipt["call_id"]]  # applied once
+        assert server_calls(served) == [receipt["call_id"]]  # applied once
         assert repo.head() == receipt["commit"]
-        recovered = run_cli("recover", "--repo", str(repo.path), "--ledger", url)
+        recovered = run_cli(
+            "recover", "--repo", str(repo.path), "--ledger", url, "--remote", "origin"
+        )
         assert recovered.returncode == 0, recovered.stderr
         assert _states(url) == ["committed"]
     finally:
@@ -96,7 +106,7 @@ def test_a_server_killed_mid_call_ends_it_like_a_crash_and_git_settles_it(
 
 
 def test_the_server_lost_after_the_publish_is_an_unrecorded_commit_until_recovered(
-    repo: Repo, pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+    served: Served, pg_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Killed right after the publish (the fault point's hook kills the real server): the commit
     landed, its record could not be written, so exit 5 ("do not send it again"), never a
@@ -110,20 +120,20 @@ def test_the_server_lost_after_the_publish_is_an_unrecorded_commit_until_recover
         arm(point)
 
     monkeypatch.setattr(apply_flow, "fault", kill_server_after_publish)
-    executor = Executor(repo.path, ledger=url)
+    executor = Executor(served.clone.path, ledger=url, remote="origin")
     try:
         with pytest.raises(UnrecordedCommitError) as unrecorded:
             executor.apply(PATCH)
         assert unrecorded.value.exit_code == 5
         assert "lost the connection to the ledger" in unrecorded.value.message
         assert "start the ledger's database, then run 'applyonce recover'" in unrecorded.value.hint
-        [call_id] = repo.call_ids()  # it landed
+        [call_id] = server_calls(served)  # it landed
         pg_server.restart()
         # This process holds the claim (it is alive: no other process may take it before its
         # lease ends); its own recover takes it over, on a new connection.
         report = executor.recover()
         assert [(o.call_id, o.now) for o in report.outcomes] == [(call_id, "committed")]
-        assert _states(url) == ["committed"] and repo.call_ids() == [call_id]
+        assert _states(url) == ["committed"] and server_calls(served) == [call_id]
     finally:
         executor.close()
         pg_server.ensure_running()
@@ -138,18 +148,18 @@ def _states(url: str) -> list[str]:
 
 
 def test_a_call_made_on_one_clone_is_shown_on_another(
-    repo: Repo, pg_url: str, tmp_path: Path
+    served: Served, pg_url: str, tmp_path: Path
 ) -> None:
-    done = apply(repo, PATCH, "--ledger", pg_url, "--json")
+    fleet = ("--ledger", pg_url, "--remote", "origin")
+    done = apply(served.clone, PATCH, "--ledger", pg_url, "--json")
     assert done.returncode == 0, done.stderr
     call_id = orjson.loads(done.stdout)["call_id"]
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(repo.path), str(clone)], check=True)
-    shown = run_cli("show", call_id, "--repo", str(clone), "--ledger", pg_url, "--json")
+    clone = served.another_clone(tmp_path / "other").path
+    shown = run_cli("show", call_id, "--repo", str(clone), *fleet, "--json")
     assert shown.returncode == 0, shown.stderr
     assert orjson.loads(shown.stdout)["call_id"] == call_id
-    logged = run_cli("log", "--repo", str(clone), "--ledger", pg_url, "--json")
+    logged = run_cli("log", "--repo", str(clone), *fleet, "--json")
     assert logged.returncode == 0, logged.stderr
     assert call_id in logged.stdout
-    audited = run_cli("audit", "--repo", str(clone), "--ledger", pg_url)
+    audited = run_cli("audit", "--repo", str(clone), *fleet)
     assert audited.returncode == 0, audited.stdout + audited.stderr

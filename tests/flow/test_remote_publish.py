@@ -48,7 +48,9 @@ def server_calls(served: Served) -> list[str]:
 
 
 def pending_refs(served: Served) -> list[str]:
-    return served.server_git("for-each-ref", "--format=%(refname)", "refs/applyonce/").split()
+    return served.server_git(
+        "for-each-ref", "--format=%(refname)", "refs/applyonce/pending/"
+    ).split()
 
 
 def assert_linear(served: Served) -> None:
@@ -303,32 +305,34 @@ def test_the_users_own_local_commits_are_never_overwritten(served: Served) -> No
     assert clone.git("status", "--porcelain") == ""
 
 
-def test_a_shared_record_rolls_the_staged_commit_forward_from_another_clone(
+def test_a_state_directory_is_not_a_record_two_clones_share(
     served: Served, tmp_path: Path
 ) -> None:
-    """Two clones sharing one record (as a fleet shares its PostgreSQL ledger; here one state
-    directory): the clone that recovers never had the staged commit object, and fetches it from
-    the pending ref to publish it."""
+    """A state directory's ledger serves the repository that made it: another clone given the
+    same --state-dir is refused (exit 2) and touches nothing; clones share a record through a
+    PostgreSQL ledger (the next test), whose calls are the remote's repository's."""
     shared = str(tmp_path / "shared-state")
     killed = apply_remote(
         served.clone, UTIL_PATCH, "--state-dir", shared,
         env={"APPLYONCE_FAULT": "after-push-objects"},
-    )
+    )  # fmt: skip
     assert killed.returncode == -9
+    before = pending_refs(served)
     other = served.another_clone(tmp_path / "other")
     done = run_cli(
         "recover", "--repo", str(other.path), "--remote", "origin", "--state-dir", shared
     )
-    assert done.returncode == 0, done.stderr
-    assert "published it now" in done.stdout
-    assert len(server_calls(served)) == 1
-    assert pending_refs(served) == []
-    shown = run_cli("show", server_calls(served)[0], "--repo", str(other.path),
-                    "--state-dir", shared, "--json")
-    receipt = json.loads(shown.stdout)
-    assert receipt["status"] == "committed"
-    assert receipt["commit"] == served.server_git("rev-parse", "main").strip()
-    assert receipt["remote"] == served.url
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "serves another repository" in done.stderr and "--state-dir" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert pending_refs(served) == before and server_calls(served) == []
+    # Its own clone settles it.
+    own = run_cli(
+        "recover", "--repo", str(served.clone.path), "--remote", "origin", "--state-dir", shared
+    )
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "published it now" in own.stdout
+    assert len(server_calls(served)) == 1 and pending_refs(served) == []
 
 
 def test_with_a_postgresql_ledger_another_clone_rolls_the_staged_commit_forward(

@@ -97,3 +97,34 @@ def test_an_unknown_or_hostile_remote_name_is_a_usage_error(served: Served) -> N
     for name in ("nope", "--upload-pack=evil", "../x"):
         with pytest.raises(UsageError):
             RemotePublisher(store, name, CallIdIndex(store, MemoryHistoryCache))
+
+
+def test_every_clone_of_a_remote_names_its_repository_alike(served: Served, tmp_path: Path) -> None:
+    """The identity a shared ledger keeps a repository's calls by: one for the remote, agreed by
+    clones that ask at once (the ref is created by compare-and-swap), another for another
+    repository; it does not depend on the URL a clone spells the remote by."""
+    import threading
+
+    clones = [served.clone, *(served.another_clone(tmp_path / f"c{n}") for n in range(3))]
+    clones[1].git("remote", "set-url", "origin", served.url.replace("127.0.0.1", "localhost"))
+    found: list[str] = []
+    threads = [
+        threading.Thread(target=lambda c=c: found.append(publisher_of(c).repository_id()))
+        for c in clones
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4 and len(set(found)) == 1
+    on_server = served.server_git("rev-parse", "refs/applyonce/repository").strip()
+    assert found[0] == f"remote:{on_server}"
+    assert served.server_git("cat-file", "-t", on_server).strip() == "commit"
+    # Asked again: this clone's copy answers (the server's ref deleted: no round trip made).
+    served.server_git("update-ref", "-d", "refs/applyonce/repository")
+    assert publisher_of(served.clone).repository_id() == found[0]
+    # Another repository (here an empty one): another identity.
+    clones[2].git("remote", "add", "elsewhere", served.daemon.make_bare())
+    store = GitStore(clones[2].path)
+    elsewhere = RemotePublisher(store, "elsewhere", CallIdIndex(store, MemoryHistoryCache))
+    assert elsewhere.repository_id() not in found

@@ -102,12 +102,13 @@ def test_a_password_in_the_query_of_a_refused_ledger_url_is_never_printed(repo: 
     assert (repo.files(), repo.head()) == before and not repo.state_dir().exists()
 
 
-def test_a_ledger_url_with_a_bad_option_value_is_a_usage_error(repo: Repo) -> None:
+def test_a_ledger_url_with_a_bad_option_value_is_a_usage_error(served: Served) -> None:
     """A libpq option with a value libpq cannot read is the URL's fault, not a database that is
     down: exit 2 (usage), not 4 ('start the database ... repeat the call')."""
+    repo = served.clone
     before = (repo.files(), repo.head())
     run = run_cli(
-        "apply", "-", "--repo", str(repo.path), "--ledger",
+        "apply", "-", "--repo", str(repo.path), "--remote", "origin", "--ledger",
         "postgresql://u@/db?host=/nonexistent&connect_timeout=soon", input=UTIL_PATCH,
     )
     assert run.returncode == 2, run.stderr

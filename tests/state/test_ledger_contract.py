@@ -74,22 +74,28 @@ class Backend:
     session: Callable[[], contextlib.AbstractContextManager[Ledger]]
 
 
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
+@pytest.fixture(params=["sqlite", "postgres", "postgres-second-repository", "memory"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    if request.param == "postgres":
+    if request.param.startswith("postgres"):
         from applyonce.state.postgres.ledger import PostgresLedger
 
         url = request.getfixturevalue("pg_url")
+        repository = None
+        if request.param == "postgres-second-repository":
+            # Another repository used the database first: this one's tables are in a schema
+            # of their own, and every statement of the contract must find them there.
+            PostgresLedger(url, repository="remote:first").close()
+            repository = "remote:second"
 
         @contextlib.contextmanager
         def postgres_session() -> Iterator[Ledger]:
-            ledger = PostgresLedger(url)
+            ledger = PostgresLedger(url, repository=repository)
             try:
                 yield ledger
             finally:
                 ledger.close()
 
-        return Backend("postgres", postgres_session)
+        return Backend(request.param, postgres_session)
     if request.param == "sqlite":
 
         @contextlib.contextmanager
@@ -678,7 +684,7 @@ def test_calls_created_in_the_same_millisecond_are_still_oldest_first(
 
     for module in (applyonce.state.sqlite.ledger, tests.state.fakes):
         monkeypatch.setattr(module, "now", lambda: "2025-01-01T00:00:00.000Z")
-    if backend.name == "postgres":
+    if backend.name.startswith("postgres"):
         import applyonce.state.postgres.ledger as pg
 
         # Its stamps come from the server's clock, through this one function.

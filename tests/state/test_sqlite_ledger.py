@@ -71,6 +71,7 @@ def test_wal_full_sync_and_named_migrations(tmp_path: Path) -> None:
         "0003_claim_leases",
         "0004_owner_namespace",
         "0005_unsynced_calls",
+        "0007_repository",
     ]
     ledger.close()
     again = SqliteLedger(tmp_path / "ledger.sqlite3")  # re-opening does not re-apply

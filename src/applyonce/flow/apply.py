@@ -55,6 +55,7 @@ from applyonce.flow.verify import (
     stored_receipt,
     verify_against_git,
 )
+from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.git.publisher import PublishUnknownError, TipMovedError
 from applyonce.git.store import GitTree
 from applyonce.patch import parse
@@ -199,8 +200,13 @@ def _known_outcome(
     Otherwise the claim under which it runs now (kept renewed by ``lessee``'s heartbeat)."""
     if ctx.receipts.read_bytes(ident.call_id) is None:
         # A new call's hostile paths are refused before any state exists (the tip's tree tells
-        # symlinked parents). A known call is not re-judged: it replays what it was.
-        tip_tree = ctx.store.tree_at(ctx.publisher.tip(args.ref))
+        # symlinked parents). A known call is not re-judged: it replays what it was. So is a
+        # history too short to show the call has not landed already (a shallow clone): the
+        # search for its Call-Id would refuse it after the claim.
+        tip = ctx.publisher.tip(args.ref)
+        hint = REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None
+        require_complete(ctx.store, args.ref, tip, hint=hint)
+        tip_tree = ctx.store.tree_at(tip)
         touched = touched_paths(ctx, args)
         for path in touched:
             check_parents(tip_tree, path)

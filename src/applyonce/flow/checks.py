@@ -112,7 +112,9 @@ def scratch_checkout(ctx: Context) -> Iterator[ScratchRepo]:
         with try_file_lock(base / f"{slot}.lock") as taken:
             if not taken:
                 continue
-            yield ScratchRepo(base / str(slot), ctx.store.objects_dir)
+            yield ScratchRepo(
+                base / str(slot), ctx.store.objects_dir, prepare=ctx.store.fetch_missing_blobs
+            )
             return
     raise CheckFailedError(
         f"all {SCRATCH_SLOTS} scratch checkouts are busy", retryable=True, hint="retry shortly"

@@ -8,6 +8,13 @@ receipts directory, and the Call-Id history cache.
 Where a fleet of clones shares its record and its commit point (:class:`Fleet`): ``--ledger`` and
 ``--remote``, else git config ``applyonce.ledger`` and ``applyonce.remote`` (flags win), else the
 repository's own ledger file and branch.
+
+A shared ledger needs a shared commit point: with ``--ledger postgresql://…`` and no remote,
+each clone's own branch would be where its calls land, so the ledger would record a call as
+committed in one clone while the next clone's branch has no such commit (exit 5, "run recover",
+for ever), and exactly-once across clones would be a promise nothing keeps. That combination is
+refused when the context opens (:class:`LedgerNeedsRemoteError`, exit 2), before anything is
+written.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from applyonce.core.redaction import redact_secrets
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.state_guard import check_state_location
 from applyonce.git.checkouts import Checkouts
@@ -38,6 +46,12 @@ REMOTE_KEY = "applyonce.remote"
 LOCAL_LEDGER = ("local", "sqlite")
 LOCAL_REMOTE = "."
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+class LedgerNeedsRemoteError(UsageError):
+    """A shared (PostgreSQL) ledger without a remote as the commit point."""
+
+    kind = "ledger-needs-remote"
 
 
 @dataclass(frozen=True)
@@ -70,17 +84,30 @@ class Context:
 
     @property
     def ledger(self) -> Ledger:
+        """The ledger, opened on first use for this repository: a shared one for the remote's
+        repository (the same in every clone of it: :meth:`RemotePublisher.repository_id`; each
+        repository's calls apart from any other's, :mod:`applyonce.state.postgres.ledger`), or
+        the state directory's. A state directory given outside the repository (``--state-dir``)
+        could be given to another repository too: its ledger records the repository that made
+        it (by its Git directory) and refuses any other."""
         if self._ledger is None and self.ledger_url is not None:
+            from applyonce.git.remote import RemotePublisher
             from applyonce.state.postgres import PostgresLedger  # psycopg only when asked for
 
-            self._ledger = PostgresLedger(self.ledger_url)
+            # open_context refuses a shared ledger without a remote.
+            assert isinstance(self.publisher, RemotePublisher)
+            repository = self.publisher.repository_id()
+            self._ledger = PostgresLedger(self.ledger_url, repository=repository)
         if self._ledger is None:
             path = self.state_dir / LEDGER_FILE
             if self.read_only and not path.exists():
                 self._ledger = SqliteLedger.empty(path)
                 return self._ledger
+            own = None
+            if not self.state_dir.resolve().is_relative_to(self.store.common_dir):
+                own = f"git-dir:{self.store.common_dir}"
             try:
-                self._ledger = SqliteLedger(path)
+                self._ledger = SqliteLedger(path, repository=own)
             except OSError as exc:
                 raise UsageError(
                     f"cannot use state directory {self.state_dir}: {exc.strerror}",
@@ -119,6 +146,14 @@ def open_context(
     store = GitStore(repo)
     ledger_url = _ledger_url(store, fleet.ledger)
     remote = _remote(store, fleet.remote)
+    if ledger_url is not None and remote is None:
+        source = "--ledger" if fleet.ledger is not None else LEDGER_KEY
+        raise LedgerNeedsRemoteError(
+            f"{source} names a shared ledger, but no remote is the commit point: each clone's"
+            " own branch cannot keep a call to one commit across the clones that share it",
+            hint="pass --remote NAME (or git config applyonce.remote NAME), the remote every"
+            " clone publishes to; or --ledger local for this clone's own ledger",
+        )
     state = Path(state_dir) if state_dir else store.common_dir / "applyonce"
     existing = next(p for p in (state, *state.parents) if p.exists())
     if not existing.is_dir():
@@ -154,22 +189,28 @@ def open_context(
 
 
 def _ledger_url(store: GitStore, given: str | None) -> str | None:
-    """The PostgreSQL ledger's URL (None: the local SQLite file), from ``--ledger`` or git config.
+    """The PostgreSQL ledger's connection string (None: the local SQLite file), from
+    ``--ledger`` or git config: a ``postgresql://`` URL or libpq ``key=value`` words
+    (``host=/run/pg dbname=app``), passed to libpq as given.
 
     Raises:
-        UsageError: it is neither a ``postgresql://`` URL nor ``local``.
+        UsageError: it is neither of those nor ``local`` (said without its password).
     """
     source = "--ledger" if given is not None else LEDGER_KEY
     value = given if given is not None else store.config_value(LEDGER_KEY)
     if value is None or value.strip() in ("", *LOCAL_LEDGER):
         return None
-    if value.startswith(POSTGRES_SCHEMES):
+    if value.startswith(POSTGRES_SCHEMES) or _CONNINFO_WORDS.match(value):
         return value
     raise UsageError(
-        f"{source} {redacted_url(value)!r} is not a ledger applyonce can use",
-        hint="give a postgresql:// URL (e.g. postgresql://user@host/db), or 'local' for the "
-        "repository's own ledger file",
+        f"{source} {redact_secrets(value)!r} is not a ledger applyonce can use",
+        hint="give a postgresql:// URL (e.g. postgresql://user@host/db) or libpq key=value"
+        " words (host=… dbname=…), or 'local' for the repository's own ledger file",
     )
+
+
+# libpq's other form of a connection string: key=value words (the first one is enough to tell).
+_CONNINFO_WORDS = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 
 def _remote(store: GitStore, given: str | None) -> str | None:
@@ -199,21 +240,6 @@ def _remote(store: GitStore, given: str | None) -> str | None:
 
 # The names git and applyonce's remote publisher accept (no option, no path, no shell syntax).
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
-
-
-def redacted_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages: never print a secret)."""
-    # A password may also be a query parameter (libpq's ``?password=``).
-    url = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", url)
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, host = authority.rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}{slash}{tail}"
 
 
 def _history_cache(state_dir: Path, *, read_only: bool) -> HistoryCache:

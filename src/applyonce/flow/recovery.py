@@ -10,7 +10,10 @@ For a call that is not terminal and whose owner is gone:
 * otherwise nothing took effect → ``rejected`` with ``retryable: true``: the same call may run
   again;
 * contradictions (two commits with one Call-Id, or a commit that carries the Call-Id but not the
-  call's change: :mod:`applyonce.flow.adopt`) → ``unknown``, for a person to ``resolve``.
+  call's change: :mod:`applyonce.flow.adopt`) → ``unknown``, for a person to ``resolve``;
+* a history too short to show that (a shallow clone whose boundary is above the call's base, or
+  a call with no base) → left in flight, with the command that deepens it: "not on the branch"
+  is never concluded from a history known to be incomplete.
 
 Committed calls without a ``synced`` event get their checkout sync. Records lost or tampered with
 are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
@@ -39,6 +42,7 @@ from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.sync import resume_catch_up, sync_many
 from applyonce.flow.verify import stored_receipt
+from applyonce.git.history import HistoryIncompleteError
 from applyonce.git.publisher import TipMovedError
 from applyonce.state.lease import DEFAULT_LEASE_S, Heartbeat, Hold, Owner, hold_of
 from applyonce.state.ledger import (
@@ -120,7 +124,13 @@ def _settle_batch(
                     progress(done + i, total)
                 execution_id = taken.get(row.call_id)
                 if execution_id is not None:
-                    report.outcomes.append(_reconcile(batch_ctx, row, execution_id, history, None))
+                    try:
+                        outcome = _reconcile(batch_ctx, row, execution_id, history, None)
+                    except HistoryIncompleteError as exc:
+                        # A shallow clone cannot show that the call did not land: it stays in
+                        # flight (never "rejected, nothing took effect"), and says how to fix it.
+                        outcome = Outcome(row.call_id, row.state, row.state, exc.one_line())
+                    report.outcomes.append(outcome)
                     continue
                 # Held: a running call is its owner's to finish, and recover does not wait for
                 # it; it says so, call by call (never "every call is settled"). One whose lease
@@ -244,6 +254,10 @@ def _history(
                 report.notes.append(
                     f"{ref}: a call has no known base on the branch; searched its whole history"
                 )
+                if ctx.store.hidden_below(tip):
+                    # Not all of it is here (a shallow clone): "not found" means nothing, so
+                    # each call asks the publisher, which answers only where the range is here.
+                    continue
         index[ref] = found
     return index
 

@@ -39,9 +39,14 @@ class RecoveryReport:
         return any(o.now == HELD for o in self.outcomes)
 
     @property
+    def left(self) -> bool:
+        """Whether a call was left in flight (its history is not all here: a shallow clone)."""
+        return any(o.now in ("claimed", "prepared") for o in self.outcomes)
+
+    @property
     def settled(self) -> bool:
         """Whether every call is settled and every checkout updated."""
-        return not (self.unknown or self.held or self.unsynced)
+        return not (self.unknown or self.held or self.left or self.unsynced)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -109,7 +109,7 @@ class Checkouts:
                 continue
             seen.add(real)
             with contextlib.suppress(pygit2.GitError, KeyError):
-                candidates.append(pygit2.Repository(path))
+                candidates.append(self.store.open_checkout(path))
         for repo in candidates:
             if repo.is_bare:
                 continue

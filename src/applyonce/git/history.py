@@ -5,22 +5,73 @@ record of a call (that is the ledger's). Each refresh reads only the commits sin
 scanned (the whole branch once), so asking "has call X landed on R?" costs the commits since the
 last call, not the history. Where the cache is kept is the :class:`HistoryCache`'s business: a
 file beside the ledger (:class:`applyonce.state.sqlite.history.SqliteHistoryCache`), or memory.
+
+An incomplete history (a shallow clone, grafts) cannot say "not here": a commit below its cut
+may carry the Call-Id. The index is kept per view of the history (what was scanned while the
+clone was shallow is scanned again once it is deepened), and :func:`require_complete` is what a
+search that found nothing asks before it answers so: it raises :class:`HistoryIncompleteError`
+instead. A remote's publisher first makes the clone complete from the remote
+(:mod:`applyonce.git.remote`); the repository's own branch has nowhere to ask, so a call there
+is refused with the command that fixes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import pygit2
 
+from applyonce.errors import ConflictError
 from applyonce.git.store import GitStore
 
 # How far "which later commits changed these paths" looks: the commits walked from the tip, and
 # the commits listed. A repeat answers at once, whatever the length of the branch since.
 LATER_WALK_LIMIT = 1000
 LATER_LISTED = 5
+
+
+class HistoryIncompleteError(ConflictError):
+    """The history a Call-Id search needs is not all here (a shallow clone, grafts), so it
+    cannot tell that a call has not landed: nothing runs, rather than a call landing twice."""
+
+    kind = "history-incomplete"
+    default_retryable = True
+    default_hint = (
+        "make the clone complete ('git fetch --unshallow'; or pass --remote NAME, which"
+        " deepens it from that remote), then repeat"
+    )
+
+
+# The hint when the clone was deepened from the remote and is still cut short.
+REMOTE_INCOMPLETE_HINT = (
+    "the remote's own history is cut short (a shallow server) or this clone has grafts"
+    " (info/grafts); publish to a remote with the whole history, then repeat"
+)
+
+
+def require_complete(
+    store: GitStore, ref: str, tip: str | None, *, hide: str | None = None, hint: str | None = None
+) -> None:
+    """Make sure a walk of ``ref`` from ``tip`` (down to ``hide``) sees every commit of it.
+
+    Raises:
+        HistoryIncompleteError: commits below a shallow boundary or a graft are missing here.
+    """
+    hidden = store.hidden_below(tip, hide=hide)
+    if not hidden:
+        return
+    what = "a shallow clone" if store.is_shallow() else "grafted (info/grafts)"
+    raise HistoryIncompleteError(
+        f"the history of {ref} is incomplete here ({what}: the parents of"
+        f" {hidden[0][:12]} are missing), so whether a call already landed on it cannot be"
+        " known",
+        hint=hint,
+        ref=ref,
+        cut=hidden[0],
+    )
 
 
 class HistoryCache(Protocol):
@@ -80,7 +131,7 @@ class CallIdIndex:
         self._open_cache = open_cache
         self._cache: HistoryCache | None = None
         # Where a branch's tip is read: the local ref, or (a remote publisher sets it) the
-        # remote-tracking ref the remote's branch was last fetched into.
+        # private ref the remote's branch was last fetched into.
         self.tip_of: Callable[[str], str | None] = store.tip
 
     @property
@@ -94,12 +145,24 @@ class CallIdIndex:
             self._cache.close()
             self._cache = None
 
+    def _view(self, ref: str) -> str:
+        """The cache's key for ``ref`` as this repository sees its history now: the ref
+        itself, or, while commits are cut off (shallow, grafted), the ref and those cuts. A
+        scan made while the clone was shallow never stands for the deepened history (its
+        "scanned up to the tip" would skip every commit the deepening brought)."""
+        cuts = self.store.history_cuts()
+        if not cuts:
+            return ref
+        digest = hashlib.sha256(" ".join(sorted(cuts)).encode()).hexdigest()[:16]
+        return f"{ref} cut:{digest}"
+
     def refresh(self, ref: str) -> str | None:
         """Bring the index of ``ref`` up to date; returns the tip (None: no such branch)."""
         tip = self.tip_of(ref)
         if tip is None:
             return None
-        last = self.cache.scanned_tip(ref)
+        view = self._view(ref)
+        last = self.cache.scanned_tip(view)
         if last != tip:
             hide = last if last is not None and self.store.has_object(last) else None
             found = [
@@ -107,24 +170,32 @@ class CallIdIndex:
                 for commit, block in self.store.walk_trailers(tip, hide=hide, key="Call-Id")
                 for call in block.all("Call-Id")
             ]
-            self.cache.add(ref, found, tip)
+            self.cache.add(view, found, tip)
         return tip
 
     def commits_on(self, ref: str, call_id: str) -> list[str]:
-        """The commits carrying ``call_id`` that the branch has now, newest first."""
+        """The commits carrying ``call_id`` that the branch has now, newest first.
+
+        Raises:
+            HistoryIncompleteError: none is found, and commits of the branch are missing here.
+        """
         tip = self.refresh(ref)
         if tip is None:
             return []
-        return [
+        found = [
             commit
-            for commit in self.cache.commits(ref, call_id)
+            for commit in self.cache.commits(self._view(ref), call_id)
             if self.store.has_object(commit) and self.store.is_ancestor(commit, tip)
         ]
+        if not found:
+            require_complete(self.store, ref, tip)
+        return found
 
     def calls(self, ref: str) -> dict[str, list[str]]:
-        """Call-Id → commits ever seen on ``ref`` (some may be gone from it since), refreshed."""
+        """Call-Id → commits ever seen on ``ref`` (some may be gone from it since), refreshed
+        (of a shallow clone: those above its boundary)."""
         self.refresh(ref)
-        return self.cache.calls(ref)
+        return self.cache.calls(self._view(ref))
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,9 @@ class WrittenObjects:
         self.repo = repo
         self.objects_dir = objects_dir
         self._memory: MemoryObjects | None = None
+        # A partial clone (set by the store): an object it has not got and this process did not
+        # write is its remote's to give (fetched when read), not one a prune removed.
+        self.partial_clone = False
         self._install_lock = threading.Lock()
         # Per thread: two calls staged at once in one process keep apart what each wrote.
         self._local = threading.local()
@@ -156,6 +159,12 @@ class WrittenObjects:
                     memory = MemoryObjects()
                     self.repo.odb.add_backend(memory, MEMORY_PRIORITY)
                     self._memory = memory
+
+    def reinstall(self) -> None:
+        """Put the memory backend back in front of a repository whose object database was
+        dropped (``Repository.free()``, after a fetch deepened the history)."""
+        if self._memory is not None:
+            self.repo.odb.add_backend(self._memory, MEMORY_PRIORITY)
 
     def reset(self) -> None:
         """A new staging begins: forget the previous one's objects."""
@@ -248,7 +257,10 @@ class WrittenObjects:
                 if parent is None or parent == down_to:
                     break
                 chain.append(parent)
-        return [oid for one in chain for oid in self._missing_of(one)]
+        missing = [oid for one in chain for oid in self._missing_of(one)]
+        if self.partial_clone:
+            return [oid for oid in missing if oid in self._raw]
+        return missing
 
     def _missing_of(self, commit_id: str) -> list[str]:
         odb = self._disk_odb()

@@ -24,7 +24,7 @@ import pygit2
 
 from applyonce.errors import ConflictError, StateError
 from applyonce.faults import fault
-from applyonce.git.history import CallIdIndex
+from applyonce.git.history import CallIdIndex, require_complete
 from applyonce.git.store import GitStore, LockedError
 from applyonce.state.lockjournal import journaled_ref_lock, stale_lock_hint
 
@@ -80,7 +80,12 @@ class Publisher(Protocol):
 
     def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
         """The commits on ``ref`` (after ``since``; None: the whole branch) whose ``Call-Id``
-        trailer is ``call_id``, newest first."""
+        trailer is ``call_id``, newest first. Never "none" from a history it knows is
+        incomplete (a shallow clone, grafts).
+
+        Raises:
+            HistoryIncompleteError: none found here, and commits of the range are missing.
+        """
         ...
 
     def is_on(self, ref: str, commit: str) -> bool:
@@ -183,13 +188,24 @@ class LocalRefPublisher:
             current.set_target(pygit2.Oid(hex=new), reason)
 
     def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        """See :class:`Publisher`. A shallow or grafted clone's branch cannot show that a call
+        is not on it (the commit may be below the cut, made before the clone): with nowhere to
+        fetch the rest from, the answer is a refusal that says how to deepen it.
+
+        Raises:
+            HistoryIncompleteError: nothing found, and commits of the searched range are missing.
+        """
         if since is None:
             return self.index.commits_on(ref, call_id)
-        return [
+        tip = self.store.tip(ref)
+        found = [
             commit
-            for commit, block in self.store.walk_trailers(self.store.tip(ref), hide=since)
+            for commit, block in self.store.walk_trailers(tip, hide=since)
             if call_id in block.all("Call-Id")
         ]
+        if not found:
+            require_complete(self.store, ref, tip, hide=since)
+        return found
 
     def follow(self, ref: str, commits: set[str]) -> None:
         pass  # the branch is the repository's own: it is where the calls published

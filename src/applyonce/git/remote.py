@@ -9,13 +9,25 @@ the user configured works, and the server's own atomic ref update is the one com
 2. then one atomic push moves the branch with ``--force-with-lease=<ref>:<expected>`` — the
    server refuses it unless the branch is still at ``expected`` (a compare-and-swap) — and deletes
    the pending ref in the same transaction;
-3. then ``refs/remotes/<remote>/<branch>`` and, when that is safe, the local branch follow.
+3. then, when that is safe, the local branch follows (``git push`` itself moves
+   ``refs/remotes/<remote>/<branch>``, as for any push of the user's).
 
 What the branch is and which commits it carries are always read from the remote: ``landed`` and
-``is_on`` fetch first, then search the remote-tracking ref. Only ``tip`` may answer from a fetch
-of the last second: a stale tip costs a refused compare-and-swap and a restage, never a wrong
-answer. A push whose result is unknown (the connection dropped after the update was sent) is
-asked about again; if the remote still cannot say, the call stays in flight for ``recover``.
+``is_on`` fetch first, then search what was fetched. Only ``tip`` may answer from a fetch of the
+last second: a stale tip costs a refused compare-and-swap and a restage, never a wrong answer. A
+push whose result is unknown (the connection dropped after the update was sent) is asked about
+again; if the remote still cannot say, the call stays in flight for ``recover``.
+
+Fetches are applyonce's own business: the remote's branch is fetched into a private ref,
+``refs/applyonce/remotes/<remote>/<branch>``, with ``--no-write-fetch-head`` and an empty
+``--refmap`` — ``FETCH_HEAD``, ``refs/remotes/*`` and every other ref of the user's stay as they
+were (a ``git fetch`` of the user's is what moves them).
+
+A shallow clone is made complete by the first fetch (``--unshallow``): whether a call already
+landed is a search of the remote branch's whole history for its ``Call-Id``, and a commit below
+the shallow boundary may carry it. A partial clone (``--filter``) keeps every commit, so the
+search is complete there; its missing trees and blobs are fetched when read
+(:mod:`applyonce.git.promisor`).
 
 A pending ref left by a process killed between the two pushes is settled by ``applyonce recover``
 (:func:`applyonce.flow.pending.settle_pending`), from any clone: :meth:`pending` fetches them.
@@ -24,10 +36,9 @@ A pending ref left by a process killed between the two pushes is settled by ``ap
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,27 +48,23 @@ from applyonce.core.receipt import public_url
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.faults import fault
 from applyonce.git.checkouts import Checkouts
-from applyonce.git.history import CallIdIndex
+from applyonce.git.gitcli import not_connected, run_git
+from applyonce.git.history import (
+    REMOTE_INCOMPLETE_HINT,
+    CallIdIndex,
+    HistoryIncompleteError,
+    require_complete,
+)
 from applyonce.git.publisher import LocalRefPublisher, PublishUnknownError, TipMovedError
 from applyonce.git.store import GitStore
 
 PENDING = "refs/applyonce/pending/"
+# Where the remote keeps what identifies it to shared ledgers (RemotePublisher.repository_id).
+IDENTITY = "refs/applyonce/repository"
 # A fetched tip answers ``tip`` for this long (seconds): a stale one only costs a refused CAS.
 TIP_FRESH_S = 1.0
-TIMEOUT_S = 60.0  # every git fetch or push: a remote that stops answering never hangs a call
-FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the remote-tracking ref's lock
+FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the fetched ref's lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
-# git's words for "the connection was never made": nothing reached the remote.
-_NOT_CONNECTED = (
-    "unable to connect",
-    "could not resolve",
-    "connection refused",
-    "does not appear to be a git repository",
-    "repository not exported",
-    "repository not found",
-    "no route to host",
-    "network is unreachable",
-)
 # A refusal that another writer of the same refs caused, gone once it is done (not a policy).
 _TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
 
@@ -121,7 +128,7 @@ class RemotePublisher:
         self.local = LocalRefPublisher(store, index, journal)
         self._fetched: dict[str, tuple[str | None, float]] = {}
         # The Call-Id index of a branch follows the remote's branch, not the local one.
-        index.tip_of = lambda ref: store.tip(self.tracking(ref))
+        index.tip_of = lambda ref: store.tip(self.fetched(ref))
 
     # --- the Publisher protocol -----------------------------------------------------------
 
@@ -130,16 +137,29 @@ class RemotePublisher:
         return self._fetch(ref, max_age=TIP_FRESH_S)
 
     def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+        """See :class:`~applyonce.git.publisher.Publisher`: searched in the remote branch's
+        history as just fetched (a shallow clone made complete first).
+
+        Raises:
+            HistoryIncompleteError: nothing found, and the remote's own history is cut short
+                (a shallow or grafted server) or grafts here hide part of it.
+        """
         tip = self._fetch(ref, max_age=0)
         if since is None:
-            return self.index.commits_on(ref, call_id)
+            try:
+                return self.index.commits_on(ref, call_id)
+            except HistoryIncompleteError as exc:
+                raise HistoryIncompleteError(exc.message, hint=REMOTE_INCOMPLETE_HINT) from None
         if not self.store.has_object(since):
             since = None  # not from this remote's history: the whole branch is searched
-        return [
+        found = [
             commit
             for commit, block in self.store.walk_trailers(tip, hide=since)
             if call_id in block.all("Call-Id")
         ]
+        if not found:
+            require_complete(self.store, ref, tip, hide=since, hint=REMOTE_INCOMPLETE_HINT)
+        return found
 
     def is_on(self, ref: str, commit: str) -> bool:
         tip = self._fetch(ref, max_age=0)
@@ -187,7 +207,7 @@ class RemotePublisher:
         if status is not None and status[0] in " +*=":
             self._landed(ref, expected, new)
             return
-        if status is None and _not_connected(cas.err):
+        if status is None and not_connected(cas.err):
             raise RemoteUnreachableError(self._say(f"cannot reach remote {self.remote}", cas))
         # Refused (the server answered), or unknown (the connection dropped after sending):
         # the remote itself says where its branch is now.
@@ -225,7 +245,7 @@ class RemotePublisher:
         brings into the checkouts): a call that landed by another clone's push (the same call
         adopted, a recover's roll forward) reaches this clone's checkout too. Never over other
         commits while a work tree has the branch checked out, never over the user's own."""
-        remote_tip = self.store.tip(self.tracking(ref))
+        remote_tip = self.store.tip(self.fetched(ref))
         local = self.store.tip(ref)
         if remote_tip is None or local == remote_tip:
             return
@@ -244,14 +264,56 @@ class RemotePublisher:
         with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
             self.local.publish(ref, local, remote_tip, reason="applyonce: follow the remote")
 
+    # --- the repository's identity (shared ledgers) ---------------------------------------
+
+    def repository_id(self) -> str:
+        """What identifies the remote's repository to a ledger that clones share: the same in
+        every clone of it, whatever URL each spells it by; different for any other repository
+        (a ledger keeps each repository's calls apart by it).
+
+        It is a commit applyonce makes once for the remote (no parent, the empty tree, a random
+        line in its message: never a commit of any other repository) and keeps there as
+        ``refs/applyonce/repository``, created only where there is none (a compare-and-swap, so
+        clones racing to make it agree on one). This clone keeps its copy; after the first time
+        the answer costs no round trip.
+
+        Raises:
+            RemoteUnreachableError, RemoteRefusedError: the remote could not be asked, or refused
+                the ref.
+        """
+        local = f"refs/applyonce/remote-identity/{self.remote}"
+        known = self.store.tip(local)
+        if known is not None:
+            return f"remote:{known}"
+        for _ in range(3):
+            got = self._git("fetch", self.remote, f"+{IDENTITY}:{local}", fetch=True)
+            if got.code == 0 and self.store.tip(local) is not None:
+                return f"remote:{self.store.tip(local)}"
+            if "couldn't find remote ref" not in got.err:
+                raise RemoteUnreachableError(
+                    self._say(f"cannot fetch {IDENTITY} from remote {self.remote}", got)
+                )
+            made = self.store.identity_commit(
+                "applyonce: this repository's identity for the ledgers its clones share\n\n"
+                f"{uuid.uuid4()}\n"
+            )
+            lease = f"--force-with-lease={IDENTITY}:"
+            sent = self._git("push", "--porcelain", lease, self.remote, f"{made}:{IDENTITY}")
+            if sent.code == 0:
+                with contextlib.suppress(pygit2.GitError, OSError):
+                    self.store.repo.references.create(local, pygit2.Oid(hex=made), force=True)
+                return f"remote:{made}"
+            if _status_of(sent.out, IDENTITY) is None:
+                self._refused(sent, IDENTITY, what="its identity ref")
+            # Another clone made it first: fetch theirs.
+        raise RemoteRefusedError(f"remote {self.remote} keeps no {IDENTITY} and takes none")
+
     # --- pending refs (recover) ----------------------------------------------------------
 
     def pending(self) -> list[tuple[str, str]]:
         """Every pending push on the remote, as ``(ref, commit)``, its objects fetched here."""
         local = self._pending_copy()
-        got = self._git(
-            "fetch", "--no-tags", "--prune", self.remote, f"+{PENDING}*:{local}*", fetch=True
-        )
+        got = self._git("fetch", "--prune", self.remote, f"+{PENDING}*:{local}*", fetch=True)
         if got.code != 0:
             raise RemoteUnreachableError(self._say(f"cannot fetch from remote {self.remote}", got))
         found = []
@@ -286,24 +348,29 @@ class RemotePublisher:
         """Where this clone keeps its copies of the remote's pending refs."""
         return f"refs/applyonce/remote-pending/{self.remote}/"
 
-    def tracking(self, ref: str) -> str:
-        """``refs/heads/b`` -> ``refs/remotes/<remote>/b``."""
-        return f"refs/remotes/{self.remote}/{ref.removeprefix('refs/heads/')}"
+    def fetched(self, ref: str) -> str:
+        """Where this clone keeps the remote's branch ``ref`` as last fetched (a private ref:
+        ``refs/heads/b`` -> ``refs/applyonce/remotes/<remote>/b``)."""
+        return f"refs/applyonce/remotes/{self.remote}/{ref.removeprefix('refs/heads/')}"
 
     def _fetch(self, ref: str, *, max_age: float) -> str | None:
         known = self._fetched.get(ref)
         if known is not None and time.monotonic() - known[1] <= max_age:
             return known[0]
-        tracking = self.tracking(ref)
+        fetched = self.fetched(ref)
         for attempt in range(FETCH_LOCK_RETRIES):
-            got = self._git("fetch", "--no-tags", self.remote, f"+{ref}:{tracking}", fetch=True)
+            # A shallow clone is deepened to the whole history (see the module docstring).
+            deepen = ["--unshallow"] if self.store.is_shallow() else []
+            got = self._git("fetch", *deepen, self.remote, f"+{ref}:{fetched}", fetch=True)
             if got.code == 0:
-                tip = self.store.tip(tracking)
+                if deepen:
+                    self.store.reread_history()
+                tip = self.store.tip(fetched)
                 break
             if "couldn't find remote ref" in got.err:
-                # No such branch there (yet): a tracking ref left from before would lie.
+                # No such branch there (yet): a copy left from before would lie.
                 with contextlib.suppress(KeyError, pygit2.GitError):
-                    self.store.repo.references.delete(tracking)
+                    self.store.repo.references.delete(fetched)
                 tip = None
                 break
             if "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
@@ -315,10 +382,10 @@ class RemotePublisher:
         return tip
 
     def _landed(self, ref: str, expected: str | None, new: str) -> None:
-        """The remote took ``new``: the remote-tracking ref and the local branch follow."""
+        """The remote took ``new``: the fetched copy of its branch and the local branch follow."""
         self._fetched[ref] = (new, time.monotonic())
         with contextlib.suppress(pygit2.GitError, OSError):
-            self.store.repo.references.create(self.tracking(ref), pygit2.Oid(hex=new), force=True)
+            self.store.repo.references.create(self.fetched(ref), pygit2.Oid(hex=new), force=True)
         self._follow(ref, expected, new)
 
     def _follow(
@@ -376,32 +443,14 @@ class RemotePublisher:
         return f"{message}: {public_url(detail)}" if detail else message
 
     def _git(self, *args: str, fetch: bool = False) -> _Result:
-        env = {
-            **os.environ,
-            "GIT_TERMINAL_PROMPT": "0",  # never a credentials prompt: a call does not wait
-            "LC_ALL": "C",  # git's messages in the words this module reads
-            "GIT_DIR": self.store.repo.path,
-        }
-        env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
-        options = ["-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+        options = []
         if fetch:
             options += ["-c", "fetch.writeCommitGraph=false"]
-        try:
-            done = subprocess.run(
-                ["git", *options, *args],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return _Result(-1, "", f"fatal: no answer within {TIMEOUT_S:.0f} s (timed out)")
-        except OSError as exc:
-            return _Result(-1, "", f"fatal: cannot run git: {exc.strerror}")
-        return _Result(done.returncode, done.stdout, done.stderr)
+            # Only the refs the refspec names move: no FETCH_HEAD, no remote-tracking ref
+            # updated on the side (an empty --refmap), no tags.
+            args = (args[0], "--no-write-fetch-head", "--refmap=", "--no-tags", *args[1:])
+        done = run_git(self.store.repo.path, *options, *args)
+        return _Result(done.code, done.text, done.err)
 
 
 def pending_ref(ref: str, commit: str) -> str:
@@ -447,8 +496,3 @@ def _transient(porcelain: str) -> bool:
     cause given is one of :data:`_TRANSIENT`)."""
     causes = _causes(porcelain)
     return bool(causes) and all(any(w in c for w in _TRANSIENT) for c in causes)
-
-
-def _not_connected(err: str) -> bool:
-    low = err.lower()
-    return any(words in low for words in _NOT_CONNECTED)

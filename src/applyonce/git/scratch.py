@@ -8,6 +8,8 @@ not the repository.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -16,10 +18,19 @@ from applyonce.state.files import atomic_write, ensure_dir
 
 
 class ScratchRepo:
-    """The repository of one scratch slot at ``root`` (created on first use)."""
+    """The repository of one scratch slot at ``root`` (created on first use). ``prepare`` is
+    told each tree before it is checked out, with the tree held until then (None: none): the
+    place to fetch what a partial clone has not got (it reads through the alternates, which
+    fetch nothing)."""
 
-    def __init__(self, root: Path, objects_dir: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        objects_dir: Path,
+        prepare: Callable[[str, str | None], None] | None = None,
+    ) -> None:
         self.root = root
+        self.prepare = prepare
         gitdir = root / ".git"
         if not (gitdir / "HEAD").exists():
             pygit2.init_repository(str(root))
@@ -33,6 +44,11 @@ class ScratchRepo:
         """Make the work tree hold exactly ``tree_id``: nothing a previous check wrote is left,
         ignored build output included, so one call's output can never make another call's check
         pass."""
+        if self.prepare is not None:
+            held = None
+            with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
+                held = str(self.repo.head.peel(pygit2.Tree).id)
+            self.prepare(tree_id, held)
         tree = self.repo[tree_id]
         assert isinstance(tree, pygit2.Tree)
         # FORCE: tracked files a previous check changed are reset; REMOVE_UNTRACKED and

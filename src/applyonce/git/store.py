@@ -28,6 +28,7 @@ from applyonce.core.plan import MODE_GITLINK, MODE_LINK, MODE_TREE, EntryKind, T
 from applyonce.core.trailers import Trailers, parse_trailers
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.git.objects import WrittenObjects, writing_objects
+from applyonce.git.promisor import PROMISOR_PRIORITY, PromisedObjects, promisor_remote
 
 pygit2.settings.enable_fsync_gitdir(True)
 
@@ -157,6 +158,17 @@ class GitStore:
         self._trailer_cache: dict[str, Trailers] = {}
         # What the current staging wrote, to write again if a concurrent prune removes it.
         self.written = WrittenObjects(self.repo, self.objects_dir)
+        # A partial clone's trees and blobs that are not here are fetched when read, as git
+        # does (libgit2 does not).
+        promisor = promisor_remote(self.repo)
+        self._promised = PromisedObjects(self.repo.path, promisor) if promisor else None
+        self.written.partial_clone = self._promised is not None
+        self._install_backends()
+
+    def _install_backends(self) -> None:
+        if self._promised is not None:
+            self.repo.odb.add_backend(self._promised, PROMISOR_PRIORITY)
+        self.written.reinstall()
 
     def config_int(self, name: str) -> int | None:
         """Git config ``name`` as an integer, read as git reads one (``k``, ``m``, ``g``
@@ -380,6 +392,11 @@ class GitStore:
         self.flush_objects()
         return commit
 
+    def identity_commit(self, message: str) -> str:
+        """A commit of the empty tree and no parent with ``message``, on disk (no ref moves)."""
+        tree = self.write_tree_of(GitTree(self.repo, None), {})
+        return self.create_commit(tree, None, message)
+
     def flush_objects(self) -> None:
         """Make every object the current staging wrote durable on disk (one pack), e.g. before
         another repository reads them (a check's scratch checkout, through its alternates).
@@ -514,6 +531,87 @@ class GitStore:
 
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
+
+    # --- how much of the history is here ----------------------------------------------------
+
+    def history_cuts(self) -> frozenset[str]:
+        """The commits whose parents this repository does not show: the boundary of a shallow
+        clone (``shallow``, as ``git clone --depth``/``git fetch --deepen`` leave it) and the
+        commits of ``info/grafts`` (libgit2 reads both as the history). Read afresh each time: a
+        ``git fetch --deepen`` or ``--unshallow`` in between changes them."""
+        cuts: set[str] = set()
+        for name, first_only in (("shallow", False), ("info/grafts", True)):
+            try:
+                text = (self.common_dir / name).read_text(encoding="ascii", errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                words = line.split()
+                for word in words[:1] if first_only else words:
+                    if re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", word):
+                        cuts.add(word)
+        return frozenset(cuts)
+
+    def open_checkout(self, path: str) -> pygit2.Repository:
+        """The repository of the work tree at ``path`` (one of this repository's), reading
+        objects as this store does: a partial clone's missing ones are fetched when read."""
+        repo = pygit2.Repository(path)
+        if self._promised is not None:
+            backend = PromisedObjects(self.repo.path, self._promised.remote)
+            repo.odb.add_backend(backend, PROMISOR_PRIORITY)
+        return repo
+
+    def fetch_missing_blobs(self, tree_id: str, since: str | None) -> None:
+        """Of a partial clone: fetch, in one round trip, the blobs of the tree ``tree_id`` that
+        differ from the tree ``since`` (None: all of them) and are not here — before a checkout
+        made by another repository reading these objects (a check's scratch checkout), which
+        would find them missing. Nothing to do in a complete clone.
+
+        Raises:
+            PromisedObjectUnavailableError: the promisor remote could not give them.
+        """
+        if self._promised is None:
+            return
+        new = self.repo[tree_id].peel(pygit2.Tree)
+        old = self.repo.get(since) if since is not None else None
+        if isinstance(old, pygit2.Tree):
+            diff = old.diff_to_tree(new)
+        else:
+            diff = new.diff_to_tree(swap=True)
+        wanted = {
+            str(delta.new_file.id)
+            for delta in diff.deltas
+            if delta.status_char() != "D" and delta.new_file.mode not in (0, MODE_GITLINK)
+        }
+        self._promised.prefetch(sorted(oid for oid in wanted if oid not in self.repo))
+
+    def reread_history(self) -> None:
+        """Read the history afresh after a fetch deepened it: libgit2 keeps the shallow
+        boundary it read and the commits it parsed with their parents cut off, until its caches
+        are dropped (``free``, which drops the object database's added backends too: they are
+        put back)."""
+        self.repo.free()
+        self._trailer_cache.clear()
+        self._install_backends()
+
+    def is_shallow(self) -> bool:
+        """Whether this is a shallow clone (some commits' parents were never fetched)."""
+        return (self.common_dir / "shallow").is_file()
+
+    def hidden_below(self, tip: str | None, *, hide: str | None = None) -> list[str]:
+        """The commits reachable from ``tip`` and not from ``hide`` below which history is
+        missing here (:meth:`history_cuts`): empty when a walk of ``tip`` (down to ``hide``)
+        sees every commit the branch has."""
+        if tip is None:
+            return []
+        hidden = []
+        for cut in sorted(self.history_cuts()):
+            if not self.has_object(cut) or not self.is_ancestor(cut, tip):
+                continue
+            if hide is not None and self.has_object(hide) and self.is_ancestor(cut, hide):
+                continue
+            hidden.append(cut)
+        return hidden
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:

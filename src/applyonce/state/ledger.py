@@ -326,6 +326,40 @@ class Ledger(Protocol):
     def close(self) -> None: ...
 
 
+# Which repository a ledger serves, recorded by the first process that opens it for one: a
+# table of one row. Named alike in both ledgers (a version reading either finds the same names).
+REPOSITORY_MIGRATION = (
+    "0007_repository",
+    "CREATE TABLE repository (id TEXT PRIMARY KEY, recorded_at TEXT NOT NULL)",
+)
+
+
+class OtherRepositoryError(StateError):
+    """The ledger serves another repository: its calls are not this repository's to settle."""
+
+    kind = "ledger-of-another-repository"
+    exit_code = 2
+
+
+def check_repository(recorded: str | None, ours: str, where: str) -> None:
+    """Make sure the ledger at ``where``, which records ``recorded`` (None: nothing yet) as
+    its repository, serves ``ours``.
+
+    Raises:
+        OtherRepositoryError: it serves another repository.
+    """
+    if recorded is None or recorded == ours:
+        return
+    raise OtherRepositoryError(
+        f"the ledger {where} serves another repository ({recorded}), not this one ({ours}):"
+        " its calls are not this repository's to settle",
+        hint="give each repository a ledger of its own (a --state-dir of its own; a fleet's"
+        " clones share the remote's repository through a PostgreSQL ledger)",
+        recorded=recorded,
+        repository=ours,
+    )
+
+
 def pending_migrations(
     migrations: Iterable[tuple[str, str]], done: set[str]
 ) -> Iterator[tuple[str, list[str]]]:

@@ -15,13 +15,17 @@ hangs on a database that is down or wedged:
   in seconds, not after the kernel's two hours.
 
 A setting the URL's ``options`` already names is left as it says. Errors never name the password:
-messages describe the server by its host or socket, database and user only.
+messages describe the server by its host or socket, database and user only, and the driver's own
+words pass through :func:`applyonce.core.redaction.redact_secrets`. An option libpq refuses
+(an unknown key, ``sslmode=bogus``, a port that is no number) is the connection string's fault,
+not a database that is down: :class:`InvalidLedgerUrlError`, exit 2, never "retry".
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,6 +33,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 
+from applyonce.core.redaction import redact_secrets
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.state.ledger import LedgerBusyError, LedgerError, pending_migrations
 from applyonce.state.storage import LedgerUnavailableError
@@ -55,7 +60,8 @@ class InvalidLedgerUrlError(UsageError):
     kind = "invalid-ledger-url"
     default_hint = (
         "pass --ledger (or git config applyonce.ledger) a libpq URL such as"
-        " postgresql://user@host/db or postgresql://user@/db?host=/run/postgresql"
+        " postgresql://user@host/db or postgresql://user@/db?host=/run/postgresql, or libpq"
+        " key=value words (host=/run/postgresql dbname=db)"
     )
 
 
@@ -68,8 +74,15 @@ def parse_url(url: str, connect_timeout: float) -> dict[str, Any]:
     """
     try:
         params: dict[str, Any] = dict(conninfo_to_dict(url))
-    except psycopg.Error:
-        raise InvalidLedgerUrlError("the ledger URL is not a valid PostgreSQL URL") from None
+    except psycopg.Error as exc:
+        # libpq's words name the option, never the value ("invalid connection option
+        # "bogus""); a quoting error is said without quoting (it may be inside the password).
+        detail = _first_line(exc, None)
+        named = detail.startswith(("invalid connection option", "invalid URI query parameter"))
+        reason = f": {detail}" if named else ""
+        raise InvalidLedgerUrlError(
+            f"the ledger URL is not a valid PostgreSQL connection string{reason}"
+        ) from None
     if "connect_timeout" not in params and "PGCONNECT_TIMEOUT" not in os.environ:
         params["connect_timeout"] = str(max(1, round(connect_timeout)))
     for key, value in _TCP_DEFAULTS.items():
@@ -94,7 +107,17 @@ def _first_line(exc: BaseException, secret: str | None) -> str:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
     if secret:
         text = text.replace(secret, "***")
-    return text.removeprefix("connection failed: ")
+    text = redact_secrets(text)
+    return text.removeprefix("connection failed: ").removeprefix("connection is bad: ")
+
+
+# What libpq says of an option it refuses before it connects anywhere (fe-connect.c): the
+# connection string's fault, which no retry mends.
+_REFUSED_OPTION = re.compile(
+    r"^(invalid [\w ]+ value|invalid connection option|invalid port number"
+    r"|invalid SSL protocol version range|could not match \d+ |could not parse network address"
+    r"|[\w]+ value \S+ invalid when|(negative |invalid )?require_auth)"
+)
 
 
 def connect(params: dict[str, Any], where: str) -> psycopg.Connection[tuple[Any, ...]]:
@@ -112,9 +135,11 @@ def connect(params: dict[str, Any], where: str) -> psycopg.Connection[tuple[Any,
             f"the ledger URL cannot be used: {_first_line(exc, params.get('password'))}"
         ) from None
     except psycopg.Error as exc:
+        detail = _first_line(exc, params.get("password"))
+        if _REFUSED_OPTION.match(detail):
+            raise InvalidLedgerUrlError(f"the ledger URL cannot be used: {detail}") from None
         raise LedgerUnavailableError(
-            f"cannot reach the ledger {where}: {_first_line(exc, params.get('password'))}",
-            ledger=where,
+            f"cannot reach the ledger {where}: {detail}", ledger=where
         ) from None
     options = str(params.get("options", ""))
     settings = {
@@ -184,8 +209,17 @@ def error_of(
     )
 
 
-def migrate(conn: psycopg.Connection[Any], migrations: Migrations, where: str) -> None:
-    """Apply the named migrations not applied yet, once, whoever opens the database first.
+def use_schema(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
+    """Make ``schema`` where this connection's statements find and create their tables."""
+    with errors_of(conn, where):
+        conn.execute("SELECT set_config('search_path', %s, false)", (schema,))
+
+
+def migrate(
+    conn: psycopg.Connection[Any], migrations: Migrations, where: str, *, schema: str = "public"
+) -> None:
+    """Apply the named migrations not applied yet to ``schema`` (created if need be; the
+    connection's search path must name it), once, whoever opens it first.
 
     The usual case (all applied) is one read. Otherwise one transaction under a transaction-scoped
     advisory lock: concurrent first openers wait for each other (a ``CREATE TABLE IF NOT EXISTS``
@@ -200,6 +234,8 @@ def migrate(conn: psycopg.Connection[Any], migrations: Migrations, where: str) -
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            if schema != "public":
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations"
                 " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"

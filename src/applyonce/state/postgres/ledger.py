@@ -15,12 +15,22 @@ and reach the disk with the next durable commit, as the WAL is written in order.
 
 A connection lost mid-call is not retried: the error ends the call as a crash would, and the call,
 in flight in the ledger, is settled later through Git. The next use reconnects.
+
+One database may serve several repositories, each independent of the others: a ledger opened for
+a repository (its identity: :meth:`applyonce.git.remote.RemotePublisher.repository_id`, the same
+in every clone of one remote) keeps its tables in the ``public`` schema if that repository was
+the first to use the database (recorded in the ``repository`` table on first use, as the tables
+of a version before this one are adopted by the first repository that opens them), else in a
+schema of its own, ``applyonce_<digest of the identity>``. So a repository's ``recover`` only
+ever sees, and settles, its own calls against its own branch, and one patch sent to two
+repositories is two calls.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -43,6 +53,7 @@ from applyonce.state.ledger import (
     LoggedEvent,
     Owner,
     RowChange,
+    check_repository,
     first_claim,
     identity_data,
     judge_claim,
@@ -53,11 +64,13 @@ from applyonce.state.ledger import (
 )
 from applyonce.state.postgres.connection import (
     DEFAULT_CONNECT_TIMEOUT_S,
+    MIGRATION_LOCK,
     connect,
     describe,
     errors_of,
     migrate,
     parse_url,
+    use_schema,
 )
 from applyonce.state.postgres.schema import MIGRATIONS
 from applyonce.state.rows import call_row, logged_event, malformed
@@ -79,22 +92,76 @@ class PostgresLedger:
         InvalidLedgerUrlError: ``url`` is not a libpq URL.
     """
 
-    def __init__(self, url: str, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
+        repository: str | None = None,
+    ) -> None:
         self._params = parse_url(url, connect_timeout)
         self._secret = self._params.get("password")
         self.where = describe(self._params)
         self.path = self.where  # what messages name the ledger by
+        self.schema = "public"
         self._side: psycopg.Connection[tuple[Any, ...]] | None = None
         self._side_lock = threading.Lock()
         self._db: psycopg.Connection[tuple[Any, ...]] | None = self._connect()
         try:
-            migrate(self._db, MIGRATIONS, self.where)
+            if repository is None:
+                migrate(self._db, MIGRATIONS, self.where)
+            else:
+                self._serve(repository, self._schema_of(repository))
         except BaseException:
             self.close()
             raise
 
     def _connect(self) -> psycopg.Connection[tuple[Any, ...]]:
-        return connect(self._params, self.where)
+        conn = connect(self._params, self.where)
+        if self.schema != "public":
+            use_schema(conn, self.schema, self.where)
+        return conn
+
+    # --- which repository, which schema --------------------------------------------------------
+
+    def _schema_of(self, repository: str) -> str:
+        """Where ``repository``'s tables are: ``public`` if it recorded itself there, or if no
+        repository did yet; else its own schema."""
+        conn = self._main()
+        with self._errors(conn):
+            row = conn.execute("SELECT to_regclass('public.repository') IS NOT NULL").fetchone()
+            if row is None or not row[0]:
+                return "public"
+            owner = conn.execute("SELECT id FROM public.repository").fetchone()
+        return "public" if owner is None or owner[0] == repository else own_schema(repository)
+
+    def _serve(self, repository: str, schema: str) -> None:
+        """Use ``schema`` (migrated) for ``repository``, recording it there on first use. If
+        another repository recorded itself in ``public`` first (two first openers racing), this
+        one moves to a schema of its own.
+
+        Raises:
+            OtherRepositoryError: the schema serves another repository (a digest collision).
+        """
+        self.schema = schema
+        conn = self._main()
+        use_schema(conn, schema, self.where)
+        migrate(conn, MIGRATIONS, self.where, schema=schema)
+        with self._transaction() as (cur, now):
+            # Under the lock of the migrations: two first openers record one repository.
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            cur.execute(
+                "INSERT INTO repository (id, recorded_at) SELECT %s, %s"
+                " WHERE NOT EXISTS (SELECT 1 FROM repository)",
+                (repository, _at(now)),
+            )
+            cur.execute("SELECT id FROM repository ORDER BY recorded_at LIMIT 1")
+            row = cur.fetchone()
+        recorded = None if row is None else str(row[0])
+        if recorded != repository and schema == "public":
+            self._serve(repository, own_schema(repository))
+            return
+        check_repository(recorded, repository, f"{self.where} (schema {schema})")
 
     def close(self) -> None:
         for conn in (self._db, self._side):
@@ -383,6 +450,11 @@ class PostgresLedger:
         """The calls with a stored receipt."""
         rows = self._read("SELECT call_id FROM receipts ORDER BY call_id")
         return [r[0] for r in rows if isinstance(r[0], str)]
+
+
+def own_schema(repository: str) -> str:
+    """The schema of a repository's tables in a database another repository uses first."""
+    return "applyonce_" + hashlib.sha256(repository.encode()).hexdigest()[:32]
 
 
 def _server_now(cur: Cursor) -> float:

@@ -1,12 +1,17 @@
 """The PostgreSQL ledger's schema: the SQLite ledger's tables, columns and named migrations in
 PostgreSQL's dialect (a version reading either finds the same names), then its own.
 
+They live in the database's ``public`` schema for the first repository that uses the database,
+and in a schema of their own for each other one (:mod:`applyonce.state.postgres.ledger`).
+
 Dialect differences: ``seq`` is an identity column; ``calls`` has an explicit ``rowid`` (SQLite's
 is implicit) that orders calls created in the same millisecond; ``lease_seconds`` is a double
 (SQLite's REAL); times stay ISO 8601 text, as SQLite's, written from the server's clock.
 """
 
 from __future__ import annotations
+
+from applyonce.state.ledger import REPOSITORY_MIGRATION
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -92,4 +97,5 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    REPOSITORY_MIGRATION,
 ]

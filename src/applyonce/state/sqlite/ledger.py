@@ -27,6 +27,7 @@ from applyonce.state.lease import DEFAULT_LEASE_S, Lease
 from applyonce.state.ledger import (
     DEFERRED_KINDS,
     NO_CHANGE,
+    REPOSITORY_MIGRATION,
     UNSET,
     CallRow,
     Claim,
@@ -35,6 +36,7 @@ from applyonce.state.ledger import (
     LoggedEvent,
     Owner,
     RowChange,
+    check_repository,
     first_claim,
     identity_data,
     judge_claim,
@@ -124,18 +126,49 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE state = 'committed' AND synced = 0;
         """,
     ),
+    # (0006_receipts is the PostgreSQL ledger's: here the receipts are the files.)
+    REPOSITORY_MIGRATION,
 ]
 
 
 class SqliteLedger:
-    """The local ledger. See :class:`applyonce.state.ledger.Ledger` for the contract."""
+    """The local ledger. See :class:`applyonce.state.ledger.Ledger` for the contract.
 
-    def __init__(self, path: Path, *, in_memory: bool = False) -> None:
+    ``repository``: the identity of the repository it serves (None: not checked). Recorded the
+    first time the ledger is opened for one; another repository's (a state directory two
+    repositories were given) is refused.
+
+    Raises (on opening):
+        OtherRepositoryError: the ledger serves another repository.
+    """
+
+    def __init__(
+        self, path: Path, *, in_memory: bool = False, repository: str | None = None
+    ) -> None:
         self.path = path
         self.database = (
             Database.in_memory(path, MIGRATIONS) if in_memory else Database(path, MIGRATIONS)
         )
         self.db = self.database.db
+        if repository is not None:
+            try:
+                self._serve(repository)
+            except BaseException:
+                self.close()
+                raise
+
+    def _serve(self, repository: str) -> None:
+        """Record ``repository`` as the one this ledger serves, or check it is."""
+        row = self.db.execute("SELECT id FROM repository").fetchone()
+        if row is None:
+            with self.database.transaction() as db:
+                db.execute(
+                    "INSERT INTO repository (id, recorded_at) SELECT ?, ?"
+                    " WHERE NOT EXISTS (SELECT 1 FROM repository)",
+                    (repository, now()),
+                )
+                row = db.execute("SELECT id FROM repository").fetchone()
+        check_repository(str(row[0]) if row else None, repository, str(self.path))
 
     @classmethod
     def empty(cls, path: Path) -> SqliteLedger:
