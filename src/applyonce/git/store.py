@@ -270,7 +270,9 @@ class GitStore:
                 blobs[change.path] = str(oid)
             root = self._build(base.tree, edits)
             if root is None:
-                root = self.repo.TreeBuilder().write()
+                # Every file removed: the empty tree. git reads it without it being on disk,
+                # libgit2's on-disk checks do not: it is written into the staging's pack.
+                root = self.written.remember(self.repo.TreeBuilder().write())
         return str(root), blobs
 
     def _build(
