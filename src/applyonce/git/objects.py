@@ -41,9 +41,7 @@ class ObjectsMissingError(ApplyOnceError):
 
     kind = "objects-missing"
     default_retryable = True
-    default_hint = (
-        "repeat the call; do not run 'git gc --prune=now' or 'git prune' while applyonce runs"
-    )
+    default_hint = "repeat the call (nothing was published)"
 
 
 class ObjectStorageError(ApplyOnceError):
@@ -262,19 +260,19 @@ class WrittenObjects:
                 self._memory.objects[oid] = value
 
     def ensure_complete(self, commit_id: str, *, down_to: str | None = PARENT) -> None:
-        """Make sure the commit and every object it adds over its first parent are on disk,
-        writing back what this process wrote and a prune removed (``down_to``: the same for
+        """Make sure the commit and every object it adds over its first parent are on disk:
+        what this staging wrote is flushed into its kept packs first (``down_to``: the same for
         each commit on the first-parent chain down to this one, the ref's old tip).
 
         Raises:
             ObjectsMissingError: an object is gone and not known here (nothing is published).
         """
-        self.flush()  # what a concurrent prune removed is written back the same way
+        self.flush()
         missing = self.missing(commit_id, down_to=down_to)
         if missing:
             raise ObjectsMissingError(
                 f"commit {commit_id[:12]} needs {len(missing)} objects that are gone"
-                f" (first {missing[0][:12]}; a concurrent 'git gc --prune=now'?)",
+                f" (first {missing[0][:12]}; removed from the object database during the call)",
                 commit=commit_id,
             )
 

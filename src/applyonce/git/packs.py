@@ -58,7 +58,8 @@ _MERGE_LOCK = "merge.lock"  # in the registry: one merger at a time
 # A registry entry whose pack is gone (merged, or repacked by git) is removed once it is this old:
 # a younger one may be a writer's that has not renamed its pack into place yet.
 STALE_ENTRY_S = 60.0
-# Packs from this size up are git's business (git gc), never merged here.
+# A merge writes at most this much: packs from SMALL_PACK_BYTES / MERGE_AT up are git's business
+# (git gc), never merged here, so no call copies more than this for the others.
 SMALL_PACK_BYTES = 64 << 20
 # A tier holds packs of TIER_BASE * MERGE_AT**k bytes up to the next power; MERGE_AT of one tier
 # are merged into one.
@@ -304,7 +305,7 @@ def own_packs(objects_dir: Path, registry: Path) -> dict[Path, int]:
         except FileNotFoundError:
             _forget_if_gone(pack_dir, Path(entry.path))
             continue
-        if size >= SMALL_PACK_BYTES or not (pack_dir / f"{name}.idx").exists():
+        if size >= SMALL_PACK_BYTES // MERGE_AT or not (pack_dir / f"{name}.idx").exists():
             continue
         if any(os.path.lexists(pack_dir / f"{name}.{ext}") for ext in _LEFT_TO_GIT):
             continue  # in flight, a partial clone's, a cruft pack or a bitmapped one: not ours now
