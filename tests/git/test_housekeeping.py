@@ -34,12 +34,12 @@ PATCH = """*** Begin Patch
 
 
 def _big_repo(root: Path) -> Repo:
-    """A repository whose full repack with fresh deltas takes seconds (5 MB of text)."""
+    """A repository whose full repack with fresh deltas takes seconds (3 MB of text)."""
     rnd = random.Random(1)
     files = {
         f"d{i % 10}/f{i}.txt": f"line 0 of {i}\n"
         + "".join(f"{rnd.random()} line {j}\n" for j in range(1, 2000))
-        for i in range(150)
+        for i in range(80)
     }
     repo = make_repo(root, files)
     repo.git("gc", "-q")
@@ -231,3 +231,22 @@ def test_recover_leaves_a_keep_it_did_not_make(repo: Repo) -> None:
     recovered = run_cli("recover", "--repo", str(repo.path))
     assert recovered.returncode == 0, recovered
     assert keep.read_text() == "fetch-pack 1234 on host\n"
+
+
+def test_recover_removes_a_dead_writers_temp_pack_files_and_no_others(repo: Repo) -> None:
+    # A call killed while writing its pack leaves its temp files (not git's tmp_* names, which
+    # 'git prune --expire=now' deletes under a live writer's feet); recover removes a dead
+    # writer's only.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    pack_dir = repo.path / ".git" / "objects" / "pack"
+    pack_dir.mkdir(parents=True, exist_ok=True)
+    left = [pack_dir / f".applyonce-tmp-{kind}.{dead.pid}.0badc0de" for kind in ("pack", "idx")]
+    live = pack_dir / f".applyonce-tmp-pack.{os.getpid()}.0badc0de"
+    gits = pack_dir / "tmp_pack_XXXXXX"
+    for path in (*left, live, gits):
+        path.write_bytes(b"partial")
+    recovered = run_cli("recover", "--repo", str(repo.path), "--json")
+    assert recovered.returncode == 0, recovered
+    assert sorted(orjson.loads(recovered.stdout)["removed"]) == sorted(str(p) for p in left)
+    assert live.exists() and gits.exists()
