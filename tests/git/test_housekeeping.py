@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -123,6 +124,8 @@ def test_a_repack_that_read_the_refs_before_the_publish_deletes_nothing_of_the_c
     assert again.returncode == 0, again
 
 
+_READ_RACE = re.compile(r"invalid packfile|object not found|no match for id|^error KeyError ")
+
 _CALLS = """
 import sys
 from applyonce import Executor
@@ -171,7 +174,12 @@ def test_calls_beside_a_loop_of_housekeeping_all_keep_their_objects(
         os.killpg(loop.pid, 9)
         loop.wait()
     committed = [line.split()[1] for line in lines if line.startswith("committed ")]
-    assert len(committed) >= 30, lines  # the few that lose a read race to git are not the point
+    failed = [line for line in lines if not line.startswith("committed ")]
+    # A call may lose a read to git: libgit2 reads a pack it listed (or a multi-pack-index
+    # named) that git has just deleted, and fails the call; nothing was published. Any other
+    # failure (objects-missing, a temp file deleted under the writer) is a fault.
+    assert [line for line in failed if not _READ_RACE.search(line)] == []
+    assert len(committed) >= 24, failed
     on_branch = set(repo.git("rev-list", "HEAD").split())
     assert set(committed) <= on_branch
     _assert_sound(repo, committed)
