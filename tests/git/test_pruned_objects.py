@@ -1,6 +1,6 @@
-"""Objects a concurrent ``git gc --prune=now`` removes before the publish are written again from
-memory, or the call is rejected as retryable: never a branch pointing at missing objects
-(issue 11, item 10).
+"""Objects a concurrent ``git gc --prune=now`` would remove before the publish are in the call's
+kept packs, or written again from memory, or the call is rejected as retryable: never a branch
+pointing at missing objects.
 
 A call's blobs and tree are written before its checks run and stay unreachable until the publish,
 so a check that prunes is the real race, run by real git processes.
@@ -43,18 +43,42 @@ def test_a_scratch_checkout_whose_last_tree_was_pruned_is_checked_out_afresh(rep
     _assert_clean(repo)
 
 
-def test_recover_never_publishes_a_commit_whose_objects_were_pruned(repo: Repo) -> None:
-    head = repo.head()
+def test_an_unreachable_object_a_call_reuses_is_kept_in_its_pack(repo: Repo) -> None:
     # The new file's blob is already in the repository, loose and unreachable (someone ran
-    # 'git hash-object -w'): the call reuses it and writes only the rest into its pack.
+    # 'git hash-object -w'): the call reuses it, and still writes it into its own kept pack.
     blob = subprocess.run(
         ["git", "-C", str(repo.path), "hash-object", "-w", "--stdin"],
         input=b"new\n", capture_output=True, check=True,
     ).stdout.decode().strip()
     killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "after-commit-object"})
     assert killed.returncode == -9
-    # The commit object survives in the call's pack, the loose blob does not (a prune).
-    (repo.path / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    repo.git("prune", "--expire=now")  # the loose copy goes; the kept pack stays
+    assert not (repo.path / ".git" / "objects" / blob[:2] / blob[2:]).exists()
+    recovered = run_cli("recover", "--repo", str(repo.path), "--json")
+    assert recovered.returncode == 0, recovered
+    [outcome] = orjson.loads(recovered.stdout)["outcomes"]
+    assert outcome["now"] == "committed"
+    assert repo.git("rev-parse", "HEAD:new.txt").strip() == blob
+    _assert_clean(repo)
+
+
+def test_recover_never_publishes_a_commit_whose_objects_were_removed(repo: Repo) -> None:
+    head = repo.head()
+    # With a check, the staged blobs and trees reach the disk (one pack) before the commit
+    # (another pack).
+    killed = apply(
+        repo, NEW_FILE_PATCH, "--check", "true", env={"APPLYONCE_FAULT": "after-commit-object"}
+    )
+    assert killed.returncode == -9
+    pack_dir = repo.path / ".git" / "objects" / "pack"
+    staged = [
+        idx for idx in pack_dir.glob("*.idx")
+        if idx.with_suffix(".keep").exists()
+        and "commit" not in repo.git("verify-pack", "-v", str(idx))
+    ]
+    assert len(staged) == 1
+    for suffix in (".idx", ".pack", ".keep"):  # removed by hand: no git housekeeping does
+        staged[0].with_suffix(suffix).unlink()
     recovered = run_cli("recover", "--repo", str(repo.path), "--json")
     assert recovered.returncode == 0, recovered
     assert repo.head() == head  # not rolled forward onto a broken commit

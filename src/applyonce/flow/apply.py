@@ -187,10 +187,15 @@ def run_call(
     """Run the identified call exactly once (a patch, or a revert: :mod:`applyonce.flow.revert`):
     its known outcome if it has one, else claim, stage, check, publish and settle it."""
     with _running(ident.call_id), Lessee(ctx, ident.call_id, lease) as lessee:
-        known = _known_outcome(ctx, args, ident, source, lessee)
-        if isinstance(known, CallOutcome):
-            return known
-        return _run(ctx, args, ident, known.execution_id, options)
+        try:
+            known = _known_outcome(ctx, args, ident, source, lessee)
+            if isinstance(known, CallOutcome):
+                return known
+            return _run(ctx, args, ident, known.execution_id, options)
+        finally:
+            # Published or abandoned, the call's objects are no longer kept from git's
+            # housekeeping (a killed call's .keep files are removed by recover).
+            ctx.store.written.end()
 
 
 def _known_outcome(

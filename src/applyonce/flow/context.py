@@ -30,6 +30,7 @@ from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.state_guard import check_state_location
 from applyonce.git.checkouts import Checkouts
 from applyonce.git.history import CallIdIndex, HistoryCache, MemoryHistoryCache
+from applyonce.git.packs import REGISTRY_DIR
 from applyonce.git.publisher import LocalRefPublisher, Publisher
 from applyonce.git.store import GitStore
 from applyonce.state.ledger import Ledger, LedgerBusyError
@@ -162,6 +163,8 @@ def open_context(
             hint="pass --state-dir with a writable directory",
         )
     check_state_location(store, state)
+    # A call's packs: their .keep files journaled with the locks, the packs recorded as ours.
+    store.written.record_in(state / JOURNAL_DIR, state / REGISTRY_DIR)
     index = CallIdIndex(store, lambda: _history_cache(state, read_only=read_only))
     publisher: Publisher
     if remote is None:

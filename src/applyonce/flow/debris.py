@@ -1,11 +1,15 @@
 """What killed writers leave behind, found by ``applyonce recover``: temp files of receipts, Git
-lock files, temp files in the work tree, and scratch checkouts that no longer open.
+lock files, temp files in the work tree, scratch checkouts that no longer open, and the ``.keep``
+files of killed calls' packs.
 
 In the user's repository only what applyonce can prove its own is removed: the lock files its
 journal records (:mod:`applyonce.state.lockjournal`: a killed sync's ``index.lock``, the branch's
 ref lock libgit2 took for a killed publish) and the temp files of its killed syncs. Any other lock
 file nobody holds open (the user's ``git commit`` waiting for its editor, a killed git's ref lock)
-is reported with what to do, never removed.
+is reported with what to do, never removed. A pack's ``.keep`` is removed only if the journal
+names it, its holder is dead and it holds the holder's marker (a ``git index-pack --keep``'s, or
+the user's, stays), and only once the calls are settled (:func:`remove_dead_keeps_of`): until a
+killed call's commit is published or given up, its pack must stay safe from ``git repack``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from applyonce.flow.context import Context
 from applyonce.flow.sync import SYNC_LOCK, lock_journal
 from applyonce.git.scratch import is_repository
 from applyonce.state.files import stale_temp_files
-from applyonce.state.lockjournal import journaled_locks, remove_own_locks
+from applyonce.state.lockjournal import journaled_locks, remove_dead_keeps, remove_own_locks
 from applyonce.state.locks import foreign_lock_notes, lock_is_held, stale_locks, try_file_lock
 
 GIT_LOCK_PATTERNS = ("*.lock", "refs/**/*.lock", "worktrees/*/*.lock", "logs/**/*.lock")
@@ -29,7 +33,11 @@ def remove_debris(ctx: Context) -> tuple[list[str], list[str]]:
     """Remove the debris of dead writers; returns the paths removed and notes for the user."""
     removed: list[str] = []
     notes: list[str] = []
-    for tmp in stale_temp_files(ctx.receipts.dir):
+    # Receipts' temp files, and packs' (applyonce.git.packs names them so, not git's tmp_*).
+    for tmp in [
+        *stale_temp_files(ctx.receipts.dir),
+        *stale_temp_files(ctx.store.objects_dir / "pack"),
+    ]:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
             removed.append(str(tmp))
@@ -51,6 +59,12 @@ def remove_debris(ctx: Context) -> tuple[list[str], list[str]]:
                 shutil.rmtree(slot, ignore_errors=True)
                 removed.append(str(slot))
     return removed, notes
+
+
+def remove_dead_keeps_of(ctx: Context) -> list[str]:
+    """Remove the ``.keep`` files killed calls left beside their packs (once those calls are
+    settled: the branch reaches the objects of those that landed); returns the paths removed."""
+    return remove_dead_keeps(lock_journal(ctx))
 
 
 def _git_locks(ctx: Context) -> set[Path]:

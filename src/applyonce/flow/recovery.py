@@ -36,7 +36,7 @@ from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.batch import DeferredLedger
 from applyonce.flow.changes import CallArgs
 from applyonce.flow.context import Context
-from applyonce.flow.debris import remove_debris
+from applyonce.flow.debris import remove_dead_keeps_of, remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
@@ -93,6 +93,8 @@ def recover(
     pending_module.settle_pending(ctx, pending, report)
     repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
+    # Last: a killed call's pack stays kept from git's housekeeping until it is settled.
+    report.removed.extend(remove_dead_keeps_of(ctx))
     return report
 
 

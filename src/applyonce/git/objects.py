@@ -4,13 +4,16 @@ A call's blobs, trees and commit are written into memory first (:class:`MemoryOb
 database backend in front of the repository's own), then reach the disk together as one pack
 (:meth:`WrittenObjects.flush`, :mod:`applyonce.git.packs`): when the commit object is made, or
 earlier when a check's scratch checkout must read the staged tree. A staging that is rejected
-leaves nothing on disk at all.
+before either leaves nothing on disk at all.
 
-They are unreachable until the publish moves the branch, and ``git gc --prune=now`` or
-``git prune`` delete unreachable objects however young. So the raw bytes of everything written
-for the current staging are kept (:class:`WrittenObjects`), written back where a prune removed
-them, and a commit is published only when every object it adds over its parent is on disk: never
-a branch pointing at missing objects.
+They are unreachable until the publish moves the branch, and the user's housekeeping deletes
+unreachable objects however young: ``git repack -a -d`` (``git gc``, ``git maintenance``) the
+packs it listed, ``git prune --expire=now`` loose objects. So every object of the current staging
+(those it made and those it reuses, already on disk) is written into a pack of the staging's own,
+made with a ``.keep`` file before it appears (git neither deletes nor repacks a kept pack), and
+the ``.keep`` is removed when the staging ends (:meth:`WrittenObjects.end`: published, or
+abandoned). A commit is still published only when every object it adds over its parent is on
+disk (:meth:`WrittenObjects.ensure_complete`): never a branch pointing at missing objects.
 
 Writing objects on a full disk or a read-only file system is said for what it is
 (:func:`writing_objects`): the call is rejected as retryable, with the cause.
@@ -29,6 +32,7 @@ import pygit2
 from applyonce.core.plan import MODE_GITLINK, MODE_TREE
 from applyonce.errors import ApplyOnceError
 from applyonce.git.packs import merge_small_packs, write_pack
+from applyonce.state.lockjournal import HeldKeep
 from applyonce.state.storage import storage_cause
 
 
@@ -37,9 +41,7 @@ class ObjectsMissingError(ApplyOnceError):
 
     kind = "objects-missing"
     default_retryable = True
-    default_hint = (
-        "repeat the call; do not run 'git gc --prune=now' or 'git prune' while applyonce runs"
-    )
+    default_hint = "repeat the call (nothing was published)"
 
 
 class ObjectStorageError(ApplyOnceError):
@@ -130,11 +132,15 @@ class MemoryObjects(pygit2.OdbBackend):
 
 class WrittenObjects:
     """The raw objects written for the current staging, by ID, in the order written (blobs,
-    trees bottom-up, the commit)."""
+    trees bottom-up, the commit), and the kept packs they were flushed into."""
 
     def __init__(self, repo: pygit2.Repository, objects_dir: Path) -> None:
         self.repo = repo
         self.objects_dir = objects_dir
+        # Where the .keep files are journaled and applyonce's packs recorded (None: neither;
+        # a killed call's .keep then stays, and packs are never merged here).
+        self.journal: Path | None = None
+        self.registry: Path | None = None
         self._memory: MemoryObjects | None = None
         # A partial clone (set by the store): an object it has not got and this process did not
         # write is its remote's to give (fetched when read), not one a prune removed.
@@ -143,12 +149,33 @@ class WrittenObjects:
         # Per thread: two calls staged at once in one process keep apart what each wrote.
         self._local = threading.local()
 
+    def record_in(self, journal: Path, registry: Path) -> None:
+        """Journal the ``.keep`` files in ``journal`` (so that ``recover`` can remove a killed
+        call's), and record the packs written in ``registry`` (so that they can be merged)."""
+        self.journal = journal
+        self.registry = registry
+
     @property
     def _raw(self) -> dict[str, tuple[int, bytes]]:
         raw: dict[str, tuple[int, bytes]] | None = getattr(self._local, "raw", None)
         if raw is None:
             raw = self._local.raw = {}
         return raw
+
+    @property
+    def _packed(self) -> set[str]:
+        """The objects of the current staging already in one of its kept packs."""
+        packed: set[str] | None = getattr(self._local, "packed", None)
+        if packed is None:
+            packed = self._local.packed = set()
+        return packed
+
+    @property
+    def _keeps(self) -> list[HeldKeep]:
+        keeps: list[HeldKeep] | None = getattr(self._local, "keeps", None)
+        if keeps is None:
+            keeps = self._local.keeps = []
+        return keeps
 
     def begin(self) -> None:
         """Objects written from now on go into memory until :meth:`flush` (installed on first
@@ -167,12 +194,22 @@ class WrittenObjects:
             self.repo.odb.add_backend(self._memory, MEMORY_PRIORITY)
 
     def reset(self) -> None:
-        """A new staging begins: forget the previous one's objects."""
+        """A new staging begins: the previous one ends (:meth:`end`)."""
         self.begin()
+        self.end()
+
+    def end(self) -> None:
+        """The current staging is over — its commit published (the branch reaches its objects)
+        or abandoned: its packs' ``.keep`` files are removed, making them git's to repack or
+        prune, and its objects are forgotten here."""
+        keeps, self._local.keeps = self._keeps, []
+        self._local.packed = set()
         old = self._raw
         self._local.raw = {}
         if self._memory is not None and old:
             self._memory.release(old)
+        for keep in keeps:
+            keep.release()
 
     def _keep(self, oid: str, kind: int, data: bytes) -> None:
         if oid not in self._raw and self._memory is not None:
@@ -184,7 +221,7 @@ class WrittenObjects:
         return oid
 
     def remember(self, oid: pygit2.Oid) -> pygit2.Oid:
-        """Keep the raw bytes of the object ``oid`` just written."""
+        """Keep the raw bytes of the object ``oid`` just written (or reused)."""
         kind, data = self.repo.odb.read(oid)
         self._keep(str(oid), kind, data)
         return oid
@@ -195,26 +232,32 @@ class WrittenObjects:
         return pygit2.Odb(str(self.objects_dir))
 
     def flush(self) -> list[str]:
-        """Make every object of the current staging durable on disk: those not there yet (never
-        written out, or removed by a concurrent prune) are written as one pack. Returns their
-        IDs."""
-        if not self._raw:
-            return []
-        odb = self._disk_odb()
-        missing = [oid for oid in self._raw if oid not in odb]
-        if not missing:
+        """Make every object of the current staging durable on disk and safe from git's
+        housekeeping: those not in one of its kept packs yet are written as one more, kept
+        until :meth:`end`. Returns their IDs.
+
+        Raises:
+            ObjectStorageError: the disk is full or read-only.
+        """
+        todo = [oid for oid in self._raw if oid not in self._packed]
+        if not todo:
             return []
         with writing_objects(self.objects_dir):
-            if _sha1_repository(self.repo):
-                write_pack(self.objects_dir, ((oid, *self._raw[oid]) for oid in missing))
-                with contextlib.suppress(OSError, pygit2.GitError):
-                    merge_small_packs(self.objects_dir, self._disk_odb().read)
-            else:  # our pack writer speaks SHA-1 only: loose objects, each fsynced by libgit2
-                for oid in missing:
-                    kind, data = self._raw[oid]
-                    written = odb.write(kind, data)
-                    assert str(written) == oid, (written, oid)
-        return missing
+            written = write_pack(
+                self.objects_dir,
+                ((oid, *self._raw[oid]) for oid in todo),
+                kept=True,
+                journal=self.journal,
+                registry=self.registry,
+            )
+            assert written is not None
+            if written.keep is not None:
+                self._keeps.append(written.keep)
+            self._packed.update(todo)
+            if self.registry is not None:
+                with contextlib.suppress(OSError):
+                    merge_small_packs(self.objects_dir, self.registry)
+        return todo
 
     def ensure_readable(self) -> None:
         """Put back in memory what the current staging wrote and a concurrent prune removed
@@ -226,19 +269,19 @@ class WrittenObjects:
                 self._memory.objects[oid] = value
 
     def ensure_complete(self, commit_id: str, *, down_to: str | None = PARENT) -> None:
-        """Make sure the commit and every object it adds over its first parent are on disk,
-        writing back what this process wrote and a prune removed (``down_to``: the same for
+        """Make sure the commit and every object it adds over its first parent are on disk:
+        what this staging wrote is flushed into its kept packs first (``down_to``: the same for
         each commit on the first-parent chain down to this one, the ref's old tip).
 
         Raises:
             ObjectsMissingError: an object is gone and not known here (nothing is published).
         """
-        self.flush()  # what a concurrent prune removed is written back the same way
+        self.flush()
         missing = self.missing(commit_id, down_to=down_to)
         if missing:
             raise ObjectsMissingError(
                 f"commit {commit_id[:12]} needs {len(missing)} objects that are gone"
-                f" (first {missing[0][:12]}; a concurrent 'git gc --prune=now'?)",
+                f" (first {missing[0][:12]}; removed from the object database during the call)",
                 commit=commit_id,
             )
 
@@ -303,11 +346,3 @@ def _child(tree: pygit2.Object | None, name: str) -> pygit2.Object | None:
         return tree[name]
     except KeyError:
         return None
-
-
-def _sha1_repository(repo: pygit2.Repository) -> bool:
-    try:
-        value = repo.config["extensions.objectformat"]
-    except (KeyError, pygit2.GitError, ValueError):
-        return True
-    return str(value).lower() in ("", "sha1")

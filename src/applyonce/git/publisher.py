@@ -130,6 +130,8 @@ class LocalRefPublisher:
         self.store.written.ensure_complete(new, down_to=expected)
         self._compare_and_swap(ref, expected, new, reason=reason)
         self.store.written.flush()
+        # The branch reaches them now: the staging's packs are git's to repack from here on.
+        self.store.written.end()
 
     def _compare_and_swap(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
         deadline = time.monotonic() + REF_LOCK_WAIT_S

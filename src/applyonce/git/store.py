@@ -50,6 +50,15 @@ class UnreadableRepositoryError(UsageError):
     default_hint = "fix what the message names ('git status' shows the same), then repeat"
 
 
+class UnsupportedObjectFormatError(UsageError):
+    """The repository names its objects with SHA-256 (``git init --object-format=sha256``):
+    libgit2, through which applyonce reads and writes every object, reads SHA-1 repositories
+    only, so applyonce cannot open it, and writes nothing in it."""
+
+    kind = "unsupported-object-format"
+    default_hint = "nothing was written; use git itself there, or applyonce in a SHA-1 repository"
+
+
 class LockedError(ConflictError):
     """A ref or index lock file is held longer than a writer should need."""
 
@@ -150,10 +159,18 @@ class GitStore:
         try:
             self.repo = pygit2.Repository(found)
         except pygit2.GitError as exc:
+            reason = str(exc).splitlines()[0]
+            named = _OBJECT_FORMAT.search(reason)
+            if named is not None:
+                fmt = named.group(1)
+                raise UnsupportedObjectFormatError(
+                    f"{found.rstrip('/')} is a {_FORMAT_NAMES.get(fmt, fmt)} repository"
+                    f" (extensions.objectFormat = {fmt}): libgit2, which applyonce uses, reads"
+                    " SHA-1 repositories only",
+                    object_format=fmt,
+                ) from None
             # A typo in .git/config (git says 'fatal: bad config line'): the user's to fix.
-            raise UnreadableRepositoryError(
-                f"cannot open the repository: {str(exc).splitlines()[0]}"
-            ) from None
+            raise UnreadableRepositoryError(f"cannot open the repository: {reason}") from None
         self._comment_char: bytes | None = None
         self._trailer_cache: dict[str, Trailers] = {}
         # What the current staging wrote, to write again if a concurrent prune removes it.
@@ -282,7 +299,9 @@ class GitStore:
                 blobs[change.path] = str(oid)
             root = self._build(base.tree, edits)
             if root is None:
-                root = self.repo.TreeBuilder().write()
+                # Every file removed: the empty tree. git reads it without it being on disk,
+                # libgit2's on-disk checks do not: it is written into the staging's pack.
+                root = self.written.remember(self.repo.TreeBuilder().write())
         return str(root), blobs
 
     def _build(
@@ -623,6 +642,11 @@ class GitStore:
         """Where this repository's objects are (a linked work tree shares the main one's)."""
         objects = Path(self.repo.path).resolve() / "objects"
         return objects if objects.is_dir() else self.common_dir / "objects"
+
+
+# libgit2's refusal of a repository whose objects are not named with SHA-1.
+_OBJECT_FORMAT = re.compile(r"unknown object format '([A-Za-z0-9-]+)'")
+_FORMAT_NAMES = {"sha256": "SHA-256"}
 
 
 def _named(key: str) -> re.Pattern[bytes]:

@@ -38,6 +38,14 @@ holder's, and removed, only if all of these hold:
   was dead, is younger;
 * the ref still has the ``expected`` value: while that lock stands no git can have moved it, and a
   publish that completed moved it away from ``expected``.
+
+A pack's ``.keep`` file (:mod:`applyonce.git.packs`: git never deletes or repacks a kept pack)
+is taken the same way (:func:`take_keep`): an entry ``flock``-ed by its holder is written first,
+naming the ``.keep`` and a marker unique to this taking; then the ``.keep`` is created
+exclusively, holding the marker. :meth:`HeldKeep.release` removes both. :func:`remove_dead_keeps`
+(``applyonce recover``, once it has settled the calls a dead holder left) removes a ``.keep``
+only if its holder is dead (the entry's ``flock`` is free) and it holds the marker; a ``.keep``
+of anyone else (``git index-pack --keep``, the user's) stays.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import orjson
@@ -67,6 +76,7 @@ from applyonce.state.files import (
 )
 
 MARKER_PREFIX = b"applyonce lock "
+KEEP_PREFIX = b"applyonce keep "
 JOURNAL_DIR = "locks"  # under the state directory
 REF_LOCK_TAKEN_WITHIN_S = 2.0
 REF_LOCK_FILLED_WITHIN_S = 60.0
@@ -183,8 +193,6 @@ def journaled_ref_lock(
     Costs no fsync: a killed process loses nothing from the page cache, and after a power cut a
     lock whose entry was lost is only reported, never removed. The entry appears complete and
     already ``flock``-ed (written to a temp file, locked, renamed)."""
-    ensure_dir(journal)
-    nonce = secrets.token_hex(8)
     record = {
         "kind": "ref",
         "lock": str(lock),
@@ -193,7 +201,19 @@ def journaled_ref_lock(
         "content": content.decode(),
         "pid": os.getpid(),
     }
-    entry = journal / f"{nonce}.json"
+    entry, fd = _flocked_entry(journal, record)
+    try:
+        yield
+    finally:
+        _drop_entry(entry, fd)
+
+
+def _flocked_entry(journal: Path, record: Mapping[str, object]) -> tuple[Path, int]:
+    """Write ``record`` as a new journal entry that appears complete and already ``flock``-ed
+    (written to a temp file, locked, renamed). Returns it and the descriptor holding the flock.
+    Not fsynced: a killed process loses nothing from the page cache."""
+    ensure_dir(journal)
+    entry = journal / f"{secrets.token_hex(8)}.json"
     tmp = journal / f"{TMP_PREFIX}{entry.name}.{os.getpid()}.{secrets.token_hex(4)}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     try:
@@ -205,14 +225,129 @@ def journaled_ref_lock(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return entry, fd
+
+
+def _drop_entry(entry: Path, fd: int) -> None:
     try:
-        yield
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry)  # while still flock-ed: recover never judges a live holder's
     finally:
+        os.close(fd)
+
+
+class HeldKeep:
+    """A pack's ``.keep`` file this process made (see the module docstring); :meth:`release`
+    removes it. ``entry``/``fd``: its journal entry and the descriptor holding its flock (None:
+    not journaled)."""
+
+    def __init__(self, keep: Path, marker: bytes, entry: Path | None, fd: int | None) -> None:
+        self.keep = keep
+        self.marker = marker
+        self._entry = entry
+        self._fd = fd
+        self._released = False
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        """Remove the ``.keep`` (if it still holds the marker), then the journal entry. Safe to
+        call more than once."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            try:
+                if _holds(self.keep, self.marker):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.keep)
+            finally:
+                if self._entry is not None and self._fd is not None:
+                    _drop_entry(self._entry, self._fd)
+
+
+def take_keep(journal: Path | None, keep: Path) -> HeldKeep:
+    """Create the ``.keep`` file ``keep`` exclusively, journaled in ``journal`` first (None:
+    not journaled: a killed holder's ``.keep`` then stays).
+
+    Raises:
+        LockTakenError: ``keep`` exists (another writer's); nothing is left behind.
+    """
+    marker = KEEP_PREFIX + f"{secrets.token_hex(8)} pid {os.getpid()}\n".encode()
+    entry: Path | None = None
+    fd: int | None = None
+    if journal is not None:
+        record = {"kind": "keep", "lock": str(keep), "marker": marker.decode(), "pid": os.getpid()}
+        entry, fd = _flocked_entry(journal, record)
+    try:
+        made = os.open(keep, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except BaseException as exc:
+        if entry is not None and fd is not None:
+            _drop_entry(entry, fd)
+        if isinstance(exc, FileExistsError):
+            raise LockTakenError(str(keep)) from None
+        raise
+    try:
+        write_all(made, marker)
+    finally:
+        os.close(made)
+    return HeldKeep(keep, marker, entry, fd)
+
+
+def remove_dead_keeps(journal: Path) -> list[str]:
+    """Remove the ``.keep`` files of :func:`take_keep` holders that died (their entry's flock is
+    free) and that still hold their marker, and those entries; returns the paths removed."""
+    removed: list[str] = []
+    if not journal.is_dir():
+        return removed
+    for entry in sorted(journal.glob("*.json")):
         try:
+            record = orjson.loads(entry.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if record.get("kind") != "keep":
+            continue
+        keep, marker = record.get("lock"), record.get("marker")
+        if not isinstance(keep, str) or not isinstance(marker, str):
+            continue
+        with _dead_holder(entry) as dead:
+            if not dead:
+                continue
+            if _holds(Path(keep), marker.encode()):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(keep)
+                    removed.append(keep)
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry)  # while still flock-ed: recover never judges a live holder's
-        finally:
-            os.close(fd)
+                entry.unlink()
+    return removed
+
+
+@contextlib.contextmanager
+def _dead_holder(entry: Path) -> Iterator[bool]:
+    """Whether the holder of the flock-ed ``entry`` is dead (its flock free, taken here for the
+    block); False also when the entry is gone (its holder finished meanwhile)."""
+    try:
+        fd = os.open(entry, os.O_RDWR)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _holds(path: Path, marker: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``marker``."""
+    try:
+        st = os.lstat(path)
+        return stat.S_ISREG(st.st_mode) and path.read_bytes() == marker
+    except OSError:
+        return False
 
 
 def remove_own_locks(
@@ -244,6 +379,8 @@ def remove_own_locks(
             if ref_at is not None:
                 removed.extend(_remove_dead_ref_lock(entry, record, ref_at))
             continue
+        if record.get("kind") == "keep":
+            continue  # judged by remove_dead_keeps, once the calls are settled
         if not holders_dead:
             continue
         pid = record.get("pid")
@@ -290,25 +427,21 @@ def _remove_dead_ref_lock(
 ) -> list[str]:
     """Judge a :func:`journaled_ref_lock` entry if its holder is dead: remove the lock if it is
     proven the holder's (see the module docstring), then the entry."""
-    try:
-        fd = os.open(entry, os.O_RDWR)
-    except FileNotFoundError:
-        return []  # its holder finished meanwhile
-    removed = []
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return []  # alive: publishing right now
+    removed: list[str] = []
+    with _dead_holder(entry) as dead:
+        if not dead:
+            return removed  # alive (publishing right now), or finished meanwhile
         lock = Path(str(record.get("lock")))
-        if _is_dead_ref_lock(lock, record, os.fstat(fd).st_mtime, ref_at):
+        try:
+            written_at = entry.stat().st_mtime
+        except FileNotFoundError:
+            return removed
+        if _is_dead_ref_lock(lock, record, written_at, ref_at):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
                 removed.append(str(lock))
         with contextlib.suppress(FileNotFoundError):
             entry.unlink()
-    finally:
-        os.close(fd)
     return removed
 
 
