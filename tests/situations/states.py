@@ -256,7 +256,10 @@ def detached(root: Path) -> Situation:
     """HEAD detached at main's tip; no ``--branch``: there is no branch to land on."""
     sit = cloned(root)
     git(sit.repo, "checkout", "-q", "--detach")
-    return replace(sit, follower=None, dirty=None, expect=refused(r"detached|HEAD|--branch"))
+    expect = refused(r"detached|HEAD|--branch")
+    return replace(
+        sit, follower=None, dirty=None, expect=expect, cure=(("checkout", "-q", "main"),)
+    )
 
 
 def detached_with_branch(root: Path) -> Situation:
