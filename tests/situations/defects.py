@@ -1,0 +1,116 @@
+"""What the matrix finds wrong on the current code: each defect with its one-line reason, the
+words of the broken promise it fails with (``signature``), and the cells it breaks.
+
+A cell with known defects is ``xfail(strict=True, raises=AssertionError)``: it must fail, and
+with one of its defects' signatures — a failure with other words is reported as a failure
+(tests/situations/test_matrix.py turns it into :class:`UnexpectedFailure`), and a pass (the
+fix landed) fails the run as XPASS(strict) until its cells leave the table.
+
+Races with a git loop are not in the table: they are hit in some runs only, so a cell of a
+``*-loop`` state whose failure matches one of :data:`RACES` is marked xfail when it happens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LOCAL = ("apply", "dirty-commit", "revert", "crash", "audit")
+REMOTE = ("remote-apply", "remote-crash")
+
+
+def row(state: str, *columns: str) -> tuple[str, ...]:
+    return tuple(f"{state}-{column}" for column in columns)
+
+
+@dataclass(frozen=True)
+class Defect:
+    reason: str
+    signature: str  # a regex the cell's AssertionError matches
+    cells: tuple[str, ...]
+
+
+DEFECTS = (
+    Defect(
+        "--remote: applyonce's own 'git fetch' rewrites the user's FETCH_HEAD (or creates one)",
+        r"FETCH_HEAD",
+        (
+            *row("fresh-clone", *REMOTE),
+            *row("shallow", "remote-crash"),  # remote-apply: the same bytes by chance (one branch)
+            *row("deepened", "remote-crash"),
+            *row("partial-blobless", *REMOTE),
+            *row("partial-treeless", *REMOTE),
+            *row("unborn-origin", *REMOTE),
+            *row("detached-branch", *REMOTE),
+            *row("worktree-linked", *REMOTE),
+            *row("sparse-cone", *REMOTE),
+            *row("lagging-ref", *REMOTE),
+            *row("lagging-sync", *REMOTE),
+            *row("empty-tree", *REMOTE),
+            *row("bare", *REMOTE),
+        ),
+    ),
+    Defect(
+        "a commit whose tree is empty (every file deleted, or the root call reverted) is refused"
+        " with exit 1 'objects that are gone': the empty tree object is never written",
+        r"objects that are gone \(first 4b825dc642cb",
+        (
+            *row("empty-tree", *LOCAL, *REMOTE),
+            *row("unborn", "revert"),
+            *row("unborn-origin", "revert"),
+        ),
+    ),
+    Defect(
+        "sparse checkout: a file the call adds outside the cone is written into the work tree"
+        " without the skip-worktree bit ('git pull' leaves it out)",
+        r"outside the sparse checkout, lost its skip-worktree bit",
+        row("sparse-cone", "apply", "dirty-commit", "crash", "audit", *REMOTE),
+    ),
+    Defect(
+        "partial clone: a path whose blob was never fetched (a blobless clone's sparse checkout)"
+        " makes every call die with exit 3, NotFoundError: no lazy fetch, no clean refusal",
+        r"exit 3: internal error: NotFoundError",
+        row("partial-sparse", *LOCAL, *REMOTE),
+    ),
+    Defect(
+        "the split/sparse-index refusal is stored as a final rejection: after the user follows"
+        " its hint, the repeat still returns it (only a new --attempt runs)",
+        r"after the hint was followed .* the call still fails",
+        (*row("split-index", *LOCAL), *row("sparse-index", *LOCAL)),
+    ),
+    Defect(
+        "a checkout behind its branch (the ref moved elsewhere) is neither caught up nor refused:"
+        " the call lands and syncs its own paths only; the other commit's paths stay stale",
+        r"(LICENSE|src/extra\.py)('s index entry is not the branch's| is not in the index)",
+        row("lagging-ref", *LOCAL),
+    ),
+    Defect(
+        "an earlier call's skipped checkout sync is not finished by the next apply (only by"
+        " recover): that call's paths stay stale in the index and work tree",
+        r"(LICENSE|src/extra\.py)('s index entry is not the branch's| is not in the index)",
+        row("lagging-sync", "apply", "dirty-commit", "revert", "audit"),
+    ),
+)
+
+RACES = (
+    (
+        r"failed to rename lockfile to .*/objects/",
+        "libgit2's loose-object write (the --dirty commit snapshot's blob) dies with exit 3 when"
+        " a concurrent git's prune-packed removes the empty objects/xx folder it writes into",
+    ),
+    (
+        r"invalid sha1 pointer|bad object|missing (commit|tree|blob)|objects that are gone"
+        r"|object not found|no match for id",
+        "a call's new pack has no .keep while in flight: a concurrent 'git repack -a -d' deletes"
+        " it, so the call fails or its branch ends at a missing commit (a corrupt repository)",
+    ),
+)
+
+
+def known(cell_id: str) -> list[Defect]:
+    return [d for d in DEFECTS if cell_id in d.cells]
+
+
+def race(failure: str) -> str | None:
+    """The race a loop cell's failure shows, if it is one of the known ones."""
+    return next((why for sign, why in RACES if re.search(sign, failure)), None)
