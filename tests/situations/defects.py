@@ -32,45 +32,13 @@ class Defect:
 
 DEFECTS = (
     Defect(
-        "--remote: applyonce's own 'git fetch' rewrites the user's FETCH_HEAD (or creates one)",
-        r"FETCH_HEAD",
-        (
-            *row("fresh-clone", *REMOTE),
-            *row("shallow", "remote-crash"),  # remote-apply: the same bytes by chance (one branch)
-            *row("deepened", "remote-crash"),
-            *row("partial-blobless", *REMOTE),
-            *row("partial-treeless", *REMOTE),
-            *row("unborn-origin", *REMOTE),
-            *row("detached-branch", *REMOTE),
-            *row("worktree-linked", *REMOTE),
-            *row("sparse-cone", *REMOTE),
-            *row("lagging-ref", *REMOTE),
-            *row("lagging-sync", *REMOTE),
-            *row("empty-tree", *REMOTE),
-            *row("bare", *REMOTE),
-        ),
-    ),
-    Defect(
-        "a commit whose tree is empty (every file deleted, or the root call reverted) is refused"
-        " with exit 1 'objects that are gone': the empty tree object is never written",
-        r"objects that are gone \(first 4b825dc642cb",
-        (
-            *row("empty-tree", *LOCAL, *REMOTE),
-            *row("unborn", "revert"),
-            *row("unborn-origin", "revert"),
-        ),
-    ),
-    Defect(
         "sparse checkout: a file the call adds outside the cone is written into the work tree"
         " without the skip-worktree bit ('git pull' leaves it out)",
         r"outside the sparse checkout, lost its skip-worktree bit",
-        row("sparse-cone", "apply", "dirty-commit", "crash", "audit", *REMOTE),
-    ),
-    Defect(
-        "partial clone: a path whose blob was never fetched (a blobless clone's sparse checkout)"
-        " makes every call die with exit 3, NotFoundError: no lazy fetch, no clean refusal",
-        r"exit 3: internal error: NotFoundError",
-        row("partial-sparse", *LOCAL, *REMOTE),
+        (
+            *row("sparse-cone", "apply", "dirty-commit", "crash", "audit", *REMOTE),
+            *row("partial-sparse", "apply", "dirty-commit", "crash", "audit", *REMOTE),
+        ),
     ),
     Defect(
         "the split/sparse-index refusal is stored as a final rejection: after the user follows"

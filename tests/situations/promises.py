@@ -96,6 +96,15 @@ def git_dir(repo: Path) -> Path:
     return Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
 
 
+# applyonce's own namespace (its private fetches, its pending pushes): its state, not the
+# user's refs.
+OWN_REFS = "refs/applyonce/"
+
+
+def user_refs(refs: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in refs.items() if not k.startswith(OWN_REFS)}
+
+
 def refs_of(repo: Path) -> dict[str, str]:
     out = git(repo, "for-each-ref", "--format=%(refname) %(objectname) %(symref)")
     refs = {}
@@ -298,12 +307,12 @@ def assert_landed(
         "refs",
         {
             k: v
-            for k, v in before.refs.items()
+            for k, v in user_refs(before.refs).items()
             if k not in allowed and not _volatile(k, sit.volatile)
         },
         {
             k: v
-            for k, v in after.refs.items()
+            for k, v in user_refs(after.refs).items()
             if k not in allowed and not _volatile(k, sit.volatile)
         },
     )
@@ -394,7 +403,7 @@ def assert_refused(
     assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line: {lines}"
     assert re.search(expect.message, lines[0], re.IGNORECASE), f"unexpected refusal: {lines[0]}"
     after = Snapshot.take(sit)
-    assert_same("refs", before.refs, after.refs)
+    assert_same("refs", user_refs(before.refs), user_refs(after.refs))
     assert_same("pseudo-refs", before.pseudo, after.pseudo)
     assert before.config == after.config, "the repository's config was rewritten"
     assert before.origin_refs == after.origin_refs, "origin's refs changed"

@@ -104,6 +104,8 @@ class Situation:
     # ``--dirty commit``: the path, the user's bytes in the work tree, its blob after the call.
     dirty: tuple[str, bytes, bytes | None] | None = DIRTY
     expect: Expect = SUPPORTED
+    # With --remote, when it differs (a shallow clone: deepened from the remote, not refused).
+    remote_expect: Expect | None = None
     origin: Path | None = None  # the bare origin the clone came from
     # Paths where the follower's work tree lags the branch: a success must bring them along.
     lagging: tuple[str, ...] = ()
@@ -184,10 +186,17 @@ def fresh_clone(root: Path) -> Situation:
     return cloned(root)
 
 
+# A shallow history cannot tell that a call is not on the branch (its commit may lie below the
+# boundary): without --remote a call is refused until the clone is made whole; with --remote
+# the clone is deepened from it.
+INCOMPLETE = refused(r"incomplete.*git fetch --unshallow", 4)
+UNSHALLOW = (("fetch", "-q", "--unshallow"),)
+
+
 def shallow(root: Path) -> Situation:
     sit = cloned(root, "--depth", "1")
     assert (sit.repo / ".git" / "shallow").exists()
-    return sit
+    return replace(sit, expect=INCOMPLETE, remote_expect=SUPPORTED, cure=UNSHALLOW)
 
 
 def deepened(root: Path) -> Situation:
@@ -195,7 +204,8 @@ def deepened(root: Path) -> Situation:
     repo = clone(origin, root / "clone", "--depth", "1")
     git(repo, "fetch", "-q", "--deepen=1")
     user_clutter(repo)
-    return Situation(repo, follower=repo, checkouts=(repo,), origin=origin)
+    sit = Situation(repo, follower=repo, checkouts=(repo,), origin=origin)
+    return replace(sit, expect=INCOMPLETE, remote_expect=SUPPORTED, cure=UNSHALLOW)
 
 
 def partial_blobless(root: Path) -> Situation:

@@ -47,7 +47,7 @@ from tests.situations.promises import (
     call_ids,
     tip,
 )
-from tests.situations.states import EXTRA_CALLS, STATES, Situation, git_loop
+from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_loop
 
 COLUMNS = ("apply", "dirty-commit", "revert", "crash", "audit", "remote-apply", "remote-crash")
 
@@ -72,6 +72,13 @@ class Cell:
             assert self.sit.origin is not None
             return self.sit.origin
         return self.sit.repo
+
+    @property
+    def expect(self) -> Expect:
+        """What the situation allows of this cell's calls."""
+        if self.remote and self.sit.remote_expect is not None:
+            return self.sit.remote_expect
+        return self.sit.expect
 
     def options(self) -> tuple[str, ...]:
         return ("--remote", "origin") if self.remote else ()
@@ -120,7 +127,7 @@ class Cell:
         Python API — the ``apply`` column runs the same call as a real process — else, and
         whenever it does not commit, as a real process, whose answer the column judges."""
         sit = self.sit
-        if not sit.expect.refusable and not self.remote:
+        if not self.expect.refusable and not self.remote:
             from applyonce import Executor
 
             branch = sit.args[sit.args.index("--branch") + 1] if "--branch" in sit.args else None
@@ -155,7 +162,7 @@ class Cell:
 
     def refused(self, before: Snapshot, run: Run, again: Callable[[], Run]) -> str:
         """A call that did not exit 0: a clean refusal the situation allows, or a failure."""
-        expect = self.sit.expect
+        expect = self.expect
         if run.returncode in expect.exits:
             assert_refused(self.sit, before, run, expect, again)
             return "refused"
@@ -164,7 +171,7 @@ class Cell:
 
 
 def _ok(cell: Cell, run: Run) -> bool:
-    return run.returncode == 0 and cell.sit.expect.supported
+    return run.returncode == 0 and cell.expect.supported
 
 
 def column_apply(cell: Cell) -> str:
