@@ -41,12 +41,6 @@ DEFECTS = (
         ),
     ),
     Defect(
-        "the split/sparse-index refusal is stored as a final rejection: after the user follows"
-        " its hint, the repeat still returns it (only a new --attempt runs)",
-        r"after the hint was followed .* the call still fails",
-        (*row("split-index", *LOCAL), *row("sparse-index", *LOCAL)),
-    ),
-    Defect(
         "a checkout behind its branch (the ref moved elsewhere) is neither caught up nor refused:"
         " the call lands and syncs its own paths only; the other commit's paths stay stale",
         r"(LICENSE|src/extra\.py)('s index entry is not the branch's| is not in the index)",

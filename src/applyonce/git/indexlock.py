@@ -54,9 +54,13 @@ Identity = tuple[int, int, int, int, int]
 
 
 class UnsupportedIndexError(UsageError):
-    """The checkout's index uses a format libgit2 cannot read (a split or sparse index)."""
+    """The checkout's index uses a format libgit2 cannot read (a split or sparse index).
+
+    Retryable: the checkout decides, not the patch, so a rejection is never pinned — once the
+    user turns the format off, a repeat of the call runs (as for a dirty path)."""
 
     kind = "unsupported-index"
+    default_retryable = True
     default_hint = (
         "turn the split index off: git config core.splitIndex false && "
         "git update-index --no-split-index; then repeat the call"
@@ -64,9 +68,11 @@ class UnsupportedIndexError(UsageError):
 
 
 class UnreadableIndexError(UsageError):
-    """The checkout's index is damaged: neither libgit2 nor git can read it."""
+    """The checkout's index is damaged: neither libgit2 nor git can read it (retryable, as
+    :class:`UnsupportedIndexError`: once it is repaired, a repeat runs)."""
 
     kind = "unreadable-index"
+    default_retryable = True
     default_hint = (
         "if git status fails too, rebuild the index from HEAD (the work tree stays as it is): "
         "rm <index> && git reset; then repeat the call"
