@@ -78,6 +78,40 @@ def test_every_rename_into_git_or_the_state_dir_follows_an_fsync_and_is_made_dur
     assert "main" in names and "index" in names, names
 
 
+def test_the_checkout_is_durable_before_the_index_that_describes_it(repo: Repo) -> None:
+    """The sync's work-tree files are fsynced before their rename, and every directory whose
+    names changed (a file replaced, added or deleted, a directory made) is fsynced before the
+    new index is renamed into place: a power cut never leaves an index, nor a ``synced`` event,
+    naming a work tree that the disk does not hold (tests/durability/test_power_loss.py)."""
+    patch = APP_PATCH.replace("*** End Patch", "*** Delete File: src/util.py\n*** End Patch")
+    calls = _traced(repo, patch, syscalls=[*_RENAMES, "unlink", "unlinkat", "mkdir", "mkdirat"])
+    root = repo.path.resolve()
+    index = root / ".git" / "index"
+    durable: set[str] = set()
+    changed: dict[str, str] = {}  # a work-tree directory whose names changed: by what
+    for call in calls:
+        paths = [Path(p) for p in call.paths()]
+        if call.name in ("fsync", "fdatasync"):
+            durable.add(call.fd().path)
+            changed.pop(call.fd().path, None)
+        elif call.result != 0 or not paths or not paths[-1].is_relative_to(root):
+            continue
+        elif paths[-1] == index:
+            assert call.name == "rename", call
+            assert not changed, f"the index is renamed into place before {changed} is durable"
+            break
+        elif ".git" in paths[-1].relative_to(root).parts:
+            continue
+        elif call.name == "rename":
+            assert str(paths[0]) in durable, f"{paths[0]} renamed before its data was fsynced"
+            changed[str(paths[-1].parent)] = call.name
+        elif call.name in ("unlink", "unlinkat", "mkdir", "mkdirat"):
+            changed[str(paths[-1].parent)] = call.name
+    else:
+        raise AssertionError("the index was not written")
+    assert (root / "tests" / "test_app.py").is_file() and not (root / "src" / "util.py").exists()
+
+
 def test_a_call_writes_its_objects_as_one_pack_with_three_fsyncs(repo: Repo) -> None:
     """Blobs, trees and the commit of a two-file call (about eight objects): no loose object
     file, one pack and its index, fsynced once each, and one fsync of the pack directory."""
