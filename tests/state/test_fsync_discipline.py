@@ -112,6 +112,29 @@ def test_the_checkout_is_durable_before_the_index_that_describes_it(repo: Repo) 
     assert (root / "tests" / "test_app.py").is_file() and not (root / "src" / "util.py").exists()
 
 
+def test_the_index_lock_is_gone_for_good_before_its_journal_entry_is(repo: Repo) -> None:
+    """The journal entry proves index.lock applyonce's; removed first after a power cut, it
+    would leave a lock that recover must not remove. So the lock's removal (with the new
+    index's rename) is made durable by an fsync of ``.git`` before the entry is removed."""
+    calls = _traced(repo, APP_PATCH, syscalls=[*_RENAMES, "unlink", "unlinkat"])
+    git_dir = (repo.path / ".git").resolve()
+    journal = git_dir / "applyonce" / "locks"
+    events = []  # the lock's removal, its entry's, the fsyncs of .git: in order
+    for call in calls:
+        if call.name in ("fsync", "fdatasync") and call.fd().path == str(git_dir):
+            events.append("sync")
+        elif call.name in ("unlink", "unlinkat") and call.result == 0:
+            removed = Path(call.paths()[-1])
+            if removed == git_dir / "index.lock":
+                events.append("lock")
+            elif removed.parent == journal and removed.suffix == ".json":
+                events.append("entry")
+    assert "lock" in events, events
+    after = events[events.index("lock") + 1 :]
+    assert "sync" in after and "entry" in after, events
+    assert after.index("sync") < after.index("entry"), events
+
+
 def test_a_call_writes_its_objects_as_one_pack_with_three_fsyncs(repo: Repo) -> None:
     """Blobs, trees and the commit of a two-file call (about eight objects): no loose object
     file, one pack and its index, fsynced once each, and one fsync of the pack directory."""
