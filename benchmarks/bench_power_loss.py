@@ -57,7 +57,8 @@ def run_scenario(scenario: str, root: Path, only: list[int]) -> int:
             by_hand[lock] += 1
         if verdict.problems:
             broken.append((number, verdict))
-            print(f"  BROKEN {number}: {state.label}", flush=True)
+            after = " (after Success)" if state.reported else ""
+            print(f"  BROKEN {number}{after}: {state.label}", flush=True)
             for problem in verdict.problems:
                 print(f"    {problem}", flush=True)
         elif only:
