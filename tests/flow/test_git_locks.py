@@ -130,6 +130,34 @@ def test_the_next_call_clears_its_own_killed_syncs_index_lock_without_waiting(
     assert repo.git("status", "--porcelain") == ""
 
 
+def test_recover_removes_its_own_index_lock_that_a_power_cut_left_empty(repo: Repo) -> None:
+    """The marker written into index.lock is not fsynced: after a power cut the lock's name can
+    stand with nothing in it. Made right after the journal entry, it is the dead sync's."""
+    crashed = apply(repo, PATCH, env={"APPLYONCE_FAULT": "during-sync"})
+    assert crashed.returncode == -signal.SIGKILL
+    lock = repo.path / ".git" / "index.lock"
+    lock.write_bytes(b"")  # what the disk kept of it
+    report = orjson.loads(run_cli("recover", "--repo", str(repo.path), "--json").stdout)
+    assert str(lock) in report["removed"] and not lock.exists()
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert repo.git("status", "--porcelain") == ""
+    assert list((repo.state_dir() / "locks").iterdir()) == []
+
+
+def test_an_empty_index_lock_made_long_after_the_dead_syncs_entry_stays(repo: Repo) -> None:
+    """An empty index.lock made a minute after the dead sync journaled its own is another git's
+    (taken once the sync was dead): reported, never removed."""
+    assert apply(repo, PATCH, env={"APPLYONCE_FAULT": "during-sync"}).returncode == -signal.SIGKILL
+    lock = repo.path / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    (entry,) = (repo.state_dir() / "locks").glob("*.json")
+    then = time.time() - 60
+    os.utime(entry, (then, then))
+    report = orjson.loads(run_cli("recover", "--repo", str(repo.path), "--json").stdout)
+    assert lock.exists() and str(lock) not in report["removed"]
+    assert any(f"remove it with rm {lock}" in n for n in report["notes"]), report["notes"]
+
+
 def test_recover_keeps_a_users_lock_where_its_killed_sync_had_one(
     repo: Repo, tmp_path: Path
 ) -> None:

@@ -11,60 +11,32 @@ it (:mod:`applyonce.state.lockjournal`), so its entries are not flushed.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import APP_PATCH, Repo
+from tests.strace import Syscall, needs_strace, parse, run_traced
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("strace") is None and not os.environ.get("APPLYONCE_REQUIRE_STRACE"),
-    reason="strace is not installed (.ci/run installs it)",
-)
+pytestmark = needs_strace
 
-_CALL = re.compile(r"^(\d+)\s+(\w+)\((.*)\)\s+=\s+(-?\d+)")
-_FD_PATH = re.compile(r"^\d+<(.*)>$")
+_RENAMES = ["fsync", "fdatasync", "rename", "renameat", "renameat2", "link", "linkat"]
 
 
-@dataclass(frozen=True)
-class Syscall:
-    name: str
-    args: list[str]
-    result: int
-
-
-def _traced(repo: Repo, patch: str, *args: str) -> list[Syscall]:
+def _traced(repo: Repo, patch: str, *args: str, syscalls: list[str] = _RENAMES) -> list[Syscall]:
     log = repo.path.parent / "strace.log"
-    subprocess.run(
-        [
-            "strace", "-f", "-y", "-qq", "-o", str(log),
-            "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
-            sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path), *args,
-        ],
-        input=patch.encode(), check=True, capture_output=True, env=os.environ.copy(),
+    run_traced(
+        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path), *args],
+        log,
+        syscalls,
+        input=patch.encode(),
     )
-    return _parsed(log)
+    return parse(log)
 
 
-def _parsed(log: Path) -> list[Syscall]:
-    calls = []
-    for line in log.read_text().splitlines():
-        match = _CALL.match(line)
-        if match:
-            parts = re.findall(r'"((?:[^"\\]|\\.)*)"|(\d+<[^>]*>)', match.group(3))
-            calls.append(Syscall(match.group(2), [a or b for a, b in parts], int(match.group(4))))
-    return calls
-
-
-def _fd_path(arg: str) -> str:
-    match = _FD_PATH.match(arg)
-    assert match, arg
-    return match.group(1)
+def _synced(calls: list[Syscall]) -> list[str]:
+    """The paths fsynced, in order."""
+    return [c.fd().path for c in calls if c.name in ("fsync", "fdatasync")]
 
 
 def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> list[str]:
@@ -74,9 +46,9 @@ def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> 
     renamed: list[tuple[int, str]] = []
     for i, call in enumerate(calls):
         if call.name in ("fsync", "fdatasync"):
-            durable.add(_fd_path(call.args[0]))
+            durable.add(call.fd().path)
         elif call.name in ("rename", "renameat", "renameat2") and call.result == 0:
-            source, target = (a for a in call.args if not _FD_PATH.match(a))
+            source, target = call.paths()
             if source in durable:
                 durable.add(target)  # the same inode, now under its new name
             if not any(Path(target).is_relative_to(root) for root in roots):
@@ -87,7 +59,7 @@ def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> 
             renamed.append((i, target))
     for i, target in renamed:
         parent = str(Path(target).parent)
-        later = [_fd_path(c.args[0]) for c in calls[i + 1 :] if c.name in ("fsync", "fdatasync")]
+        later = _synced(calls[i + 1 :])
         assert parent in later, f"no fsync of {parent} after renaming into it"
     return [target for _, target in renamed]
 
@@ -106,6 +78,63 @@ def test_every_rename_into_git_or_the_state_dir_follows_an_fsync_and_is_made_dur
     assert "main" in names and "index" in names, names
 
 
+def test_the_checkout_is_durable_before_the_index_that_describes_it(repo: Repo) -> None:
+    """The sync's work-tree files are fsynced before their rename, and every directory whose
+    names changed (a file replaced, added or deleted, a directory made) is fsynced before the
+    new index is renamed into place: a power cut never leaves an index, nor a ``synced`` event,
+    naming a work tree that the disk does not hold (tests/durability/test_power_loss.py)."""
+    patch = APP_PATCH.replace("*** End Patch", "*** Delete File: src/util.py\n*** End Patch")
+    calls = _traced(repo, patch, syscalls=[*_RENAMES, "unlink", "unlinkat", "mkdir", "mkdirat"])
+    root = repo.path.resolve()
+    index = root / ".git" / "index"
+    durable: set[str] = set()
+    changed: dict[str, str] = {}  # a work-tree directory whose names changed: by what
+    for call in calls:
+        paths = [Path(p) for p in call.paths()]
+        if call.name in ("fsync", "fdatasync"):
+            durable.add(call.fd().path)
+            changed.pop(call.fd().path, None)
+        elif call.result != 0 or not paths or not paths[-1].is_relative_to(root):
+            continue
+        elif paths[-1] == index:
+            assert call.name == "rename", call
+            assert not changed, f"the index is renamed into place before {changed} is durable"
+            break
+        elif ".git" in paths[-1].relative_to(root).parts:
+            continue
+        elif call.name == "rename":
+            assert str(paths[0]) in durable, f"{paths[0]} renamed before its data was fsynced"
+            changed[str(paths[-1].parent)] = call.name
+        elif call.name in ("unlink", "unlinkat", "mkdir", "mkdirat"):
+            changed[str(paths[-1].parent)] = call.name
+    else:
+        raise AssertionError("the index was not written")
+    assert (root / "tests" / "test_app.py").is_file() and not (root / "src" / "util.py").exists()
+
+
+def test_the_index_lock_is_gone_for_good_before_its_journal_entry_is(repo: Repo) -> None:
+    """The journal entry proves index.lock applyonce's; removed first after a power cut, it
+    would leave a lock that recover must not remove. So the lock's removal (with the new
+    index's rename) is made durable by an fsync of ``.git`` before the entry is removed."""
+    calls = _traced(repo, APP_PATCH, syscalls=[*_RENAMES, "unlink", "unlinkat"])
+    git_dir = (repo.path / ".git").resolve()
+    journal = git_dir / "applyonce" / "locks"
+    events = []  # the lock's removal, its entry's, the fsyncs of .git: in order
+    for call in calls:
+        if call.name in ("fsync", "fdatasync") and call.fd().path == str(git_dir):
+            events.append("sync")
+        elif call.name in ("unlink", "unlinkat") and call.result == 0:
+            removed = Path(call.paths()[-1])
+            if removed == git_dir / "index.lock":
+                events.append("lock")
+            elif removed.parent == journal and removed.suffix == ".json":
+                events.append("entry")
+    assert "lock" in events, events
+    after = events[events.index("lock") + 1 :]
+    assert "sync" in after and "entry" in after, events
+    assert after.index("sync") < after.index("entry"), events
+
+
 def test_a_call_writes_its_objects_as_one_pack_with_three_fsyncs(repo: Repo) -> None:
     """Blobs, trees and the commit of a two-file call (about eight objects): no loose object
     file, one pack and its index, fsynced once each, and one fsync of the pack directory (its
@@ -115,10 +144,7 @@ def test_a_call_writes_its_objects_as_one_pack_with_three_fsyncs(repo: Repo) -> 
     loose_before = {p for p in objects.glob("??/*")}
     calls = _traced(repo, APP_PATCH)
     assert {p for p in objects.glob("??/*")} == loose_before
-    object_syncs = [
-        _fd_path(c.args[0]) for c in calls
-        if c.name in ("fsync", "fdatasync") and _fd_path(c.args[0]).startswith(str(objects))
-    ]
+    object_syncs = [p for p in _synced(calls) if p.startswith(str(objects))]
     assert len(object_syncs) == 3, object_syncs
     # The pack and its index, in temp files of applyonce's (git prune deletes git's tmp_* ones).
     assert sorted(Path(p).name.split(".")[1] for p in object_syncs[:2]) == [
@@ -145,14 +171,13 @@ def test_the_ledger_flushes_twice_a_call_prepared_and_committed(repo: Repo) -> N
     """In a long-lived process (the MCP server's case), a call's ledger records cost two
     flushes: the claim, the staging's progress and the sync ride on the durable ones."""
     log = repo.path.parent / "strace.log"
-    subprocess.run(
-        [
-            "strace", "-f", "-y", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync",
-            sys.executable, "-c", _IN_PROCESS, str(repo.path), str(repo.path.parent),
-        ],
-        input=APP_PATCH.encode(), check=True, capture_output=True, env=os.environ.copy(),
+    run_traced(
+        [sys.executable, "-c", _IN_PROCESS, str(repo.path), str(repo.path.parent)],
+        log,
+        ["fsync", "fdatasync"],
+        input=APP_PATCH.encode(),
     )
-    paths = [_fd_path(m) for m in re.findall(r"\((\d+<[^>]*>)\)", log.read_text())]
+    paths = _synced(parse(log))
     marker = str((repo.path.parent / "call-begins").resolve())
     begin, end = (i for i, p in enumerate(paths) if p == marker)
     during = paths[begin + 1 : end]
@@ -169,24 +194,21 @@ def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch
         patch = f"*** Begin Patch\n*** Add File: killed{i}.txt\n+{i}\n*** End Patch\n"
         killed = subprocess.run(
             [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
-            input=patch.encode(), capture_output=True, check=False,
+            input=patch.encode(),
+            capture_output=True,
+            check=False,
             env={**os.environ, "APPLYONCE_FAULT": "after-publish"},
         )
         assert killed.returncode == -9
     log = repo.path.parent / "strace.log"
-    subprocess.run(
-        [
-            "strace", "-f", "-y", "-qq", "-o", str(log),
-            "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
-            sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path),
-        ],
-        check=True, capture_output=True, env=os.environ.copy(),
+    run_traced(
+        [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)], log, _RENAMES
     )
-    calls = _parsed(log)
+    calls = parse(log)
     git_dir = (repo.path / ".git").resolve()
     targets = _check_discipline(calls, [git_dir], exempt=git_dir / "applyonce" / "locks")
     receipts = git_dir / "applyonce" / "receipts"
     assert sum(Path(t).parent == receipts for t in targets) == 3, targets
-    syncs = [c for c in calls if c.name == "fsync" and _fd_path(c.args[0]) == str(receipts)]
+    syncs = [c for c in calls if c.name == "fsync" and c.fd().path == str(receipts)]
     assert len(syncs) == 1, syncs
     assert len(repo.call_ids()) == 3

@@ -32,7 +32,17 @@ from applyonce.git.workfiles import (
     trusts_filemode,
     workdir_version,
 )
-from applyonce.state.files import atomic_write, is_real_dir_chain, prune_empty_dirs, remove_file
+from applyonce.state.files import (
+    atomic_write,
+    ensure_dir,
+    fsync_dir,
+    is_real_dir_chain,
+    prune_empty_dirs,
+    remove_file,
+)
+
+# Directories the sync makes in a work tree: as git makes them (0777, narrowed by the umask).
+WORKTREE_DIR = 0o777
 
 
 class CheckoutSyncError(ApplyOnceError):
@@ -312,10 +322,17 @@ class Checkouts:
                 assert target[1] is not None
                 stage_file(index, path, target[0], target[1], None)
             written.append(path)
+        # The work tree is made durable before the index that describes it is written, and so
+        # before the call's ``synced`` event: after a power cut, a file is its old bytes or its
+        # new ones, never a lost rename or an empty file that the index calls synced (and that
+        # recover would then leave as the user's). Each file is fsynced as it is written, each
+        # directory whose names changed once, at the end.
+        directories: set[Path] = set()
         for path, target, staged, current, data in planned:
             full = root / path
             if target[0] is None:
                 remove_file(full)
+                directories.add(full.parent)
                 prune_empty_dirs(full.parent, root)
                 if staged[0] is not None:
                     index.remove(path)
@@ -330,7 +347,8 @@ class Checkouts:
             else:
                 entry = tip_tree.entry(path)
                 assert entry is not None
-                full.parent.mkdir(parents=True, exist_ok=True)
+                ensure_dir(full.parent, mode=WORKTREE_DIR)  # each directory it makes, durable
+                directories.add(full.parent)
                 if full.is_symlink():
                     full.unlink()  # a known version of the path: replaced, not written through
                 if entry.filemode == MODE_LINK:
@@ -343,11 +361,14 @@ class Checkouts:
                         full,
                         data,
                         mode=file_mode(entry.filemode),
-                        durable=False,
+                        sync_dir=False,
                         before_replace=_during_sync,
                     )
                 stage(index, full, path, target)
             written.append(path)
+        for directory in sorted(directories):
+            if directory.is_dir():  # (not one the deletion left empty and pruned)
+                fsync_dir(directory)
         return SyncReport(str(root), tuple(written), tuple(left))
 
     def _plan_sync(

@@ -83,8 +83,9 @@ def atomic_write(
         path: the destination; its directory must exist.
         data: the full new content.
         mode: permission bits of the new file, narrowed by the umask (as ``open(2)`` does).
-        durable: fsync the file and the directory (receipts, ledger-adjacent state). Checkout
-            files skip it: Git's objects are the durable copy of their content.
+        durable: fsync the file and the directory (receipts, ledger-adjacent state, checkout
+            files, whose directories the sync fsyncs once before the index names them). False
+            where a power cut may lose it at no cost (a cache; a lock journal entry's update).
         before_replace: called after the temp file is complete and before the rename (the
             ``after-receipt-tmp`` fault point hooks in here).
         sync_dir: with ``durable``, fsync the directory now; False: the caller fsyncs it once

@@ -6,7 +6,8 @@ removes a lock only when it can prove it made it:
 
 1. before the lock is created, a journal entry (``<state>/locks/<nonce>.json``: the lock's path,
    a marker unique to this taking, the pid) is written and fsynced;
-2. the lock is created exclusively (``O_CREAT|O_EXCL``, as git does) and holds the marker;
+2. the lock is created exclusively (``O_CREAT|O_EXCL``, as git does) and holds the marker (not
+   fsynced: after a power cut the lock may hold a part of it, or nothing);
 3. before the new content replaces the marker, its SHA-256 is added to the entry; the
    content is put in place by renaming a complete temp file over the lock, so the lock holds, at
    every moment, the marker or the whole new content — both recorded;
@@ -14,14 +15,16 @@ removes a lock only when it can prove it made it:
 
 Or, with :meth:`HeldLock.install` (the index: libgit2 writes it once, beside it), steps 3-4 are:
 the complete, fsynced new file is renamed over the target while the lock still holds the marker
-(no writer that respects the lock can touch the target meanwhile), then the lock is removed. The
-lock never holds anything but the marker, and the entry names the holder's temp files
+(no writer that respects the lock can touch the target meanwhile), then the lock is removed and
+its directory fsynced (the rename and the removal durable together), then the entry is removed.
+The lock never holds anything but the marker, and the entry names the holder's temp files
 (``temps``), which ``recover`` removes too.
 
 :func:`remove_own_locks` (``applyonce recover``) removes a journaled lock only if its content is
-the marker or the recorded content; anything else is someone else's and stays. It judges these
-entries only while no applyonce sync can be running (the caller holds the sync lock), so the
-owner is dead.
+the marker or the recorded content, or a part of the marker (nothing, after a power cut) in a lock
+made right after the entry; anything else is someone else's and stays. It judges these entries
+only while no applyonce sync can be running (the caller holds the sync lock), so the owner is
+dead.
 
 A branch's ref lock is taken by libgit2 during the publish, not by applyonce, so it cannot carry a
 marker. :func:`journaled_ref_lock` journals it before libgit2 is called: the lock's path, the ref,
@@ -95,6 +98,7 @@ class HeldLock:
         self.record = record
         self.scratch = entry.with_suffix(".data")  # a private file the holder may use
         self.done = False
+        self.installed: set[Path] = set()  # directories renamed into, made durable on release
 
     def replace(self, data: bytes, target: Path) -> None:
         """Make ``data`` the content of ``target``: into the lock (fsynced), then rename."""
@@ -118,12 +122,13 @@ class HeldLock:
         self.done = True
 
     def install(self, new: Path, target: Path) -> None:
-        """Make the complete, durable file ``new`` (beside ``target``) ``target`` by a rename,
-        while the lock still holds its marker: no writer that respects the lock can change
-        ``target`` meanwhile. The lock is removed when the holder leaves :func:`held_lock`; a
-        lock left by a kill holds the marker, and ``recover`` removes it."""
+        """Make the complete, durable file ``new`` ``target`` by a rename, while the lock still
+        holds its marker: no writer that respects the lock can change ``target`` meanwhile. The
+        lock is removed when the holder leaves :func:`held_lock`, and one fsync of the directory
+        then makes the rename and the lock's removal durable together; a lock left by a kill
+        holds the marker, and ``recover`` removes it."""
         os.replace(new, target)
-        fsync_dir(target.parent)
+        self.installed.add(target.parent)
 
 
 @contextlib.contextmanager
@@ -174,9 +179,15 @@ def held_lock(
             os.close(fd)
         yield held
     finally:
-        if not held.done and _is_ours(lock, record):  # (unless someone rm'ed it and retook it)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
+        if not held.done:
+            if _is_ours(lock, record):  # (unless someone rm'ed it and retook it)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(lock)
+            # The lock's removal is durable before its entry's: after a power cut, a lock is
+            # never left without the entry that proves it applyonce's (nor an installed file's
+            # rename lost while the lock's removal stands).
+            for directory in sorted({lock.parent, *held.installed}):
+                fsync_dir(directory)
         for private in (held.scratch, held.scratch.with_suffix(".data.lock"), *temps):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(private)
@@ -387,7 +398,11 @@ def remove_own_locks(
         if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid):
             continue
         lock = Path(str(record.get("lock")))
-        if _is_ours(lock, record):
+        try:
+            written_at: float | None = entry.stat().st_mtime
+        except OSError:
+            written_at = None
+        if _is_ours(lock, record, written_at):
             with contextlib.suppress(FileNotFoundError):
                 lock.unlink()
                 removed.append(str(lock))
@@ -466,16 +481,32 @@ def _is_dead_ref_lock(
     return ref_at(ref) == expected
 
 
-def _is_ours(lock: Path, record: dict[str, object]) -> bool:
+def _is_ours(lock: Path, record: dict[str, object], written_at: float | None = None) -> bool:
+    """Whether ``lock`` is the one ``record`` journaled: it holds the marker or the recorded
+    content. With ``written_at`` (the entry's mtime; a dead holder's entry): also a lock that
+    holds a part of the marker, or nothing, and was made right after the entry, as
+    :func:`held_lock` makes it. The marker is not fsynced, so a power cut can keep the lock's
+    name without it; a lock of another git made once the holder was dead is younger (the rule
+    of a ref lock's, :func:`_is_dead_ref_lock`)."""
     try:
-        content = lock.read_bytes()
+        st = os.lstat(lock)
+        content = lock.read_bytes() if stat.S_ISREG(st.st_mode) else None
     except OSError:
+        return False
+    if content is None:
         return False
     marker = record.get("marker")
     if isinstance(marker, str) and content == marker.encode():
         return True
     sha = record.get("sha256")
-    return isinstance(sha, str) and hashlib.sha256(content).hexdigest() == sha
+    if isinstance(sha, str) and hashlib.sha256(content).hexdigest() == sha:
+        return True
+    return (
+        written_at is not None
+        and isinstance(marker, str)
+        and marker.encode().startswith(content)
+        and written_at - 1.0 <= st.st_mtime <= written_at + REF_LOCK_TAKEN_WITHIN_S
+    )
 
 
 def _remove_worktree_temps(record: dict[str, object]) -> list[str]:
