@@ -30,6 +30,7 @@ from applyonce.core.receipt import Receipt
 from applyonce.faults import fault
 from applyonce.flow.context import Context
 from applyonce.flow.options import DirtyMode
+from applyonce.git.checkouts import Shown
 from applyonce.git.store import GitTree
 
 
@@ -50,8 +51,12 @@ def take_dirty(
     base_tree: GitTree,
     paths: Iterable[str],
     mode: DirtyMode,
+    shown: Shown | None = None,
 ) -> Snapshot | None:
     """Refuse the user's changes on ``paths``, or commit them (unpublished) on ``base``.
+    ``shown``: what the checkouts may show besides ``base`` (see :mod:`applyonce.flow.lag`): a
+    path that holds one of those versions is the branch's, not the user's, and a change made on
+    one of them is never committed on ``base`` (that would undo the branch's change since).
 
     Returns:
         The snapshot to stage the call on; None when no touched path has changes.
@@ -61,10 +66,10 @@ def take_dirty(
             cannot be committed as it is (see ``Checkouts.dirty_versions``).
     """
     if mode == "refuse":
-        ctx.checkouts.find_dirty_paths(ref, base_tree, paths)
+        ctx.checkouts.find_dirty_paths(ref, base_tree, paths, base_commit=base, shown=shown)
         return None
     ctx.store.written.reset()  # the snapshot's objects are the first of this staging
-    dirty = ctx.checkouts.dirty_versions(ref, base_tree, paths)
+    dirty = ctx.checkouts.dirty_versions(ref, base_tree, paths, base_commit=base, shown=shown)
     if not dirty:
         return None
     versions = {d.path: d.current for d in dirty}

@@ -37,7 +37,7 @@ from applyonce.flow.debris import remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
-from applyonce.flow.sync import resume_catch_up, sync_many
+from applyonce.flow.sync import behind_of, resume_catch_up, sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.publisher import TipMovedError
 from applyonce.state.lease import DEFAULT_LEASE_S, Heartbeat, Hold, Owner, hold_of
@@ -181,6 +181,10 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     except (ApplyOnceError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
         report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        for receipt in receipts:
+            _say_behind(
+                report, settled, receipt.call_id, "checkout behind: not updated (see the note)"
+            )
         report.unsynced = True
         return
     written = {p for r in sync_reports for p in r.written}
@@ -196,7 +200,7 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             report.outcomes.append(
                 Outcome(receipt.call_id, "committed", "committed", "checkout updated")
             )
-    left = sorted({p for r in sync_reports for p in r.left_alone})
+    left = sorted({p for r in sync_reports for p in r.behind})
     if left:
         report.notes.append(
             "left your uncommitted changes in " + ", ".join(left[:10]) + ": they were made "
@@ -206,6 +210,29 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     failed = [f"checkout not updated: {r.failed}" for r in sync_reports if r.failed]
     report.notes.extend(failed)
     report.unsynced = report.unsynced or bool(failed)
+    # A committed call whose checkout does not show its commit is not settled: said call by
+    # call, with what brings the checkout in line.
+    still = {row.call_id for row in ctx.ledger.unsynced()}
+    for receipt in receipts:
+        if receipt.call_id not in still:
+            continue
+        report.unsynced = True
+        notes = behind_of(ctx, receipt.ref, sync_reports)
+        why = (
+            f"checkout behind: {notes[0].reason}; run '{notes[0].command}'"
+            if notes
+            else "checkout behind; run 'applyonce recover' again"
+        )
+        _say_behind(report, settled, receipt.call_id, why)
+
+
+def _say_behind(report: RecoveryReport, settled: dict[str, int], call_id: str, why: str) -> None:
+    """Say of the committed call ``call_id`` that its checkout does not show its commit."""
+    if call_id in settled:
+        o = report.outcomes[settled[call_id]]
+        report.outcomes[settled[call_id]] = Outcome(o.call_id, o.was, o.now, f"{o.why}; {why}")
+    else:
+        report.outcomes.append(Outcome(call_id, "committed", "committed", why))
 
 
 def _history(

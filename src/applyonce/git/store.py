@@ -67,6 +67,18 @@ class Change:
     mode: int  # the new side's git file mode
 
 
+@dataclass(frozen=True)
+class RefMove:
+    """One entry of a branch's reflog: from ``old`` (None: the branch was created) to ``new``,
+    with the message of whatever moved it ("" when none was given, as by ``git update-ref``) and
+    the time it was recorded."""
+
+    old: str | None
+    new: str
+    message: str
+    time: int
+
+
 def _kind_of_mode(mode: int) -> EntryKind:
     if mode == MODE_TREE:
         return "dir"
@@ -228,6 +240,28 @@ class GitStore:
     def tip(self, ref: str) -> str | None:
         reference = self.repo.references.get(ref)
         return None if reference is None else str(reference.resolve().target)
+
+    def ref_moves(self, ref: str, limit: int) -> list[RefMove]:
+        """The last ``limit`` moves of ``ref`` its reflog records, newest first (none: it has
+        no reflog, e.g. ``core.logAllRefUpdates=false``, or cannot be read)."""
+        reference = self.repo.references.get(ref)
+        if reference is None:
+            return []
+        moves: list[RefMove] = []
+        with contextlib.suppress(pygit2.GitError, OSError, ValueError):
+            for entry in reference.log():
+                old = str(entry.oid_old)
+                moves.append(
+                    RefMove(
+                        None if not old.strip("0") else old,
+                        str(entry.oid_new),
+                        entry.message or "",
+                        int(entry.committer.time),
+                    )
+                )
+                if len(moves) >= limit:
+                    break
+        return moves
 
     def resolve_commit(self, rev: str) -> str:
         """A revision (``HEAD~3``, a tag, an ID) as a commit ID."""
