@@ -15,8 +15,15 @@ adopts it by planning the call on its parent, the snapshot. The snapshot carries
 the snapshot as its ``base_commit`` (every committed receipt's base is its commit's parent); the
 ``commit-object`` event of the ledger records it as ``snapshot`` beside the tip it was built on.
 
-A path staged in one version and edited again in the work tree is refused even with
-``commit``: committing the work tree's version would silently drop the staged one.
+Changes are what the user made to what the checkout shows, not differences from a tip the
+checkout has not caught up with (:mod:`applyonce.flow.lag`): a file that still holds the branch's
+older version is no change of the user's, and committing it would undo the commits since.
+
+Refused even with ``commit``: a path staged in one version and edited again in the work tree
+(committing the work tree's version would silently drop the staged one); an untracked file (it
+may hold anything, a credential say: only the user's own ``git add`` puts it into history); and a
+change made on an older version of the path than the branch's (committing it would undo the
+branch's later change there).
 """
 
 from __future__ import annotations

@@ -61,11 +61,9 @@ _MOVES_THE_CHECKOUT = frozenset(
 )
 
 
-def moved_the_checkout(move: RefMove) -> bool:
+def _moved_the_checkout(move: RefMove) -> bool:
     """Whether the reflog entry ``move`` was written by a git command that brings the checkout
-    along with the branch (or created the branch: a checkout of it shows it from then on)."""
-    if move.old is None:
-        return True
+    along with the branch."""
     head = move.message.split(":", 1)[0].strip()
     return head.split(" ", 1)[0] in _MOVES_THE_CHECKOUT if head else False
 
@@ -82,6 +80,7 @@ def shown_by_checkouts(
     or a sync brings them to): see the module's docstring. ``extra``: commits the caller knows
     they may show. Asks the ledger (``ask_ledger``: False for a dry run, which opens none): call
     it only where ``ref`` has a checkout."""
+    # None among them: a call made while the branch was unborn (its checkout showed nothing).
     candidates: list[str | None] = [*_since_followed(ctx, ref), *extra]
     # No ledger yet: no call to sync.
     has_ledger = ctx.ledger_url is not None or (ctx.state_dir / LEDGER_FILE).exists()
@@ -90,15 +89,19 @@ def shown_by_checkouts(
         if base is not None and is_snapshot_of(ctx, base, row.call_id):
             base = ctx.store.parent_of(base)  # the checkout held the snapshot's parent
         candidates.append(base)
+    # Read back from the state directory and the ledger: only commits of this repository count.
     found = [
-        c
-        for c in dict.fromkeys(candidates)
-        if c is not None and c != tip and ctx.store.has_object(c)
+        c for c in dict.fromkeys(candidates) if c != tip and (c is None or ctx.store.is_commit(c))
     ]
     if tip is None or not found:
         return Shown(tip)
-    since = ctx.store.oldest_on(tip, found)
-    off_line = tuple(c for c in found if not ctx.store.is_ancestor(c, tip))
+    # Those on the way to the tip count from the oldest of them; the others (the branch moved
+    # back, or to another line) each by itself, never by the history below them.
+    on_line = [c for c in found if c is not None and ctx.store.is_ancestor(c, tip)]
+    off_line = tuple(c for c in found if c is not None and c not in on_line)
+    if None in found:
+        return Shown(None, off_line)
+    since = (ctx.store.oldest_on(tip, on_line) or tip) if on_line else tip
     return Shown(since, off_line)
 
 
@@ -140,20 +143,24 @@ def note_followed(ctx: Context, ref: str, tip: str) -> None:
     )
 
 
-def _since_followed(ctx: Context, ref: str) -> list[str | None]:
+def _since_followed(ctx: Context, ref: str) -> list[str]:
     """Where the branch was at each move its reflog records since the checkouts last followed
     it, and where they followed it (the last noted tip, where the reflog says nothing)."""
     noted = _read_followed(ctx).get(ref)
     noted_commit = noted.get("commit") if isinstance(noted, dict) else None
     noted_entry = noted.get("entry") if isinstance(noted, dict) else None
-    found: list[str | None] = []
+    found: list[str] = []
     for move in ctx.store.ref_moves(ref, REFLOG_DEPTH):
-        if noted_entry is not None and _entry(move) == noted_entry:
-            return [*found, move.new]
-        if moved_the_checkout(move):
+        # The branch's creation counts as followed: a checkout of it shows it from then on (one
+        # that showed nothing is told by its empty index).
+        if (
+            move.old is None
+            or _moved_the_checkout(move)
+            or (noted_entry is not None and _entry(move) == noted_entry)
+        ):
             return [*found, move.new]
         found.append(move.old)  # this move left the checkout where the branch was before it
-    return [*found, noted_commit if isinstance(noted_commit, str) else None]
+    return [*found, noted_commit] if isinstance(noted_commit, str) else found
 
 
 def _entry(move: RefMove) -> list[object]:

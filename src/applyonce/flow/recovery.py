@@ -12,7 +12,10 @@ For a call that is not terminal and whose owner is gone:
 * contradictions (two commits with one Call-Id, or a commit that carries the Call-Id but not the
   call's change: :mod:`applyonce.flow.adopt`) → ``unknown``, for a person to ``resolve``.
 
-Committed calls without a ``synced`` event get their checkout sync. Records lost or tampered with
+Committed calls without a ``synced`` event get their checkout sync; one whose checkout still does
+not show its commit after it (the user's git holds ``index.lock``, a file holds the user's edits
+made on the version before it) is reported as ``checkout behind`` with the command that brings
+the checkout in line, and nothing is said to be settled. Records lost or tampered with
 are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
 (:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run concurrently with itself
 and with ``apply``: each call is taken over in the ledger before it is touched.

@@ -60,16 +60,24 @@ def lock_journal(ctx: Context) -> Path:
     return ctx.state_dir / LOCK_JOURNAL
 
 
-def bring_up(ctx: Context, ref: str, *, extra: Sequence[str | None] = ()) -> list[SyncReport]:
-    """Bring every checkout of ``ref`` from whatever it may still show (``extra``: commits the
-    caller knows it may, see :func:`applyonce.flow.lag.shown_by_checkouts`) to the branch's tip,
-    as ``git merge --ff-only`` would; note that they show it when they all do. Called with the
-    sync lock held; asks the ledger only where the branch has a checkout.
+def bring_up(
+    ctx: Context,
+    ref: str,
+    *,
+    extra: Sequence[str | None] = (),
+    checkouts: Sequence[Any] | None = None,
+) -> list[SyncReport]:
+    """Bring every checkout of ``ref`` (``checkouts``, if the caller has them) from whatever it
+    may still show (``extra``: commits the caller knows it may, see
+    :func:`applyonce.flow.lag.shown_by_checkouts`) to the branch's tip, as ``git merge
+    --ff-only`` would; note that they show it when they all do. Called with the sync lock held;
+    asks the ledger only where the branch has a checkout.
 
     Raises:
         ApplyOnceError: the index stays locked, a filter fails, git fails (nothing is lost).
     """
-    checkouts = ctx.checkouts.checkouts_of(ref)
+    if checkouts is None:
+        checkouts = ctx.checkouts.checkouts_of(ref)
     tip = ctx.store.tip(ref)
     if not checkouts or tip is None:
         return []
@@ -100,11 +108,17 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
     with file_lock(ctx.state_dir / SYNC_LOCK):
         clear_dead_syncs(ctx)
         for ref, group in by_ref.items():
-            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+            # A checkout of a branch unborn here shows none of the remote's files: its branch
+            # is not moved to them (each would stay a staged deletion there; the next call
+            # refuses, and says to pull).
+            checkouts = ctx.checkouts.checkouts_of(ref)
+            if ctx.store.tip(ref) is not None or not checkouts:
+                ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
             ref_reports: list[SyncReport] = []
             unfollowed: set[str] = set()
-            if ctx.checkouts.checkouts_of(ref):  # none (bare, another branch checked out): synced
-                ref_reports = bring_up(ctx, ref, extra=_bases_on_branch(ctx, ref, group))
+            if checkouts:  # none (bare, another branch checked out): synced
+                extra = _bases_on_branch(ctx, ref, group)
+                ref_reports = bring_up(ctx, ref, extra=extra, checkouts=checkouts)
                 unfollowed = _not_on_branch(ctx, ref, group)
                 if unfollowed:
                     branch = ref.removeprefix("refs/heads/")
@@ -139,10 +153,8 @@ def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[s
     return [
         base
         for base in (sync_base(ctx, r) for r in group)
-        if base is not None
-        and local is not None
-        and ctx.store.has_object(base)
-        and ctx.store.is_ancestor(base, local)
+        if base is None  # made on the unborn branch: from nothing
+        or (local is not None and ctx.store.has_object(base) and ctx.store.is_ancestor(base, local))
     ]
 
 
@@ -282,6 +294,8 @@ def _catch_up(ctx: Context, ref: str, local: str | None, to: str | None) -> list
     moved = bring_up(ctx, ref, extra=[local])
     if not any(r.failed for r in moved):
         remove_file(journal, durable=True)
+    if all(r.shows_tip for r in moved):
+        _record_caught_up(ctx, ref, to)
     return [*reports, *moved]
 
 

@@ -59,9 +59,9 @@ class DirtyPathError(ConflictError):
 @dataclass(frozen=True)
 class Shown:
     """The commits a checkout of a branch may show besides the branch's tip (apart from the
-    user's own edits): any commit from ``since`` to the tip (None: from the branch's first), or
-    one of ``tips`` (which need not be on the way to the tip). ``Shown(tip)``: the checkout
-    shows the tip itself."""
+    user's own edits): any commit from ``since`` to the tip (None: from none at all, the branch
+    unborn), or one of ``tips`` (which need not be on the way to the tip). ``Shown(tip)``: the
+    checkout shows the tip itself."""
 
     since: str | None
     tips: tuple[str, ...] = ()

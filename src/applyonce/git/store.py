@@ -549,6 +549,13 @@ class GitStore:
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
 
+    def is_commit(self, oid: str) -> bool:
+        """Whether ``oid`` names a commit of this repository (any other text: False)."""
+        try:
+            return isinstance(self.repo.get(oid), pygit2.Commit)
+        except (ValueError, TypeError, pygit2.GitError):
+            return False
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
