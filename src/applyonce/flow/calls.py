@@ -96,7 +96,7 @@ def checkout_behind(ctx: Context, receipt: Receipt) -> list[CheckoutBehind]:
         return []
     synced = [e for e in ctx.ledger.events(receipt.call_id) if e.kind == EventKind.SYNCED]
     reports: list[SyncReport] = []
-    with contextlib.suppress(TypeError, ValueError, AttributeError):
+    with contextlib.suppress(TypeError, ValueError, AttributeError, KeyError):
         for found in synced[-1].data.get("reports", []) if synced else []:
             reports.append(_report_of(found))
     notes = behind_of(ctx, receipt.ref, reports)
@@ -115,13 +115,15 @@ def checkout_behind(ctx: Context, receipt: Receipt) -> list[CheckoutBehind]:
 
 
 def _report_of(found: dict[str, Any]) -> SyncReport:
-    """A sync report as a ``synced`` event's data records it."""
+    """A sync report as a ``synced`` event's data records it (recorded before ``behind`` was:
+    every path left alone, as the call was then judged by them)."""
+    left = tuple(str(p) for p in found.get("left_alone") or ())
     return SyncReport(
         worktree=found.get("worktree"),
-        written=tuple(found.get("written") or ()),
-        left_alone=tuple(found.get("left_alone") or ()),
+        written=tuple(str(p) for p in found.get("written") or ()),
+        left_alone=left,
         failed=found.get("failed"),
-        behind=tuple(found.get("behind") or ()),
+        behind=tuple(str(p) for p in found["behind"] or ()) if "behind" in found else left,
         unfollowed=found.get("unfollowed"),
     )
 

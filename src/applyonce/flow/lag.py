@@ -97,12 +97,10 @@ def shown_by_checkouts(
         return Shown(tip)
     # Those on the way to the tip count from the oldest of them; the others (the branch moved
     # back, or to another line) each by itself, never by the history below them.
-    on_line = [c for c in found if c is not None and ctx.store.is_ancestor(c, tip)]
-    off_line = tuple(c for c in found if c is not None and c not in on_line)
+    oldest, apart = ctx.store.oldest_on(tip, [c for c in found if c is not None])
     if None in found:
-        return Shown(None, off_line)
-    since = (ctx.store.oldest_on(tip, on_line) or tip) if on_line else tip
-    return Shown(since, off_line)
+        return Shown(None, tuple(apart))
+    return Shown(oldest or tip, tuple(apart))
 
 
 def shown_for_call(

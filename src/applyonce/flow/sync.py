@@ -147,14 +147,18 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
 
 
 def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[str | None]:
-    """Where the checkouts were before the calls of ``group``: their bases, those the branch
-    here holds (a remote's call staged past the local branch was never shown here)."""
+    """Where the checkouts were before the calls of ``group``: their bases (None: made on the
+    unborn branch, from nothing); with a remote, those the branch here holds (a call staged
+    past the local branch was never shown here)."""
+    bases = [sync_base(ctx, r) for r in group]
+    if ctx.remote is None:
+        return bases
     local = ctx.store.tip(ref)
     return [
         base
-        for base in (sync_base(ctx, r) for r in group)
-        if base is None  # made on the unborn branch: from nothing
-        or (local is not None and ctx.store.has_object(base) and ctx.store.is_ancestor(base, local))
+        for base in bases
+        if base is None
+        or (local is not None and ctx.store.is_commit(base) and ctx.store.is_ancestor(base, local))
     ]
 
 
