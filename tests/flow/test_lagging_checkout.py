@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import UTIL_PATCH, Repo, apply, make_repo, run_cli
+from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, apply, make_repo, run_cli
 
 # Staged on the branch's newer version of src/util.py (after UTIL_PATCH).
 ON_NEW = (
@@ -281,3 +281,23 @@ def test_clean_files_under_autocrlf_and_filemode_false_are_not_taken_for_edits(
     assert repo.git("show", "HEAD:a.txt") == "1\n"
     assert repo.git("ls-tree", "HEAD", "run.sh").split()[0] == "100644"
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_branch_moved_back_under_the_checkout_is_not_fast_forwarded_over_it(
+    repo: Repo,
+) -> None:
+    """Only a fast-forward is caught up, as git merge --ff-only would: a checkout that shows a
+    commit its branch moved away from keeps its files (git sees them as staged changes), which
+    --dirty commit does not take for the user's; the call says the checkout is behind."""
+    base = repo.head()
+    assert apply(repo, UTIL_PATCH).returncode == 0
+    repo.git("update-ref", "refs/heads/main", base)
+    assert repo.git("status", "--porcelain") == "M  src/util.py\n"
+    done = apply(repo, APP_PATCH, "--dirty", "commit")
+    assert done.returncode == 0, done.stderr
+    assert not any(s.startswith(SNAPSHOT) for s in subjects(repo))
+    assert repo.git("rev-parse", "HEAD~1").strip() == base
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 1\n"
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert "does not show main's version of src/util.py" in done.stdout
+    assert repo.git("status", "--porcelain") == "M  src/util.py\n"

@@ -84,13 +84,14 @@ def bring_up(
     shown = shown_by_checkouts(ctx, ref, tip, extra=extra)
     if not shown.lags(tip):
         return []
+    # Fast-forward only: a file that holds the version of a commit the branch moved away from
+    # (back, or to another line) is left as it is, and reported, as git would leave it.
     reports = ctx.checkouts.sync_checkouts(
         ref,
         shown.since,
         paths_to_bring(ctx, shown, tip),
         journal=lock_journal(ctx),
         checkouts=checkouts,
-        also=shown.tips,
     )
     if all(r.shows_tip for r in reports):
         note_followed(ctx, ref, tip)

@@ -379,16 +379,15 @@ class Checkouts:
         *,
         journal: Path,
         checkouts: Sequence[pygit2.Repository] | None = None,
-        also: Sequence[str] = (),
     ) -> list[SyncReport]:
         """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
 
         A path is written only if the checkout still holds a version of it that the branch has had
-        since ``base_commit`` or in a commit of ``also`` (in both the work tree and the index);
-        anything else is the user's and is left alone, and reported. Each checkout's index is held
-        locked from its read to its write (``journal``: where the lock is recorded first, see
-        ``state.lockjournal``). ``checkouts``: :meth:`checkouts_of` ``ref``, if the caller has
-        them already.
+        since ``base_commit`` (in both the work tree and the index): a fast-forward, as ``git
+        merge --ff-only`` makes; anything else is the user's and is left alone, and reported.
+        Each checkout's index is held locked from its read to its write (``journal``: where the
+        lock is recorded first, see ``state.lockjournal``). ``checkouts``: :meth:`checkouts_of`
+        ``ref``, if the caller has them already.
 
         Raises:
             ApplyOnceError: the index stays locked, is a split index, a filter driver fails, or
@@ -400,7 +399,7 @@ class Checkouts:
         for checkout in self.checkouts_of(ref) if checkouts is None else checkouts:
             try:
                 with locked_index(checkout, journal, paths) as locked:
-                    report = self._sync_one(checkout, locked.index, tip, base_commit, paths, also)
+                    report = self._sync_one(checkout, locked.index, tip, base_commit, paths)
                     if report.written:
                         locked.commit()
             except pygit2.GitError as exc:
@@ -417,11 +416,10 @@ class Checkouts:
         tip: str | None,
         base_commit: str | None,
         paths: list[str],
-        also: Sequence[str],
     ) -> SyncReport:
         root = Path(checkout.workdir)
         tip_tree = self.store.tree_at(tip)
-        known = versions_since(self.store, tip, base_commit, paths, also=also)
+        known = versions_since(self.store, tip, base_commit, paths)
         trusts_mode = trusts_filemode(checkout)
         written: list[str] = []
         left: list[str] = []
