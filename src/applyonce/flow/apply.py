@@ -353,8 +353,9 @@ def _run(
         # The checkout catches up with its branch first (and, with a remote as the commit point,
         # with other clones' calls): it then shows what the call is staged on, and no file of
         # the branch's own is taken for the user's edit. What it cannot bring up is judged by
-        # what it shows.
-        catch_up(ctx, ref, base)
+        # what it shows (a sync that cannot run is no error: it is said after the publish).
+        with contextlib.suppress(OSError):
+            catch_up(ctx, ref, base)
         base_tree = ctx.store.tree_at(base)
         dirty_mode = options.dirty or "refuse"
         snap = take_dirty(
