@@ -44,13 +44,13 @@ from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import (
     CallDiff,
     CallOptions,
+    CheckoutBehind,
     Executor,
     KeptExecutor,
     PlanView,
     ReplayNote,
     UnknownOutcomeError,
 )
-from applyonce.flow.sync import sync_warnings
 from applyonce.patch import PatchFormat
 from applyonce.schemas import TEXT_EDITOR_NAME, TOOL_NAME
 from applyonce.state.ledger import CallBusyError
@@ -80,6 +80,8 @@ class ToolOutput:
     # A repeat of a finished call: what it found (see applyonce.flow.replays.ReplayNote).
     replay: ReplayNote | None = None
     error: dict[str, Any] | None = None
+    # The checkouts that do not show the branch's tip after the call (said in ``text`` too).
+    behind: tuple[CheckoutBehind, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,20 +219,22 @@ class PatchRunner:
                 # Whatever the executor was in the middle of, the next call starts afresh.
                 self._kept.spoil(executor)
             return self._after_failure(executor, exc, args, ident, tip_before, patch, options)
-        for warning in sync_warnings(outcome.sync_reports):
-            log.warning("%s", warning)
         committed = outcome.receipt.status == "committed" and not outcome.replayed
         if committed and (unsigned := executor.identity_warning()) is not None:
             log.warning("%s", unsigned)  # stderr of a server, never the tool's text
         receipt = outcome.receipt
         if outcome.replay_note is not None:
             log.info("%s", outcome.replay_note)
+        # A checkout that does not show the branch's tip is said in the text the model reads:
+        # the files it reads there next are not what the branch holds.
+        notes = "".join(f"{note.line()}\n" for note in outcome.behind)
         return ToolOutput(
-            receipt.output,
+            receipt.output + notes,
             is_error=receipt.status != "committed",
             receipt=receipt,
             replayed=outcome.replayed,
             replay=outcome.replay,
+            behind=outcome.behind,
         )
 
     def dry_run(

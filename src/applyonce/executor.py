@@ -24,7 +24,14 @@ from applyonce.flow.adopt import with_the_change
 from applyonce.flow.approval import ApprovalError
 from applyonce.flow.calls import CallSummary
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
-from applyonce.flow.options import Approver, CallOptions, CallOutcome, PlanView, contract_digest
+from applyonce.flow.options import (
+    Approver,
+    CallOptions,
+    CallOutcome,
+    CheckoutBehind,
+    PlanView,
+    contract_digest,
+)
 from applyonce.flow.recovery_report import RecoveryReport
 from applyonce.flow.replays import ReplayNote
 from applyonce.flow.resolve import Released
@@ -170,6 +177,11 @@ class Executor:
     def show(self, call_id: str) -> Receipt:
         """The verified receipt of ``call_id``."""
         return calls_flow.show(self.context, call_id)
+
+    def checkout_behind(self, receipt: Receipt) -> list[CheckoutBehind]:
+        """The checkouts that do not show a committed call's commit, as the ledger has it
+        (see :func:`applyonce.flow.calls.checkout_behind`)."""
+        return calls_flow.checkout_behind(self.context, receipt)
 
     def diff(self, receipt: Receipt) -> CallDiff | None:
         """The unified diff of a committed call, from its commit (None: not committed)."""
@@ -359,6 +371,7 @@ __all__ = [
     "CallDiff",
     "CallOptions",
     "CallOutcome",
+    "CheckoutBehind",
     "Executor",
     "KeptExecutor",
     "PlanView",

@@ -209,6 +209,7 @@ class PatchServer:
             diff=diff,
             error=output.error,
             commit=output.landed_commit,
+            behind=output.behind,
         )
         return _text(output.text, structured, is_error=output.is_error)
 
@@ -283,7 +284,9 @@ class PatchServer:
                 call_id = self._find_call(executor, key.strip())
                 receipt = executor.stored_receipt(call_id)
                 data = receipt.to_json()
-                result = patch_result(receipt, diff=executor.diff(receipt))
+                result = patch_result(
+                    receipt, diff=executor.diff(receipt), behind=executor.checkout_behind(receipt)
+                )
                 return data.decode(), ReceiptResult(**dict(result), receipt=orjson.loads(data))
         except ApplyOnceError as exc:
             result = patch_result(None, error=exc.to_dict())

@@ -1,21 +1,24 @@
 """The structured result of a tool call: what ``applyonce mcp`` returns as ``structuredContent``
 beside the text, and declares as each tool's ``outputSchema`` (generated from these models).
 
-The text a model reads stays the receipt's ``output``, byte for byte; the structured result says the
-same thing in fields a harness can branch on: the call, its status, its commit, whether it was a
-replay, its files, how each hunk matched, its diff (bounded) and, on failure, the error's kind,
-message and hint. :func:`patch_result` builds it from a receipt, so every tool that ends in a
-receipt (``apply_patch``, ``patch_receipt``, an undo) answers in the one shape.
+The text a model reads stays the receipt's ``output``, byte for byte (followed by a ``note:`` line
+for each checkout that does not show the branch's tip after the call); the structured result says
+the same thing in fields a harness can branch on: the call, its status, its commit, whether it was
+a replay, its files, how each hunk matched, its diff (bounded), on failure the error's kind,
+message and hint, and those checkouts (``checkout_behind``). :func:`patch_result` builds it from a
+receipt, so every tool that ends in a receipt (``apply_patch``, ``patch_receipt``, an undo)
+answers in the one shape.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from applyonce.core.receipt import Receipt
-from applyonce.executor import PlanView
+from applyonce.executor import CheckoutBehind, PlanView
 from applyonce.git.diffs import CallDiff
 
 # A diff longer than this is cut at a line end and flagged: a tool result goes into a model's
@@ -64,6 +67,19 @@ class DiffStat(_Model):
     deletions: int
 
 
+class ResultBehind(_Model):
+    """A checkout of the branch that does not show its tip after the call."""
+
+    worktree: str | None = Field(description="The checkout's root (null: not known).")
+    branch: str
+    paths: list[str] = Field(
+        description="The paths it does not show the branch's version of (empty: the whole "
+        "checkout)."
+    )
+    reason: str = Field(description="Why.")
+    command: str = Field(description="The command that brings it in line.")
+
+
 class PatchResult(_Model):
     """The structured result of ``apply_patch`` (and of any tool whose call ends in a receipt)."""
 
@@ -93,6 +109,12 @@ class PatchResult(_Model):
     )
     diff_truncated: bool = Field(description="True when diff was cut to its bound.")
     error: ResultError | None = Field(description="Why, when the call did not commit.")
+    checkout_behind: list[ResultBehind] = Field(
+        default_factory=list,
+        description="The checkouts of the branch that do not show it after the call (a sync "
+        "left for later, files holding the user's edits): what is read there is not what the "
+        "branch holds until the command is run. Empty: they all do.",
+    )
 
     def to_json_dict(self) -> dict[str, Any]:
         """The result as ``structuredContent`` (protocol field names: ``from``)."""
@@ -163,6 +185,7 @@ def patch_result(
     diff: CallDiff | None = None,
     error: dict[str, Any] | None = None,
     commit: str | None = None,
+    behind: Sequence[CheckoutBehind] = (),
 ) -> PatchResult:
     """The structured result of a call.
 
@@ -173,6 +196,7 @@ def patch_result(
         diff: the call's diff (see :meth:`applyonce.Executor.diff`).
         error: the error when there is no receipt to carry it (``ApplyOnceError.to_dict()``).
         commit: the commit of a call that landed without a receipt.
+        behind: the checkouts that do not show the branch's tip after the call.
     """
     text, truncated = bounded_diff(diff)
     stat = (
@@ -214,6 +238,7 @@ def patch_result(
         diff=text,
         diff_truncated=truncated,
         error=error_of(receipt.error or error),
+        checkout_behind=[ResultBehind(**note.to_dict()) for note in behind],
     )
 
 
@@ -222,6 +247,7 @@ __all__ = [
     "DiffStat",
     "PatchResult",
     "ReceiptResult",
+    "ResultBehind",
     "ResultError",
     "ResultFile",
     "bounded_diff",

@@ -5,6 +5,7 @@ are published by the call's one compare-and-swap, so a crash never separates the
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -90,10 +91,34 @@ def test_staged_change_is_committed_first(repo: Repo) -> None:
     assert repo.git("status", "--porcelain") == ""
 
 
-def test_untracked_file_where_the_patch_adds_is_committed_first(repo: Repo) -> None:
+def test_untracked_file_where_the_patch_adds_is_refused_and_left_as_it_is(repo: Repo) -> None:
+    """An untracked file may hold anything (a credential): only the user's own git add puts its
+    bytes into the branch's history, never --dirty commit."""
+    head = repo.head()
+    (repo.path / "tests").mkdir()
+    (repo.path / "tests/test_app.py").write_text("API_KEY = 'not for the remote'\n")
+    secret = repo.git("hash-object", "tests/test_app.py").strip()
+    result = apply(repo, PATCH, "--dirty", "commit")
+    assert result.returncode == 4
+    root = repo.path.resolve()
+    assert result.stderr == (
+        f"error: tests/test_app.py is an untracked file in the checkout at {root}; --dirty"
+        " commit never commits an untracked file; move it aside (or 'git add tests/test_app.py'"
+        " it yourself if it belongs in the branch), then repeat the call\n"
+    )
+    assert result.stdout == ""
+    assert repo.head() == head and repo.commit_count() == 1
+    assert (repo.path / "tests/test_app.py").read_text() == "API_KEY = 'not for the remote'\n"
+    assert repo.git("status", "--porcelain") == "?? tests/\n"
+    written = subprocess.run(["git", "-C", str(repo.path), "cat-file", "-e", secret], check=False)
+    assert written.returncode != 0, "the untracked file's bytes were written as an object"
+
+
+def test_a_new_file_the_user_staged_where_the_patch_adds_is_committed_first(repo: Repo) -> None:
     base = repo.head()
     (repo.path / "tests").mkdir()
     (repo.path / "tests/test_app.py").write_text("mine\n")
+    repo.git("add", "tests/test_app.py")
     result = apply(repo, PATCH, "--dirty", "commit")
     assert result.returncode == 0, result.stderr
     assert_snapshot_then_call(repo, base, {"tests/test_app.py": "mine\n"})

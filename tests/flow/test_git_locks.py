@@ -203,6 +203,6 @@ def test_a_foreign_lock_left_over_gives_up_in_seconds_and_says_how_to_remove_it(
     index_lock.write_text("")
     result = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
     assert result.returncode == 0, result.stderr
-    assert "warning: committed, but the checkout was not updated" in result.stderr
-    assert f"if no git command is running, remove it with rm {index_lock}" in result.stderr
+    assert "the checkout does not show this commit of main (it was not updated" in result.stdout
+    assert f"if no git command is running, remove it with rm {index_lock}" in result.stdout
     assert index_lock.exists()

@@ -91,3 +91,32 @@ def test_the_users_own_commit_keeps_the_branch_where_it_is(
     assert done.returncode == 0, done.stderr
     assert other.head() == mine  # never moved over the user's own commit
     assert other.git("cat-file", "-t", mine).strip() == "commit"
+
+
+def test_dirty_commit_where_the_catch_up_was_skipped_never_reverts_another_clones_call(
+    served: Served, tmp_path: Path
+) -> None:
+    """The user's edit on a path another clone's call changed keeps the branch where it is; a
+    file that call changed and the user did not is still the branch's (older) version here, not
+    an edit: --dirty commit leaves it out, and the call lands on the remote's tip."""
+    other = served.another_clone(tmp_path / "other")
+    both = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 1\n+A = 1\n"
+        "*** Update File: README.md\n@@\n-# demo\n+# Demo\n*** End Patch\n"
+    )
+    assert apply_remote(served.clone, both).returncode == 0
+    behind = other.head()
+    (other.path / "README.md").write_text("# demo, my notes\n")
+    on_util = "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 1\n+B = 2\n*** End Patch\n"
+    done = apply_remote(other, on_util, "--dirty", "commit", "--json")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
+    assert len(server_calls(served)) == 2
+    assert "applyonce: uncommitted" not in served.server_git("log", "--format=%s", "main")
+    assert served.server_git("show", "main:src/util.py") == "VALUE = 1\nB = 2\nA = 1\n"
+    assert served.server_git("show", "main:README.md") == "# Demo\n"
+    # The clone's branch and checkout stay behind (the user's edit is in the way), and it says so.
+    assert other.head() == behind
+    assert (other.path / "README.md").read_text() == "# demo, my notes\n"
+    assert [note["command"] for note in receipt["checkout_behind"]] == ["git pull origin main"]
+    assert_linear(served)

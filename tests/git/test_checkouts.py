@@ -45,8 +45,10 @@ def test_sync_failure_after_publish_is_a_warning_not_a_failure(repo: Repo) -> No
     lock.write_text("")
     result = apply(repo, PATCH, "--json")
     assert result.returncode == 0, result.stderr
-    assert orjson.loads(result.stdout)["status"] == "committed"
-    assert "warning: committed, but the checkout was not updated" in result.stderr
+    receipt = orjson.loads(result.stdout)
+    assert receipt["status"] == "committed"
+    assert [note["command"] for note in receipt["checkout_behind"]] == ["applyonce recover"]
+    assert "the checkout does not show this commit of main (it was not updated" in result.stderr
     lock.unlink()
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
     assert repo.git("status", "--porcelain") == ""

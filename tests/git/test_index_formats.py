@@ -127,7 +127,7 @@ def test_a_failing_smudge_writes_no_path_of_the_sync(tmp_path: Path) -> None:
     index = (repo.path / ".git" / "index").read_bytes()
     result = apply(repo, patch)
     assert result.returncode == 0, result.stderr
-    assert "the smudge filter 'tag' failed" in result.stderr
+    assert "the smudge filter 'tag' failed" in result.stdout
     assert not (repo.path / "a.md").exists()
     assert (repo.path / ".git" / "index").read_bytes() == index
     repo.git("config", "filter.tag.smudge", "sed -e 's/^/smudged: /'")
@@ -142,7 +142,7 @@ def test_a_failing_smudge_after_the_publish_is_a_sync_warning(tmp_path: Path) ->
     result = apply(repo, FILTERED_PATCH, "--json")
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["status"] == "committed"
-    assert "warning: committed, but the checkout was not updated" in result.stderr
+    assert "the checkout does not show this commit of main (it was not updated" in result.stderr
     assert "the smudge filter 'tag' failed" in result.stderr
     assert (repo.path / "conf.txt").read_bytes() == b"smudged: value = 1\n"
     repo.git("config", "filter.tag.smudge", "sed -e 's/^/smudged: /'")

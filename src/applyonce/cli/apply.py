@@ -157,19 +157,20 @@ def show_dry_run(executor: Executor, view: PlanView, *, diff: bool, json: bool) 
 
 def finish_call(executor: Executor, outcome: CallOutcome, *, diff: bool, json: bool) -> None:
     """Print a call's result (``apply`` or ``revert``) and exit with its code: the output first,
-    byte for byte what the agent is given, then the diff if asked; on stderr the replay line,
-    the checkout's warnings and a missing git identity."""
-    from applyonce.flow.sync import sync_warnings
-
+    byte for byte what the agent is given, then a line for each checkout that does not show the
+    branch's tip (on stdout, where the agent reads; with ``--json``, a ``checkout_behind``
+    field), then the diff if asked; on stderr the replay line and a missing git identity."""
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
-    extra = diff_fields(committed) if diff else None
-    print_receipt(executor, outcome.receipt, json, extra=extra, replayed=outcome.replayed)
+    extra = diff_fields(committed) if diff else {}
+    if outcome.behind:
+        extra["checkout_behind"] = [note.to_dict() for note in outcome.behind]
+    print_receipt(executor, outcome.receipt, json, extra=extra or None, replayed=outcome.replayed)
+    for note in outcome.behind:
+        typer.echo(note.line(), err=json)
     if committed is not None and not json:
         print_diff(committed)
     if outcome.replay_note is not None:
         typer.echo(f"applyonce: {outcome.replay_note}", err=True)
-    for warning in sync_warnings(outcome.sync_reports):
-        typer.echo(f"warning: {warning}", err=True)
     new_commit = outcome.receipt.status == "committed" and not outcome.replayed
     if new_commit and (unsigned := executor.identity_warning()) is not None:
         typer.echo(f"warning: {unsigned}", err=True)

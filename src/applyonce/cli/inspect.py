@@ -48,8 +48,12 @@ def show(
     )
     receipt = executor.show(executor.find_call(call_id))
     committed = executor.diff(receipt) if diff else None
+    behind = executor.checkout_behind(receipt)
     if json:
-        print_receipt(executor, receipt, True, extra=diff_fields(committed) if diff else None)
+        extra = diff_fields(committed) if diff else {}
+        if behind:
+            extra["checkout_behind"] = [note.to_dict() for note in behind]
+        print_receipt(executor, receipt, True, extra=extra or None)
         return
     typer.echo(f"call      {receipt.call_id}")
     typer.echo(
@@ -67,6 +71,8 @@ def show(
         typer.echo(f"error     {receipt.error.get('kind')}: {receipt.error.get('message')}")
     if receipt.note:
         typer.echo(f"note      {receipt.note}")
+    for note in behind:
+        typer.echo(f"checkout  behind: {note.reason}; run '{note.command}'")
     typer.echo(f"updated   {receipt.updated_at}")
     if committed is not None:
         print_diff(committed)

@@ -107,7 +107,7 @@ def schema_command(
     which ToolCallAdapter serves: edits exactly once, views read-only.
 
     --for receipt: the JSON Schema of a receipt (what 'show --json' prints; 'apply --json' adds
-    'replayed').
+    'replayed'; both add 'checkout_behind' when a checkout does not show the call's commit).
     """
     if for_ == "receipt":
         if variant is not None or api != "responses":

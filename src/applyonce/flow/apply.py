@@ -41,13 +41,14 @@ from applyonce.flow.checks import run_checks
 from applyonce.flow.config import with_config
 from applyonce.flow.context import Context
 from applyonce.flow.dirty import Snapshot, take_dirty
+from applyonce.flow.lag import shown_for_call
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
 from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
 from applyonce.flow.replays import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
-from applyonce.flow.sync import catch_up, sync_after_publish
+from applyonce.flow.sync import behind_of, catch_up, sync_after_publish
 from applyonce.flow.verify import (
     UnknownOutcomeError,
     check_same_args,
@@ -154,7 +155,10 @@ def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
     tree_plan = plan(args.patch(), base_tree, limits=read_limits(ctx))
     snapshot: tuple[str, ...] = ()
     if options.dirty == "commit":
-        snapshot = tuple(ctx.checkouts.dirty_paths(args.ref, base_tree, touched))
+        shown = shown_for_call(ctx, args.ref, base, ask_ledger=False)
+        snapshot = tuple(
+            ctx.checkouts.dirty_paths(args.ref, base_tree, touched, base_commit=base, shown=shown)
+        )
     return PlanView(ident.call_id, args.ref, base, tree_plan, snapshot)
 
 
@@ -285,13 +289,20 @@ def _finished(
     confirm_adopted(ctx, receipt, args)
     unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
     reports = sync_after_publish(ctx, receipt) if unsynced else []
-    return CallOutcome(receipt, tuple(reports), replayed=True, replay=replay_note(ctx, receipt))
+    return CallOutcome(
+        receipt,
+        tuple(reports),
+        replayed=True,
+        replay=replay_note(ctx, receipt),
+        behind=tuple(behind_of(ctx, receipt.ref, reports)),
+    )
 
 
 def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
     reports = tuple(sync_after_publish(ctx, receipt))
     note = replay_note(ctx, receipt) if replayed else None
-    return CallOutcome(receipt, reports, replayed=replayed, replay=note)
+    behind = tuple(behind_of(ctx, receipt.ref, reports))
+    return CallOutcome(receipt, reports, replayed=replayed, replay=note, behind=behind)
 
 
 def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
@@ -350,13 +361,24 @@ def _run(
     checks: list[CheckRecord] = []
     snap: Snapshot | None = None
     try:
-        # With a remote as the commit point, the checkout catches up with other clones' calls
-        # first: it then holds what the call is staged on, and its files are not taken for edits.
-        with contextlib.suppress(ApplyOnceError, OSError):
+        # The checkout catches up with its branch first (and, with a remote as the commit point,
+        # with other clones' calls): it then shows what the call is staged on, and no file of
+        # the branch's own is taken for the user's edit. What it cannot bring up is judged by
+        # what it shows (a sync that cannot run is no error: it is said after the publish).
+        with contextlib.suppress(OSError):
             catch_up(ctx, ref, base)
         base_tree = ctx.store.tree_at(base)
         dirty_mode = options.dirty or "refuse"
-        snap = take_dirty(ctx, ident, ref, base, base_tree, touched_paths(ctx, args), dirty_mode)
+        snap = take_dirty(
+            ctx,
+            ident,
+            ref,
+            base,
+            base_tree,
+            touched_paths(ctx, args),
+            dirty_mode,
+            shown_for_call(ctx, ref, base),
+        )
         approved = False
         limits = read_limits(ctx)
         # Bounded by count and time: at least MAX_RESTAGES, more while RESTAGE_BUDGET_S lasts (a
@@ -491,7 +513,8 @@ def _snapshot_again(
             f"{ref} moved and changed {', '.join(sorted(changed)[:3])}, where you have"
             " uncommitted changes"
         )
-    return take_dirty(ctx, ident, ref, base, base_tree, snap.paths, "commit")
+    shown = shown_for_call(ctx, ref, base)
+    return take_dirty(ctx, ident, ref, base, base_tree, snap.paths, "commit", shown)
 
 
 def _settle_published(

@@ -3,15 +3,20 @@ listing the calls (``applyonce show`` and ``applyonce log``)."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.errors import UsageError
 from applyonce.flow.context import Context
-from applyonce.flow.options import PlanView
+from applyonce.flow.options import CheckoutBehind, PlanView
+from applyonce.flow.sync import behind_of
 from applyonce.flow.verify import verify_against_git
+from applyonce.git.checkouts import SyncReport
 from applyonce.git.diffs import CallDiff, commit_diff, plan_diff
-from applyonce.state.ledger import CallRow
+from applyonce.state.ledger import CallRow, EventKind
 
 MIN_PREFIX = 6
 
@@ -78,6 +83,49 @@ def show(ctx: Context, call_id: str) -> Receipt:
     if receipt.status == "committed":
         verify_against_git(ctx, receipt)
     return receipt
+
+
+def checkout_behind(ctx: Context, receipt: Receipt) -> list[CheckoutBehind]:
+    """Whether the checkout of a committed call's branch does not show its commit (the ledger
+    has no ``synced`` event saying it does): what its last sync found, and what brings it in
+    line. Empty: it shows it, or the call did not commit."""
+    if receipt.status != "committed":
+        return []
+    row = ctx.ledger.get(receipt.call_id)
+    if row is None or row.synced:
+        return []
+    synced = [e for e in ctx.ledger.events(receipt.call_id) if e.kind == EventKind.SYNCED]
+    reports: list[SyncReport] = []
+    with contextlib.suppress(TypeError, ValueError, AttributeError, KeyError):
+        for found in synced[-1].data.get("reports", []) if synced else []:
+            reports.append(_report_of(found))
+    notes = behind_of(ctx, receipt.ref, reports)
+    if notes:
+        return notes
+    branch = receipt.ref.removeprefix("refs/heads/")
+    return [
+        CheckoutBehind(
+            None,
+            branch,
+            (),
+            "the checkout sync after its commit did not finish",
+            "applyonce recover",
+        )
+    ]
+
+
+def _report_of(found: dict[str, Any]) -> SyncReport:
+    """A sync report as a ``synced`` event's data records it (recorded before ``behind`` was:
+    every path left alone, as the call was then judged by them)."""
+    left = tuple(str(p) for p in found.get("left_alone") or ())
+    return SyncReport(
+        worktree=found.get("worktree"),
+        written=tuple(str(p) for p in found.get("written") or ()),
+        left_alone=left,
+        failed=found.get("failed"),
+        behind=tuple(str(p) for p in found["behind"] or ()) if "behind" in found else left,
+        unfollowed=found.get("unfollowed"),
+    )
 
 
 def diff_of(ctx: Context, receipt: Receipt) -> CallDiff | None:

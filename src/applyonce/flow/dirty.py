@@ -15,8 +15,15 @@ adopts it by planning the call on its parent, the snapshot. The snapshot carries
 the snapshot as its ``base_commit`` (every committed receipt's base is its commit's parent); the
 ``commit-object`` event of the ledger records it as ``snapshot`` beside the tip it was built on.
 
-A path staged in one version and edited again in the work tree is refused even with
-``commit``: committing the work tree's version would silently drop the staged one.
+Changes are what the user made to what the checkout shows, not differences from a tip the
+checkout has not caught up with (:mod:`applyonce.flow.lag`): a file that still holds the branch's
+older version is no change of the user's, and committing it would undo the commits since.
+
+Refused even with ``commit``: a path staged in one version and edited again in the work tree
+(committing the work tree's version would silently drop the staged one); an untracked file (it
+may hold anything, a credential say: only the user's own ``git add`` puts it into history); and a
+change made on an older version of the path than the branch's (committing it would undo the
+branch's later change there).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from applyonce.core.receipt import Receipt
 from applyonce.faults import fault
 from applyonce.flow.context import Context
 from applyonce.flow.options import DirtyMode
+from applyonce.git.checkouts import Shown
 from applyonce.git.store import GitTree
 
 
@@ -50,8 +58,12 @@ def take_dirty(
     base_tree: GitTree,
     paths: Iterable[str],
     mode: DirtyMode,
+    shown: Shown | None = None,
 ) -> Snapshot | None:
     """Refuse the user's changes on ``paths``, or commit them (unpublished) on ``base``.
+    ``shown``: what the checkouts may show besides ``base`` (see :mod:`applyonce.flow.lag`): a
+    path that holds one of those versions is the branch's, not the user's, and a change made on
+    one of them is never committed on ``base`` (that would undo the branch's change since).
 
     Returns:
         The snapshot to stage the call on; None when no touched path has changes.
@@ -61,10 +73,10 @@ def take_dirty(
             cannot be committed as it is (see ``Checkouts.dirty_versions``).
     """
     if mode == "refuse":
-        ctx.checkouts.find_dirty_paths(ref, base_tree, paths)
+        ctx.checkouts.find_dirty_paths(ref, base_tree, paths, base_commit=base, shown=shown)
         return None
     ctx.store.written.reset()  # the snapshot's objects are the first of this staging
-    dirty = ctx.checkouts.dirty_versions(ref, base_tree, paths)
+    dirty = ctx.checkouts.dirty_versions(ref, base_tree, paths, base_commit=base, shown=shown)
     if not dirty:
         return None
     versions = {d.path: d.current for d in dirty}

@@ -125,16 +125,54 @@ class CallOptions:
 
 
 @dataclass(frozen=True)
+class CheckoutBehind:
+    """A checkout that does not show its branch's tip after a call (the call's commit, or,
+    with ``paths``, the branch's version of them): where, why, and the command that brings it
+    in line."""
+
+    worktree: str | None
+    branch: str
+    paths: tuple[str, ...]
+    reason: str
+    command: str
+
+    def line(self) -> str:
+        """One line of the text the model and the user read."""
+        where = f"the checkout at {self.worktree}" if self.worktree else "the checkout"
+        if self.paths:
+            shown = ", ".join(self.paths[:5]) + (" …" if len(self.paths) > 5 else "")
+            what = f"{self.branch}'s version of {shown}"
+        else:
+            what = f"this commit of {self.branch}"
+        return (
+            f"note: {where} does not show {what} ({self.reason}); run '{self.command}' to"
+            " bring it in line"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The note as ``apply --json`` and the MCP result carry it."""
+        return {
+            "worktree": self.worktree,
+            "branch": self.branch,
+            "paths": list(self.paths),
+            "reason": self.reason,
+            "command": self.command,
+        }
+
+
+@dataclass(frozen=True)
 class CallOutcome:
-    """What one call gives back: its receipt, what the checkout sync did, and whether the call
+    """What one call gives back: its receipt, what the checkout sync did, whether the call
     had finished before (``replayed``: nothing ran, the stored result was returned; ``replay``
     then says what the repeat found: the commit still on the branch, later commits that changed
-    its files, or that a stored rejection was returned)."""
+    its files, or that a stored rejection was returned), and the checkouts that do not show the
+    branch's tip after it (``behind``)."""
 
     receipt: Receipt
     sync_reports: tuple[SyncReport, ...] = field(default=())
     replayed: bool = False
     replay: ReplayNote | None = None
+    behind: tuple[CheckoutBehind, ...] = ()
 
     @property
     def replay_note(self) -> str | None:

@@ -15,7 +15,10 @@ For a call that is not terminal and whose owner is gone:
   a call with no base) → left in flight, with the command that deepens it: "not on the branch"
   is never concluded from a history known to be incomplete.
 
-Committed calls without a ``synced`` event get their checkout sync. Records lost or tampered with
+Committed calls without a ``synced`` event get their checkout sync; one whose checkout still does
+not show its commit after it (the user's git holds ``index.lock``, a file holds the user's edits
+made on the version before it) is reported as ``checkout behind`` with the command that brings
+the checkout in line, and nothing is said to be settled. Records lost or tampered with
 are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
 (:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run concurrently with itself
 and with ``apply``: each call is taken over in the ledger before it is touched.
@@ -40,7 +43,7 @@ from applyonce.flow.debris import remove_dead_keeps_of, remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
-from applyonce.flow.sync import resume_catch_up, sync_many
+from applyonce.flow.sync import behind_of, resume_catch_up, sync_many
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.history import HistoryIncompleteError
 from applyonce.git.publisher import TipMovedError
@@ -193,6 +196,10 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     except (ApplyOnceError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
         report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        for receipt in receipts:
+            _say_behind(
+                report, settled, receipt.call_id, "checkout behind: not updated (see the note)"
+            )
         report.unsynced = True
         return
     written = {p for r in sync_reports for p in r.written}
@@ -208,7 +215,7 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             report.outcomes.append(
                 Outcome(receipt.call_id, "committed", "committed", "checkout updated")
             )
-    left = sorted({p for r in sync_reports for p in r.left_alone})
+    left = sorted({p for r in sync_reports for p in r.behind})
     if left:
         report.notes.append(
             "left your uncommitted changes in " + ", ".join(left[:10]) + ": they were made "
@@ -218,6 +225,29 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
     failed = [f"checkout not updated: {r.failed}" for r in sync_reports if r.failed]
     report.notes.extend(failed)
     report.unsynced = report.unsynced or bool(failed)
+    # A committed call whose checkout does not show its commit is not settled: said call by
+    # call, with what brings the checkout in line.
+    still = {row.call_id for row in ctx.ledger.unsynced()}
+    for receipt in receipts:
+        if receipt.call_id not in still:
+            continue
+        report.unsynced = True
+        notes = behind_of(ctx, receipt.ref, sync_reports)
+        why = (
+            f"checkout behind: {notes[0].reason}; run '{notes[0].command}'"
+            if notes
+            else "checkout behind; run 'applyonce recover' again"
+        )
+        _say_behind(report, settled, receipt.call_id, why)
+
+
+def _say_behind(report: RecoveryReport, settled: dict[str, int], call_id: str, why: str) -> None:
+    """Say of the committed call ``call_id`` that its checkout does not show its commit."""
+    if call_id in settled:
+        o = report.outcomes[settled[call_id]]
+        report.outcomes[settled[call_id]] = Outcome(o.call_id, o.was, o.now, f"{o.why}; {why}")
+    else:
+        report.outcomes.append(Outcome(call_id, "committed", "committed", why))
 
 
 def _history(

@@ -1,13 +1,23 @@
-"""After a call: bring the user's checkouts of the branch to its new tip, losing nothing.
+"""After a call: bring the user's checkouts of the branch to its new tip, losing nothing; before
+one: bring them up to what it is staged on.
 
-One sync at a time per repository (``<state>/sync.lock``). A call whose paths hold the user's own
-edits stays unsynced in the ledger, and ``applyonce recover`` reports it again.
+One sync at a time per repository (``<state>/sync.lock``). A sync brings a checkout from whatever
+it may still show (:mod:`applyonce.flow.lag`: the branch may have moved without it) to the tip,
+as ``git merge --ff-only`` would: only the paths that hold a version the branch had, in the work
+tree and the index, never the user's edits. A call whose checkout does not show its commit after
+that (the user's git held ``index.lock``, a path held the user's edits, the branch here did not
+follow the remote's) stays unsynced in the ledger: the call says so (:class:`CheckoutBehind`),
+and ``applyonce recover`` and ``applyonce show`` report it again.
 
-With a remote as the commit point, other clones' calls move the remote's branch too: before a
-call, :func:`catch_up` brings a checked-out local branch that lags the remote's up to it, as
-``git pull --ff-only`` would (never over the user's edits or commits), so the checkout holds what
-the call is staged on. The move is journaled (``<state>/catch-up.json``) until its files are
-synced: ``recover`` finishes a catch-up cut short.
+Before a call, :func:`catch_up` brings the checkouts up to the branch's tip the same way, so that
+no file of the branch's own is taken for an edit of the user's (and committed back by ``--dirty
+commit``, undoing the commits in between). With a remote as the commit point, other clones'
+calls move the remote's branch too: a checked-out local branch that lags the remote's is moved up
+to it, as ``git pull --ff-only`` would (never over the user's edits or commits). The move is
+journaled (``<state>/catch-up.json``) until its files are synced: ``recover`` finishes a catch-up
+cut short. A checkout that shows no commit of a branch that has some is refused
+(:class:`UnshownBranchError`): a sync of the call's paths alone would leave every other file of the
+branch as a staged deletion there.
 """
 
 from __future__ import annotations
@@ -15,14 +25,17 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from applyonce.core.receipt import Receipt, touched_paths_of
-from applyonce.errors import ApplyOnceError
+from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
-from applyonce.flow.context import Context
+from applyonce.flow.context import LEDGER_FILE, Context
 from applyonce.flow.dirty import sync_base
+from applyonce.flow.lag import note_followed, paths_to_bring, shown_by_checkouts
+from applyonce.flow.options import CheckoutBehind
 from applyonce.git.checkouts import SyncReport
 from applyonce.git.publisher import LocalRefPublisher
 from applyonce.state.files import atomic_write, ensure_dir, remove_file
@@ -35,14 +48,59 @@ LOCK_JOURNAL = JOURNAL_DIR
 CATCH_UP_FILE = "catch-up.json"  # a catch-up whose branch moved and whose files may not be synced
 
 
+class UnshownBranchError(ConflictError):
+    """A checkout of the branch shows none of its commits (unborn there, or an empty index)."""
+
+    kind = "checkout-unborn"
+    default_retryable = True
+
+
 def lock_journal(ctx: Context) -> Path:
     """Where the Git locks applyonce takes in the user's repository are journaled."""
     return ctx.state_dir / LOCK_JOURNAL
 
 
+def bring_up(
+    ctx: Context,
+    ref: str,
+    *,
+    extra: Sequence[str | None] = (),
+    checkouts: Sequence[Any] | None = None,
+) -> list[SyncReport]:
+    """Bring every checkout of ``ref`` (``checkouts``, if the caller has them) from whatever it
+    may still show (``extra``: commits the caller knows it may, see
+    :func:`applyonce.flow.lag.shown_by_checkouts`) to the branch's tip, as ``git merge
+    --ff-only`` would; note that they show it when they all do. Called with the sync lock held;
+    asks the ledger only where the branch has a checkout.
+
+    Raises:
+        ApplyOnceError: the index stays locked, a filter fails, git fails (nothing is lost).
+    """
+    if checkouts is None:
+        checkouts = ctx.checkouts.checkouts_of(ref)
+    tip = ctx.store.tip(ref)
+    if not checkouts or tip is None:
+        return []
+    shown = shown_by_checkouts(ctx, ref, tip, extra=extra)
+    if not shown.lags(tip):
+        return []
+    # Fast-forward only: a file that holds the version of a commit the branch moved away from
+    # (back, or to another line) is left as it is, and reported, as git would leave it.
+    reports = ctx.checkouts.sync_checkouts(
+        ref,
+        shown.since,
+        paths_to_bring(ctx, shown, tip),
+        journal=lock_journal(ctx),
+        checkouts=checkouts,
+    )
+    if all(r.shows_tip for r in reports):
+        note_followed(ctx, ref, tip)
+    return reports
+
+
 def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
-    """Sync the paths of committed calls, in one pass per branch; record a ``synced`` event
-    for each."""
+    """Bring the checkouts of the committed calls' branches to their tips (one pass per branch);
+    record a ``synced`` event for each call: synced when every checkout shows its commit."""
     reports: list[SyncReport] = []
     by_ref: dict[str, list[Receipt]] = {}
     for receipt in receipts:
@@ -51,40 +109,76 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
     with file_lock(ctx.state_dir / SYNC_LOCK):
         clear_dead_syncs(ctx)
         for ref, group in by_ref.items():
-            paths: dict[str, None] = {}
-            for receipt in group:
-                for record in receipt.files:
-                    paths[record.path] = None
-                    if record.from_:
-                        paths[record.from_] = None
-            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+            # A checkout of a branch unborn here shows none of the remote's files: its branch
+            # is not moved to them (each would stay a staged deletion there; the next call
+            # refuses, and says to pull).
             checkouts = ctx.checkouts.checkouts_of(ref)
-            ref_reports = []
-            if checkouts:  # none (a bare repository, another branch checked out): synced
-                pending = {row.base_commit for row in ctx.ledger.unsynced(ref)}
-                bases = [sync_base(ctx, r) for r in group] + sorted(
-                    b for b in pending if b is not None
-                )
-                since = _oldest_base(ctx, ref, bases)
-                ref_reports = ctx.checkouts.sync_checkouts(
-                    ref, since, list(paths), journal=lock_journal(ctx), checkouts=checkouts
-                )
+            if ctx.store.tip(ref) is not None or not checkouts:
+                ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+            ref_reports: list[SyncReport] = []
+            unfollowed: set[str] = set()
+            if checkouts:  # none (bare, another branch checked out): synced
+                extra = _bases_on_branch(ctx, ref, group)
+                ref_reports = bring_up(ctx, ref, extra=extra, checkouts=checkouts)
+                unfollowed = _not_on_branch(ctx, ref, group)
+                if unfollowed:
+                    branch = ref.removeprefix("refs/heads/")
+                    ref_reports.append(SyncReport(None, unfollowed=branch))
             reports.extend(ref_reports)
             detail = {"reports": [r.__dict__ for r in ref_reports]}
-            left = {p for report in ref_reports for p in report.left_alone}
+            behind = {p for report in ref_reports for p in report.behind}
+            failed = any(r.failed for r in ref_reports)
             ctx.ledger.record(
                 *(
                     Event(
                         r.call_id,
                         r.execution_id,
                         EventKind.SYNCED,
-                        RowChange(synced=not touched_paths_of(r) & left),
+                        RowChange(
+                            synced=not (
+                                failed or touched_paths_of(r) & behind or r.call_id in unfollowed
+                            )
+                        ),
                         detail,
                     )
                     for r in group
                 )
             )
     return reports
+
+
+def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[str | None]:
+    """Where the checkouts were before the calls of ``group``: their bases (None: made on the
+    unborn branch, from nothing); with a remote, those the branch here holds (a call staged
+    past the local branch was never shown here)."""
+    bases = [sync_base(ctx, r) for r in group]
+    if ctx.remote is None:
+        return bases
+    local = ctx.store.tip(ref)
+    return [
+        base
+        for base in bases
+        if base is None
+        or (local is not None and ctx.store.is_commit(base) and ctx.store.is_ancestor(base, local))
+    ]
+
+
+def _not_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> set[str]:
+    """With a remote as the commit point: the calls whose commit the local branch (which its
+    checkouts show) does not hold, because it did not follow the remote's."""
+    if ctx.remote is None:
+        return set()
+    local = ctx.store.tip(ref)
+    return {
+        r.call_id
+        for r in group
+        if r.commit is not None
+        and (
+            local is None
+            or not ctx.store.has_object(r.commit)
+            or not ctx.store.is_ancestor(r.commit, local)
+        )
+    }
 
 
 def clear_dead_syncs(ctx: Context) -> None:
@@ -107,76 +201,167 @@ def sync_after_publish(ctx: Context, receipt: Receipt) -> list[SyncReport]:
         return [SyncReport(None, (), (), failed=reason)]
 
 
-def sync_warnings(reports: Sequence[SyncReport]) -> list[str]:
-    """What the user is told about a sync that did not do everything (one line each)."""
-    lines = []
+def behind_of(ctx: Context, ref: str, reports: Sequence[SyncReport]) -> list[CheckoutBehind]:
+    """The checkouts of ``ref`` that do not show its tip after a sync (``reports``), each with
+    why and the command that brings it in line."""
+    branch = ref.removeprefix("refs/heads/")
+    behind: list[CheckoutBehind] = []
     for report in reports:
         if report.failed:
-            lines.append(
-                f"committed, but the checkout was not updated ({report.failed}); "
-                "run 'applyonce recover' to update it"
+            behind.append(
+                CheckoutBehind(
+                    report.worktree,
+                    branch,
+                    (),
+                    f"it was not updated: {report.failed}",
+                    "applyonce recover",
+                )
             )
-        lines.extend(
-            f"{path} in {report.worktree} has your changes; left it as it is"
-            for path in report.left_alone
-        )
-    return lines
-
-
-def _oldest_base(ctx: Context, ref: str, bases: Sequence[str | None]) -> str | None:
-    """The oldest of ``bases`` on ``ref``: the checkout may hold any version of a path from
-    there on. None if a call started on an unborn branch. A single base is the answer as it is;
-    several (``recover`` settling many calls) take one walk from the tip that stops at the last
-    of them, whatever their number: never the history below. Bases not on ``ref`` (rewritten
-    away) do not count, unless none is on it (then the first)."""
-    if any(base is None for base in bases):
-        return None
-    unique = [b for b in dict.fromkeys(bases) if b is not None]
-    if len(unique) <= 1:
-        return unique[0] if unique else None
-    return ctx.store.oldest_on(ctx.publisher.tip(ref), unique) or unique[0]
+        if report.behind:
+            paths = " ".join(report.behind)
+            behind.append(
+                CheckoutBehind(
+                    report.worktree,
+                    branch,
+                    report.behind,
+                    "your uncommitted changes there were made on an older version, and are"
+                    f" left as they are: 'git diff -- {paths}' shows them; merge them first",
+                    f"git checkout HEAD -- {paths}",
+                )
+            )
+        if report.unfollowed:
+            behind.append(
+                CheckoutBehind(
+                    report.worktree,
+                    branch,
+                    (),
+                    f"{branch} here has not followed {ctx.remote}'s: it holds commits of yours,"
+                    f" or the checkout holds changes of yours on files {ctx.remote}'s changed",
+                    f"git pull {ctx.remote} {branch}",
+                )
+            )
+    return behind
 
 
 def catch_up(ctx: Context, ref: str, to: str | None) -> list[SyncReport]:
-    """With a remote commit point: move a checked-out local ``ref`` that lags the remote's (its
-    tip is an ancestor of ``to``, the remote tip a call is staged on) to ``to``, and sync the
-    paths the commits in between change, as ``git pull --ff-only`` would. Nothing happens when
-    the local branch has commits of the user's own, when no work tree has it checked out (the
-    publisher's ``follow`` moves such a branch), or when the checkout holds the user's edits on
-    one of those paths (the call then finds them, as before).
+    """Before a call staged on ``to``: bring the checkouts of ``ref`` up to the branch's tip
+    (:func:`bring_up`), and, with a remote as the commit point, move a checked-out local ``ref``
+    that lags the remote's (its tip is an ancestor of ``to``, the remote tip) up to ``to`` and
+    sync what the commits in between change, as ``git pull --ff-only`` would. The branch is not
+    moved when it has commits of the user's own, when no work tree has it checked out (the
+    publisher's ``follow`` moves such a branch), or when a checkout holds the user's edits on a
+    path those commits change (the call then finds them). A sync that cannot run (the user's
+    git holds ``index.lock``) is reported, never an error: the call judges the checkout by what
+    it shows.
 
     The move is journaled first, so a crash before the files are synced is finished by
-    ``recover`` (:func:`resume_catch_up`)."""
-    if ctx.remote is None:
-        return []
+    ``recover`` (:func:`resume_catch_up`).
+
+    Raises:
+        UnshownBranchError: a checkout of ``ref`` shows no commit of it while ``to`` exists.
+    """
     ensure_dir(ctx.state_dir)
     with file_lock(ctx.state_dir / SYNC_LOCK):
         clear_dead_syncs(ctx)
-        resume_catch_up(ctx, locked=True)
-        remote_tip, local = to, ctx.store.tip(ref)
-        if remote_tip is None or local is None or local == remote_tip:
-            return []
-        if not ctx.store.is_ancestor(local, remote_tip):
-            return []  # the user's own commits are on it: theirs to merge
+        with contextlib.suppress(ApplyOnceError, OSError):
+            resume_catch_up(ctx, locked=True)
         checkouts = ctx.checkouts.checkouts_of(ref)
         if not checkouts:
             return []
-        paths = sorted(ctx.store.paths_changed(local, remote_tip))
-        if ctx.checkouts.dirty_paths(ref, ctx.store.tree_at(local), paths):
-            return []
-        journal = ctx.state_dir / CATCH_UP_FILE
-        atomic_write(journal, orjson.dumps({"ref": ref, "from": local, "to": remote_tip}))
-        assert ctx.index is not None  # open_context makes one
-        LocalRefPublisher(ctx.store, ctx.index, lock_journal(ctx)).publish(
-            ref, local, remote_tip, reason=f"applyonce: follow {ctx.remote}"
-        )
-        fault("during-catch-up")
-        reports = ctx.checkouts.sync_checkouts(
-            ref, local, paths, journal=lock_journal(ctx), checkouts=checkouts
-        )
-        if not any(r.failed for r in reports):
-            remove_file(journal, durable=True)
+        local = ctx.store.tip(ref)
+        _refuse_unshown(ctx, ref, local, to, checkouts)
+        try:
+            return _catch_up(ctx, ref, local, to)
+        except (ApplyOnceError, OSError) as exc:
+            reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+            return [SyncReport(None, failed=reason)]
+
+
+def _catch_up(ctx: Context, ref: str, local: str | None, to: str | None) -> list[SyncReport]:
+    """:func:`catch_up`, with the sync lock held and the branch's checkouts showing a commit."""
+    reports = bring_up(ctx, ref)
+    if reports and all(r.shows_tip for r in reports):
+        _record_caught_up(ctx, ref, local)
+    if ctx.remote is None or to is None or local is None or local == to:
         return reports
+    if not ctx.store.is_ancestor(local, to) or not all(r.shows_tip for r in reports):
+        return reports  # the user's own commits are on it, or their edits: theirs to merge
+    paths = sorted(ctx.store.paths_changed(local, to))
+    if ctx.checkouts.dirty_paths(ref, ctx.store.tree_at(local), paths):
+        return reports
+    journal = ctx.state_dir / CATCH_UP_FILE
+    atomic_write(journal, orjson.dumps({"ref": ref, "from": local, "to": to}))
+    assert ctx.index is not None  # open_context makes one
+    LocalRefPublisher(ctx.store, ctx.index, lock_journal(ctx)).publish(
+        ref, local, to, reason=f"applyonce: follow {ctx.remote}"
+    )
+    fault("during-catch-up")
+    moved = bring_up(ctx, ref, extra=[local])
+    if not any(r.failed for r in moved):
+        remove_file(journal, durable=True)
+    if all(r.shows_tip for r in moved):
+        _record_caught_up(ctx, ref, to)
+    return [*reports, *moved]
+
+
+def _record_caught_up(ctx: Context, ref: str, tip: str | None) -> None:
+    """The calls left unsynced whose commits the checkouts show now that they were brought to
+    ``tip``: synced. Only in the repository's own ledger: a fleet's holds other clones' calls,
+    whose checkouts are theirs."""
+    if tip is None or ctx.ledger_url is not None or not (ctx.state_dir / LEDGER_FILE).exists():
+        return
+    shown = [
+        row
+        for row in ctx.ledger.unsynced(ref)
+        if row.commit_id is not None
+        and ctx.store.has_object(row.commit_id)
+        and ctx.store.is_ancestor(row.commit_id, tip)
+    ]
+    if shown:
+        ctx.ledger.record(
+            *(
+                Event(
+                    row.call_id,
+                    row.execution_id,
+                    EventKind.SYNCED,
+                    RowChange(synced=True),
+                    {"caught_up": tip},
+                )
+                for row in shown
+            )
+        )
+
+
+def _refuse_unshown(
+    ctx: Context, ref: str, local: str | None, to: str | None, checkouts: Sequence[Any]
+) -> None:
+    """Refuse a call on ``ref`` (staged on ``to``) whose checkout shows no commit of it: its
+    sync would write the call's files alone there, and leave every other file of the branch a
+    staged deletion (the user's next 'git commit' would delete them)."""
+    branch = ref.removeprefix("refs/heads/")
+    if local is None and to is not None:
+        first = str(Path(checkouts[0].workdir))
+        raise UnshownBranchError(
+            f"the checkout at {first} has no commit of {branch} yet, but {ctx.remote}'s"
+            f" {branch} has: the call's files alone would be written there",
+            hint=f"check {branch} out first ('git pull {ctx.remote} {branch}' there), then"
+            " repeat the call",
+            worktree=first,
+        )
+    if local is None:
+        return
+    empty: list[str] = []
+    # An index that cannot be read is the dirty check's to report, in its words.
+    with contextlib.suppress(ApplyOnceError, OSError):
+        empty = ctx.checkouts.empty_checkouts(checkouts, ctx.store.tree_at(local))
+    for worktree in empty:
+        raise UnshownBranchError(
+            f"the checkout at {worktree} shows none of {branch}'s files (its index is empty:"
+            f" {branch} got its commits while it had none), so git sees each of them as deleted",
+            hint="check them out first ('git read-tree -um HEAD' there: it stops before"
+            " overwriting a file of yours), then repeat the call",
+            worktree=worktree,
+        )
 
 
 def resume_catch_up(ctx: Context, *, locked: bool = False) -> list[SyncReport]:

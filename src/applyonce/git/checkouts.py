@@ -1,8 +1,13 @@
 """The user's checkouts of a branch: refusing a call over their uncommitted work, and bringing
 them to the new tip after a call without losing any.
 
-A path is *the user's* when the checkout holds a version of it (in the work tree or the index) that
-the branch never had since the call's base: it is never overwritten, only reported. The index is
+What a checkout shows is what its index records (the blob of each path, as git checked it out),
+not the branch's tip: the branch may have moved without it (a sync left for later, a ref moved
+by ``git update-ref``, a remote's branch that another clone moved). :class:`Shown` says which
+commits a checkout may still show besides the tip. A path is *the user's* when the checkout
+holds a version of it (in the work tree or the index) that the branch never had in those
+commits: it is never overwritten, only reported; a path that holds such a version in both is
+the checkout lagging, which a sync brings up as ``git merge --ff-only`` would. The index is
 read and written under its lock, as git does (:mod:`applyonce.git.indexlock`), and paths with a
 clean/smudge filter driver go through the real git (:mod:`applyonce.git.filters`).
 """
@@ -62,6 +67,21 @@ class DirtyPathError(ConflictError):
 
 
 @dataclass(frozen=True)
+class Shown:
+    """The commits a checkout of a branch may show besides the branch's tip (apart from the
+    user's own edits): any commit from ``since`` to the tip (None: from none at all, the branch
+    unborn), or one of ``tips`` (which need not be on the way to the tip). ``Shown(tip)``: the
+    checkout shows the tip itself."""
+
+    since: str | None
+    tips: tuple[str, ...] = ()
+
+    def lags(self, tip: str | None) -> bool:
+        """Whether a checkout may show something else than ``tip``."""
+        return self.since != tip or any(t != tip for t in self.tips)
+
+
+@dataclass(frozen=True)
 class DirtyPath:
     """A touched path the user changed in a checkout: the versions (blob ID, mode) it has in
     the work tree (``current``, what ``git add`` would stage), the index and the base."""
@@ -73,8 +93,22 @@ class DirtyPath:
     expected: Version
     # Untracked, and ignored by git there (.gitignore, info/exclude, core.excludesFile).
     ignored: bool = field(default=False, compare=False)
+    # The change was made on another version of the path than the base's (the checkout lags
+    # the branch there): committing it on the base would undo the branch's later change.
+    on_older: bool = field(default=False, compare=False)
 
     def error(self) -> DirtyPathError:
+        if self.on_older:
+            return DirtyPathError(
+                f"{self.path} has uncommitted changes in the checkout at {self.worktree}, made"
+                " on an older version of it than the branch has (the checkout has not caught"
+                " up with the branch)",
+                path=self.path,
+                worktree=self.worktree,
+                hint=f"bring them onto the branch's version ('git diff -- {self.path}' shows"
+                f" them; 'git checkout HEAD -- {self.path}' takes the branch's), then repeat"
+                " the call",
+            )
         state = "is untracked" if self.expected[0] is None else "has uncommitted changes"
         return DirtyPathError(
             f"{self.path} {state} in the checkout at {self.worktree}",
@@ -85,12 +119,22 @@ class DirtyPath:
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What the checkout sync did."""
+    """What the checkout sync did. ``left_alone``: paths holding the user's changes, as they
+    were; ``behind``: those of them whose index does not hold the tip's version either (the
+    checkout does not show the tip there)."""
 
     worktree: str | None
     written: tuple[str, ...] = ()
     left_alone: tuple[str, ...] = ()
     failed: str | None = None  # why the sync could not run (it is retried by 'applyonce recover')
+    behind: tuple[str, ...] = ()
+    # The branch (its short name) here did not follow the remote's to the call's commit.
+    unfollowed: str | None = None
+
+    @property
+    def shows_tip(self) -> bool:
+        """Whether the checkout shows the tip now (its own edits on top of it aside)."""
+        return self.failed is None and not self.behind and self.unfollowed is None
 
 
 class Checkouts:
@@ -132,34 +176,78 @@ class Checkouts:
                 found.append(repo)
         return found
 
-    def find_dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> None:
-        """Refuse the call if the checkout of ``ref`` has user changes on ``paths``.
+    def empty_checkouts(self, checkouts: Sequence[pygit2.Repository], tip: GitTree) -> list[str]:
+        """The work trees among ``checkouts`` whose index has no entry at all while the branch's
+        ``tip`` has files: they show no commit of it (it was unborn there when it got its
+        commits), so git sees each of its files as deleted there."""
+        if tip.tree is None or len(tip.tree) == 0:
+            return []
+        empty = []
+        for checkout in checkouts:
+            with reading_index(checkout, scratch_dir=self.scratch_dir) as index:
+                if len(index) == 0:
+                    empty.append(str(Path(checkout.workdir)))
+        return empty
+
+    def find_dirty_paths(
+        self,
+        ref: str,
+        base: GitTree,
+        paths: Iterable[str],
+        *,
+        base_commit: str | None = None,
+        shown: Shown | None = None,
+    ) -> None:
+        """Refuse the call if the checkout of ``ref`` has user changes on ``paths``
+        (``shown``: what the checkouts may show besides ``base_commit``, whose tree is
+        ``base``; a path they hold in one of those versions is not the user's).
 
         Raises:
             DirtyPathError: a touched path differs from the base (modified, staged, untracked).
             UnsupportedIndexError: the checkout has a split index.
             FilterDriverError: a path's filter driver is missing or fails.
         """
-        for found in self._dirty(ref, base, paths):
+        for found in self._dirty(ref, base, paths, base_commit=base_commit, shown=shown):
             raise found.error()
 
-    def dirty_paths(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[str]:
-        """The touched paths the checkouts of ``ref`` hold in a version ``base`` does not
-        (reads only)."""
-        return sorted({found.path for found in self._dirty(ref, base, paths, writes=False)})
+    def dirty_paths(
+        self,
+        ref: str,
+        base: GitTree,
+        paths: Iterable[str],
+        *,
+        base_commit: str | None = None,
+        shown: Shown | None = None,
+    ) -> list[str]:
+        """The touched paths the checkouts of ``ref`` hold in a version of the user's (see
+        :meth:`find_dirty_paths`; reads only)."""
+        found = self._dirty(ref, base, paths, base_commit=base_commit, shown=shown, writes=False)
+        return sorted({dirty.path for dirty in found})
 
-    def dirty_versions(self, ref: str, base: GitTree, paths: Iterable[str]) -> list[DirtyPath]:
-        """The user's changes on ``paths`` in the checkouts of ``ref``, each as the version
-        ``git commit -- PATH`` would commit (the work tree's file, through the clean filters),
-        its blob written (for ``--dirty commit``). Reads the checkout; writes objects only.
+    def dirty_versions(
+        self,
+        ref: str,
+        base: GitTree,
+        paths: Iterable[str],
+        *,
+        base_commit: str | None = None,
+        shown: Shown | None = None,
+    ) -> list[DirtyPath]:
+        """The user's changes on ``paths`` in the checkouts of ``ref`` (see
+        :meth:`find_dirty_paths`), each as the version ``git commit -- PATH`` would commit
+        (the work tree's file, through the clean filters), its blob written (for ``--dirty
+        commit``). Reads the checkout; writes objects only.
 
         Raises:
-            DirtyPathError: a change that cannot be committed as it is: a directory or an
-                unreadable file where the path is, staged content that differs from the work
-                tree's (committing either would lose the other), or two checkouts that differ.
+            DirtyPathError: a change that cannot be committed as it is: an untracked file (it
+                may hold anything, a credential say: only the user commits it), a directory or
+                an unreadable file where the path is, staged content that differs from the
+                work tree's (committing either would lose the other), two checkouts that
+                differ, or a change made on an older version of the path than the base's
+                (committing it would undo the branch's later change).
         """
         found: dict[str, DirtyPath] = {}
-        for dirty in self._dirty(ref, base, paths):
+        for dirty in self._dirty(ref, base, paths, base_commit=base_commit, shown=shown):
             path = dirty.path
             if dirty.current[0] in ("directory", "special file", "unreadable"):
                 raise DirtyPathError(
@@ -179,6 +267,19 @@ class Checkouts:
                     worktree=dirty.worktree,
                     hint="move it aside (or 'git add -f' it yourself), then repeat the call",
                 )
+            if dirty.staged[0] is None and dirty.current[0] is not None:
+                # Not in the index: nobody asked git to track it. Its bytes (a credential, a
+                # scratch file) go into the branch's history only by the user's own 'git add'.
+                raise DirtyPathError(
+                    f"{path} is an untracked file in the checkout at {dirty.worktree};"
+                    " --dirty commit never commits an untracked file",
+                    path=path,
+                    worktree=dirty.worktree,
+                    hint=f"move it aside (or 'git add {path}' it yourself if it belongs in the"
+                    " branch), then repeat the call",
+                )
+            if dirty.on_older:
+                raise dirty.error()
             if dirty.staged not in (dirty.current, dirty.expected):
                 raise DirtyPathError(
                     f"{path} has staged changes that differ from the work tree in the checkout"
@@ -228,14 +329,27 @@ class Checkouts:
         self.store.written.remember(oid)
 
     def _dirty(
-        self, ref: str, base: GitTree, paths: Iterable[str], *, writes: bool = True
+        self,
+        ref: str,
+        base: GitTree,
+        paths: Iterable[str],
+        *,
+        base_commit: str | None = None,
+        shown: Shown | None = None,
+        writes: bool = True,
     ) -> list[DirtyPath]:
-        """Each touched path that a checkout of ``ref`` holds in a version the base does not
-        (only the touched paths are looked at: the index entry, the work-tree file).
-        ``writes``: False to make no file at all (a dry run)."""
+        """Each touched path that a checkout of ``ref`` holds in a version of the user's: one
+        the base does not have, nor (where the checkout lags, see ``shown``) the commits it may
+        still show, in both the index and the work tree. Only the touched paths are looked at
+        (the index entry, the work-tree file). ``writes``: False to make no file at all (a dry
+        run)."""
         paths = list(paths)
         found: list[DirtyPath] = []
-        for checkout in self.checkouts_of(ref):
+        checkouts = self.checkouts_of(ref)
+        known: dict[str, set[Version]] | None = None
+        if checkouts and shown is not None and shown.lags(base_commit):
+            known = versions_since(self.store, base_commit, shown.since, paths, also=shown.tips)
+        for checkout in checkouts:
             root = Path(checkout.workdir)
             with reading_index(checkout, writes=writes, scratch_dir=self.scratch_dir) as index:
                 trusts_mode = trusts_filemode(checkout)
@@ -250,13 +364,21 @@ class Checkouts:
                         current = workdir_version(
                             checkout, root, path, staged, trusts_mode=trusts_mode
                         )
-                    if current != expected or staged != expected:
-                        ignored = (
-                            expected[0] is None
-                            and path not in index
-                            and checkout.path_is_ignored(path)
-                        )
-                        found.append(DirtyPath(path, str(root), current, staged, expected, ignored))
+                    if current == expected and staged == expected:
+                        continue
+                    had = known[path] if known is not None else {expected}
+                    if staged in had and current in had:
+                        continue  # the checkout lags here: the branch's, not the user's
+                    ignored = (
+                        expected[0] is None and path not in index and checkout.path_is_ignored(path)
+                    )
+                    # Made on the base's version only if the index holds it, or the path is the
+                    # same in every commit the checkout may show (a staged change of the user's
+                    # there tells nothing of what it was made on).
+                    on_older = staged != expected and (staged in had or had != {expected})
+                    found.append(
+                        DirtyPath(path, str(root), current, staged, expected, ignored, on_older)
+                    )
         return found
 
     def sync_checkouts(
@@ -271,10 +393,11 @@ class Checkouts:
         """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
 
         A path is written only if the checkout still holds a version of it that the branch has had
-        since ``base_commit`` (in both the work tree and the index); anything else is the user's
-        and is left alone, and reported. Each checkout's index is held locked from its read to its
-        write (``journal``: where the lock is recorded first, see ``state.lockjournal``).
-        ``checkouts``: :meth:`checkouts_of` ``ref``, if the caller has them already.
+        since ``base_commit`` (in both the work tree and the index): a fast-forward, as ``git
+        merge --ff-only`` makes; anything else is the user's and is left alone, and reported.
+        Each checkout's index is held locked from its read to its write (``journal``: where the
+        lock is recorded first, see ``state.lockjournal``). ``checkouts``: :meth:`checkouts_of`
+        ``ref``, if the caller has them already.
 
         Raises:
             ApplyOnceError: the index stays locked, is a split index, a filter driver fails, or
@@ -369,7 +492,8 @@ class Checkouts:
         for directory in sorted(directories):
             if directory.is_dir():  # (not one the deletion left empty and pruned)
                 fsync_dir(directory)
-        return SyncReport(str(root), tuple(written), tuple(left))
+        behind = tuple(p for p in left if index_version(index, p) != tip_tree.version(p))
+        return SyncReport(str(root), tuple(written), tuple(left), behind=behind)
 
     def _plan_sync(
         self,

@@ -77,6 +77,18 @@ class Change:
     mode: int  # the new side's git file mode
 
 
+@dataclass(frozen=True)
+class RefMove:
+    """One entry of a branch's reflog: from ``old`` (None: the branch was created) to ``new``,
+    with the message of whatever moved it ("" when none was given, as by ``git update-ref``) and
+    the time it was recorded."""
+
+    old: str | None
+    new: str
+    message: str
+    time: int
+
+
 def _kind_of_mode(mode: int) -> EntryKind:
     if mode == MODE_TREE:
         return "dir"
@@ -257,6 +269,28 @@ class GitStore:
     def tip(self, ref: str) -> str | None:
         reference = self.repo.references.get(ref)
         return None if reference is None else str(reference.resolve().target)
+
+    def ref_moves(self, ref: str, limit: int) -> list[RefMove]:
+        """The last ``limit`` moves of ``ref`` its reflog records, newest first (none: it has
+        no reflog, e.g. ``core.logAllRefUpdates=false``, or cannot be read)."""
+        reference = self.repo.references.get(ref)
+        if reference is None:
+            return []
+        moves: list[RefMove] = []
+        with contextlib.suppress(pygit2.GitError, OSError, ValueError):
+            for entry in reference.log():
+                old = str(entry.oid_old)
+                moves.append(
+                    RefMove(
+                        None if not old.strip("0") else old,
+                        str(entry.oid_new),
+                        entry.message or "",
+                        int(entry.committer.time),
+                    )
+                )
+                if len(moves) >= limit:
+                    break
+        return moves
 
     def resolve_commit(self, rev: str) -> str:
         """A revision (``HEAD~3``, a tag, an ID) as a commit ID."""
@@ -522,14 +556,16 @@ class GitStore:
             diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
         return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
 
-    def oldest_on(self, tip: str | None, commits: Sequence[str]) -> str | None:
-        """The oldest of ``commits`` on the branch at ``tip``: down its first parents from the
-        tip, stopping at the last of them (only the commits above the oldest are read). Those
-        not on that line (on a side merged since, or rewritten away) count from where they
-        parted from it (their merge base with it). None: no commit to go by."""
+    def oldest_on(self, tip: str | None, commits: Sequence[str]) -> tuple[str | None, list[str]]:
+        """The oldest of ``commits`` on the branch at ``tip``, and those of them not on it at
+        all. Down its first parents from the tip, stopping at the last of them (only the
+        commits above the oldest are read); only those not on that line are asked about one by
+        one: on a side merged since, they count from where they parted from it (their merge
+        base with it); not ancestors of the tip (the branch moved back, or to another line),
+        they are returned apart. None: none of them is on it."""
         remaining = set(commits)
         if tip is None or not remaining:
-            return None
+            return None, sorted(remaining)
         oldest: str | None = None
         current: str | None = tip
         while current is not None and remaining:
@@ -540,13 +576,17 @@ class GitStore:
             assert isinstance(commit, pygit2.Commit)
             current = str(commit.parent_ids[0]) if commit.parent_ids else None
         if not remaining:
-            return oldest
-        try:  # rare: a few commits off the line, one merge-base question for all of them
-            ids: list[str | pygit2.Oid] = [oldest or tip, *sorted(remaining)]
+            return oldest, []
+        apart = sorted(c for c in remaining if not self.is_ancestor(c, tip))
+        merged = sorted(remaining.difference(apart))
+        if not merged:
+            return oldest, apart
+        try:  # rare: one merge-base question for all the merged sides
+            ids: list[str | pygit2.Oid] = [oldest or tip, *merged]
             found = self.repo.merge_base_octopus(ids)
         except (KeyError, ValueError, pygit2.GitError):
-            return oldest
-        return str(found) if found is not None else oldest
+            return oldest, apart
+        return (str(found) if found is not None else oldest), apart
 
     def has_object(self, oid: str) -> bool:
         return oid in self.repo
@@ -631,6 +671,13 @@ class GitStore:
                 continue
             hidden.append(cut)
         return hidden
+
+    def is_commit(self, oid: str) -> bool:
+        """Whether ``oid`` names a commit of this repository (any other text: False)."""
+        try:
+            return isinstance(self.repo.get(oid), pygit2.Commit)
+        except (ValueError, TypeError, pygit2.GitError):
+            return False
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:

@@ -10,6 +10,7 @@ never the size of the tree, and not commits x paths (``recover`` syncs hundreds 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import pygit2
 
@@ -18,17 +19,25 @@ from applyonce.git.store import GitStore, Version
 
 
 def versions_since(
-    store: GitStore, tip: str | None, base_commit: str | None, paths: list[str]
+    store: GitStore,
+    tip: str | None,
+    base_commit: str | None,
+    paths: list[str],
+    *,
+    also: Sequence[str] = (),
 ) -> dict[str, set[Version]]:
     """Every version (blob ID and mode) each path had from ``base_commit`` to ``tip``: its
     version at the base plus its version in every commit in between (and in a first parent
-    outside that range: a merged side's). Each commit is compared with its first parent
-    along the paths only, descending into a folder only where its tree changed: the cost
-    follows what the commits changed on the way to the paths, never the size of the tree,
-    and not commits x paths."""
+    outside that range: a merged side's), and its version in each commit of ``also`` (tips a
+    checkout may show that are not on the way: a branch moved back, or to another line).
+    Each commit is compared with its first parent along the paths only, descending into a
+    folder only where its tree changed: the cost follows what the commits changed on the way
+    to the paths, never the size of the tree, and not commits x paths."""
     versions: dict[str, set[Version]] = {path: set() for path in paths}
     trie = _trie(paths)
     _record_all(store.tree_at(base_commit).tree, trie, "", versions)
+    for shown in also:
+        _record_all(store.tree_at(shown).tree, trie, "", versions)
     if tip is None:
         return versions
     walker = store.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)
