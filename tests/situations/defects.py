@@ -40,18 +40,6 @@ DEFECTS = (
             *row("partial-sparse", "apply", "dirty-commit", "crash", "audit", *REMOTE),
         ),
     ),
-    Defect(
-        "a checkout behind its branch (the ref moved elsewhere) is neither caught up nor refused:"
-        " the call lands and syncs its own paths only; the other commit's paths stay stale",
-        r"(LICENSE|src/extra\.py)('s index entry is not the branch's| is not in the index)",
-        row("lagging-ref", *LOCAL),
-    ),
-    Defect(
-        "an earlier call's skipped checkout sync is not finished by the next apply (only by"
-        " recover): that call's paths stay stale in the index and work tree",
-        r"(LICENSE|src/extra\.py)('s index entry is not the branch's| is not in the index)",
-        row("lagging-sync", "apply", "dirty-commit", "revert", "audit"),
-    ),
 )
 
 RACES = (
