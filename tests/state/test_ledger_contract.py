@@ -84,8 +84,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         if request.param == "postgres-second-repository":
             # Another repository used the database first: this one's tables are in a schema
             # of their own, and every statement of the contract must find them there.
-            PostgresLedger(url, repository="remote:first").close()
-            repository = "remote:second"
+            PostgresLedger(url, repository=lambda: "remote:first").close()
+            repository = lambda: "remote:second"  # noqa: E731
 
         @contextlib.contextmanager
         def postgres_session() -> Iterator[Ledger]:

@@ -22,8 +22,8 @@ FIRST, SECOND = "remote:" + "1" * 40, "remote:" + "2" * 40
 
 
 def test_two_repositories_in_one_database_are_independent(pg_url: str) -> None:
-    first = PostgresLedger(pg_url, repository=FIRST)
-    second = PostgresLedger(pg_url, repository=SECOND)
+    first = PostgresLedger(pg_url, repository=lambda: FIRST)
+    second = PostgresLedger(pg_url, repository=lambda: SECOND)
     try:
         assert first.schema == "public" and second.schema == own_schema(SECOND)
         # The same call in each: each repository runs it once, neither sees the other's.
@@ -38,7 +38,7 @@ def test_two_repositories_in_one_database_are_independent(pg_url: str) -> None:
         first.close()
         second.close()
     # Opened again, from any clone of either: each finds its own.
-    again = PostgresLedger(pg_url, repository=SECOND)
+    again = PostgresLedger(pg_url, repository=lambda: SECOND)
     try:
         assert [r.call_id for r in again.calls()] == [SAME.call_id]
     finally:
@@ -56,8 +56,8 @@ def test_the_tables_of_an_older_version_go_to_the_first_repository_that_opens_th
     legacy = PostgresLedger(pg_url)  # before ledgers knew their repository
     legacy.claim(SAME, ref=REF, owner=ME)
     legacy.close()
-    second = PostgresLedger(pg_url, repository=SECOND)
-    first = PostgresLedger(pg_url, repository=FIRST)
+    second = PostgresLedger(pg_url, repository=lambda: SECOND)
+    first = PostgresLedger(pg_url, repository=lambda: FIRST)
     try:
         assert [r.call_id for r in second.calls()] == [SAME.call_id]  # adopted: it came first
         assert first.calls() == [] and first.schema == own_schema(FIRST)

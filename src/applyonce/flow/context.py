@@ -97,8 +97,7 @@ class Context:
 
             # open_context refuses a shared ledger without a remote.
             assert isinstance(self.publisher, RemotePublisher)
-            repository = self.publisher.repository_id()
-            self._ledger = PostgresLedger(self.ledger_url, repository=repository)
+            self._ledger = PostgresLedger(self.ledger_url, repository=self.publisher.repository_id)
         if self._ledger is None:
             path = self.state_dir / LEDGER_FILE
             if self.read_only and not path.exists():

@@ -33,7 +33,7 @@ import dataclasses
 import hashlib
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -97,7 +97,7 @@ class PostgresLedger:
         url: str,
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_S,
-        repository: str | None = None,
+        repository: Callable[[], str] | None = None,
     ) -> None:
         self._params = parse_url(url, connect_timeout)
         self._secret = self._params.get("password")
@@ -111,7 +111,10 @@ class PostgresLedger:
             if repository is None:
                 migrate(self._db, MIGRATIONS, self.where)
             else:
-                self._serve(repository, self._schema_of(repository))
+                # Asked once the server answered: naming the repository may write (its
+                # identity, made on first use), which a ledger that cannot be used must not.
+                name = repository()
+                self._serve(name, self._schema_of(name))
         except BaseException:
             self.close()
             raise
