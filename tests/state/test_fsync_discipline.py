@@ -3,9 +3,12 @@ the code: every rename into ``.git`` or the state directory moves a file whose d
 first, and is followed by an fsync of the directory it lands in; a call's objects reach the disk
 as one pack, whatever their number; and the ledger flushes only its durable records.
 
-The one exception is the lock journal (``<state>/locks``): an entry lives only while its lock
+Two exceptions: the lock journal (``<state>/locks``): an entry lives only while its lock
 does, and a lost or torn entry after a power cut makes ``recover`` report the lock, never remove
-it (:mod:`applyonce.state.lockjournal`), so its entries are not flushed.
+it (:mod:`applyonce.state.lockjournal`), so its entries are not flushed; and the note of the tip
+the checkouts last showed (``<state>/followed.json``), written after the index it describes is
+durable: a lost or torn note is read as none, and only makes the next call read further back
+in the reflog (:mod:`applyonce.flow.lag`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,14 @@ def _synced(calls: list[Syscall]) -> list[str]:
     return [c.fd().path for c in calls if c.name in ("fsync", "fdatasync")]
 
 
-def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> list[str]:
+def _exempt(state: Path) -> tuple[Path, ...]:
+    """What the discipline does not cover (see the module docstring)."""
+    return (state / "locks", state / "followed.json")
+
+
+def _check_discipline(
+    calls: list[Syscall], roots: list[Path], exempt: tuple[Path, ...]
+) -> list[str]:
     """Each rename into ``roots`` (outside ``exempt``): its source fsynced before, the target's
     directory fsynced after. Returns the target paths of the renames checked."""
     durable: set[str] = set()
@@ -53,7 +63,7 @@ def _check_discipline(calls: list[Syscall], roots: list[Path], exempt: Path) -> 
                 durable.add(target)  # the same inode, now under its new name
             if not any(Path(target).is_relative_to(root) for root in roots):
                 continue
-            if Path(target).is_relative_to(exempt):
+            if any(Path(target).is_relative_to(path) for path in exempt):
                 continue
             assert source in durable, f"{source} renamed to {target} before its data was fsynced"
             renamed.append((i, target))
@@ -70,7 +80,7 @@ def test_every_rename_into_git_or_the_state_dir_follows_an_fsync_and_is_made_dur
     git_dir = (repo.path / ".git").resolve()
     state = git_dir / "applyonce"
     calls = _traced(repo, APP_PATCH)
-    targets = _check_discipline(calls, [git_dir], exempt=state / "locks")
+    targets = _check_discipline(calls, [git_dir], exempt=_exempt(state))
     names = {Path(t).name for t in targets}
     # What the call put in place: its receipts, its pack and index, the branch, the index.
     assert any(n.endswith(".json") for n in names), names
@@ -206,7 +216,7 @@ def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch
     )
     calls = parse(log)
     git_dir = (repo.path / ".git").resolve()
-    targets = _check_discipline(calls, [git_dir], exempt=git_dir / "applyonce" / "locks")
+    targets = _check_discipline(calls, [git_dir], exempt=_exempt(git_dir / "applyonce"))
     receipts = git_dir / "applyonce" / "receipts"
     assert sum(Path(t).parent == receipts for t in targets) == 3, targets
     syncs = [c for c in calls if c.name == "fsync" and c.fd().path == str(receipts)]
