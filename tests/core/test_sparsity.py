@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from applyonce.core.sparsity import SparsePatterns
 from applyonce.core.wildmatch import wildmatch
-from tests.conftest import Repo, make_repo
+from tests.conftest import GIT_ENV, Repo, make_repo
 
 PATHS = (
     "README.md",
@@ -111,7 +111,12 @@ HAND_CONE = (
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     """One commit holding every path of ``PATHS``."""
     root = tmp_path_factory.mktemp("sparsity")
-    return make_repo(root / "repo", {path: f"{path}\n" for path in PATHS})
+    # Made before the (function-scoped) hermetic environment of each test: made hermetic here.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOME", str(root))
+        for key, value in GIT_ENV.items():
+            env.setenv(key, value)
+        return make_repo(root / "repo", {path: f"{path}\n" for path in PATHS})
 
 
 def _git_decides(
