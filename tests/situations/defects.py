@@ -30,17 +30,7 @@ class Defect:
     cells: tuple[str, ...]
 
 
-DEFECTS = (
-    Defect(
-        "sparse checkout: a file the call adds outside the cone is written into the work tree"
-        " without the skip-worktree bit ('git pull' leaves it out)",
-        r"outside the sparse checkout, lost its skip-worktree bit",
-        (
-            *row("sparse-cone", "apply", "dirty-commit", "crash", "audit", *REMOTE),
-            *row("partial-sparse", "apply", "dirty-commit", "crash", "audit", *REMOTE),
-        ),
-    ),
-)
+DEFECTS: tuple[Defect, ...] = ()
 
 RACES = (
     (

@@ -10,6 +10,12 @@ commits: it is never overwritten, only reported; a path that holds such a versio
 the checkout lagging, which a sync brings up as ``git merge --ff-only`` would. The index is
 read and written under its lock, as git does (:mod:`applyonce.git.indexlock`), and paths with a
 clean/smudge filter driver go through the real git (:mod:`applyonce.git.filters`).
+
+In a sparse checkout, each path a sync writes is in or out of the work tree as the sparse
+patterns say (:mod:`applyonce.core.sparsity`), as ``git merge`` decides it: a path they leave
+out, new or not, is an index entry with the skip-worktree bit and no file. What git ignores is
+what the user sees: an entry with the bit whose file is there anyway is the user's file (git
+takes the bit off as it reads the index, and ``git status`` shows its changes).
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from applyonce.git.indexlock import lent, locked_index, reading_index, skips_wor
 from applyonce.git.store import GitStore, GitTree, Version
 from applyonce.git.versions import versions_since
 from applyonce.git.workfiles import (
+    SparseCheckout,
     checkout_bytes,
     file_mode,
     index_version,
+    sparse_checkout_of,
     stage,
     trusts_filemode,
     workdir_version,
@@ -48,6 +56,10 @@ from applyonce.state.files import (
 
 # Directories the sync makes in a work tree: as git makes them (0777, narrowed by the umask).
 WORKTREE_DIR = 0o777
+
+# A path synced as an index entry with the skip-worktree bit (its target version; None: the
+# entry goes), and whether a file the branch had there is removed from the work tree.
+_Skipped = tuple[str, Version, bool]
 
 
 class CheckoutSyncError(ApplyOnceError):
@@ -351,6 +363,7 @@ class Checkouts:
             known = versions_since(self.store, base_commit, shown.since, paths, also=shown.tips)
         for checkout in checkouts:
             root = Path(checkout.workdir)
+            sparse = sparse_checkout_of(checkout)
             with reading_index(checkout, writes=writes, scratch_dir=self.scratch_dir) as index:
                 trusts_mode = trusts_filemode(checkout)
                 for path in paths:
@@ -358,7 +371,7 @@ class Checkouts:
                         continue  # not a file: the planner refuses the operation itself
                     expected = base.version(path)
                     staged = index_version(index, path)
-                    if skips_worktree(index, path):  # git ignores its work-tree file, and so do we
+                    if _skips(sparse, index, root, path):  # git ignores the work tree there
                         current = staged
                     else:
                         current = workdir_version(
@@ -433,24 +446,29 @@ class Checkouts:
         trusts_mode = trusts_filemode(checkout)
         written: list[str] = []
         left: list[str] = []
-        skipped: list[tuple[str, Version]] = []
+        skipped: list[_Skipped] = []
         # Everything that can fail on the user's setup (a clean or smudge filter) runs before the
         # first write: the sync writes all the paths it may write, or none.
         with lent(checkout, index):
             planned = self._plan_sync(checkout, index, tip_tree, known, paths, left, skipped)
-        for path, target in skipped:
-            if target[0] is None:
-                index.remove(path)
-            else:
-                assert target[1] is not None
-                stage_file(index, path, target[0], target[1], None)
-            written.append(path)
         # The work tree is made durable before the index that describes it is written, and so
         # before the call's ``synced`` event: after a power cut, a file is its old bytes or its
         # new ones, never a lost rename or an empty file that the index calls synced (and that
         # recover would then leave as the user's). Each file is fsynced as it is written, each
         # directory whose names changed once, at the end.
         directories: set[Path] = set()
+        for path, target, checked_out in skipped:
+            if target[0] is None:
+                index.remove(path)
+            else:
+                assert target[1] is not None
+                stage_file(index, path, target[0], target[1], None)
+            if checked_out:  # leaves the sparse checkout: git removes its file
+                full = root / path
+                remove_file(full)
+                directories.add(full.parent)
+                prune_empty_dirs(full.parent, root)
+            written.append(path)
         for path, target, staged, current, data in planned:
             full = root / path
             if target[0] is None:
@@ -503,33 +521,56 @@ class Checkouts:
         known: dict[str, set[Version]],
         paths: list[str],
         left: list[str],
-        skipped: list[tuple[str, Version]],
+        skipped: list[_Skipped],
     ) -> list[tuple[str, Version, Version, Version, bytes | None]]:
         """What the sync of one checkout writes: each path to bring to the tip, with its versions
         (target, staged, current) and the bytes to write. Appends the paths to leave alone to
-        ``left``, the skip-worktree entries to update to ``skipped``."""
+        ``left``, the entries to keep out of the work tree (skip-worktree) to ``skipped``.
+
+        In a sparse checkout, a path gets the skip-worktree bit and no file as ``git merge``
+        gives it: when the sparse patterns leave it out (a path the branch adds there, or moves
+        there, too), and a path they take in loses the bit and gets its file; without patterns
+        (``git update-index --skip-worktree``), an entry keeps the bit it has."""
         root = Path(checkout.workdir)
         trusts_mode = trusts_filemode(checkout)
         autocrlf = autocrlf_of(checkout)
+        sparse = sparse_checkout_of(checkout)
         planned: list[tuple[str, Version, Version, Version, bytes | None]] = []
         for path in paths:
             target = tip_tree.version(path)
             staged = index_version(index, path)
-            if skips_worktree(index, path):
-                # Outside the sparse checkout: git keeps only the index entry, and so do we.
+            was_skipped = _skips(sparse, index, root, path)
+            excluded = sparse.excludes(path) if sparse is not None else None
+            if excluded is None:
+                excluded = was_skipped
+            if was_skipped and (excluded or target[0] is None):
+                # Out of the work tree, and stays out: git keeps only the index entry.
                 if staged != target and staged in known[path]:
-                    skipped.append((path, target))
+                    skipped.append((path, target, False))
                 elif staged != target:
                     left.append(path)
                 continue
-            current = workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
-            if current == target and staged == target:
-                continue
-            if current not in known[path] or staged not in known[path]:
-                left.append(path)
-                continue
+            if was_skipped:
+                # Comes into the sparse checkout: its file is written, where nothing is.
+                current = workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if current[0] is not None or staged not in known[path]:
+                    left.append(path)
+                    continue
+            else:
+                current = workdir_version(checkout, root, path, staged, trusts_mode=trusts_mode)
+                if current == target and staged == target:
+                    continue
+                if current not in known[path] or staged not in known[path]:
+                    left.append(path)
+                    continue
             if not is_real_dir_chain(root, path):
                 left.append(path)
+                continue
+            if excluded and target[0] is not None:
+                # Left out of the work tree: the index entry alone, with the skip-worktree bit.
+                # A file the branch had there goes (git removes it); one that is not the
+                # index's (untracked, the new version already) stays, as git leaves it.
+                skipped.append((path, target, current[0] is not None and staged[0] is not None))
                 continue
             full = root / path
             if full.is_dir() and not full.is_symlink():
@@ -541,6 +582,14 @@ class Checkouts:
                 data = checkout_bytes(checkout, root, path, str(entry.id), autocrlf=autocrlf)
             planned.append((path, target, staged, current, data))
         return planned
+
+
+def _skips(sparse: SparseCheckout | None, index: pygit2.Index, root: Path, path: str) -> bool:
+    """Whether git ignores the work tree at ``path`` (see :meth:`SparseCheckout.skips`; outside a
+    sparse checkout, the entry's skip-worktree bit alone says)."""
+    if sparse is None:
+        return skips_worktree(index, path)
+    return sparse.skips(index, root, path)
 
 
 def _during_sync() -> None:

@@ -17,8 +17,9 @@ used without a read. Anything else reads it again. The index is read through a s
 libgit2 1.9 cannot read a split index (``core.splitIndex``, the mandatory ``link`` extension) nor
 a sparse index (``index.sparse``, ``sdir``): that is an :class:`UnsupportedIndexError`, raised
 before anything is written. An index that cannot be read at all (damaged) is an
-:class:`UnreadableIndexError`. A skip-worktree entry (a sparse checkout) is kept as git keeps it:
-its index entry is updated, its work-tree file ignored.
+:class:`UnreadableIndexError`. A skip-worktree entry (a sparse checkout) is written as git
+writes it: an index entry without stat data, and no work-tree file
+(:mod:`applyonce.git.checkouts` decides which paths get one).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The files of a checkout's work tree as git sees them: the version (blob ID, mode) a file would
-be committed as, and the bytes git writes for a blob (:mod:`applyonce.git.checkouts` uses both).
+be committed as, the bytes git writes for a blob, and which paths a sparse checkout holds
+(:mod:`applyonce.git.checkouts` uses them).
 
 A blob's bytes go through git's filters on their way to the work tree: a clean/smudge driver (run
 by git itself, :mod:`applyonce.git.filters`), libgit2's built-in end-of-line and ident filters, or
@@ -11,14 +12,72 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_LINK
+from applyonce.core.sparsity import SparsePatterns
 from applyonce.git.filters import builtin_filters_apply, clean_blob, filter_of, smudged
-from applyonce.git.indexlock import stage_file
+from applyonce.git.indexlock import skips_worktree, stage_file
 from applyonce.git.store import Version
+
+SPARSE_CHECKOUT_FILE = "info/sparse-checkout"  # in the work tree's own git dir
+
+
+@dataclass(frozen=True)
+class SparseCheckout:
+    """A sparse checkout (``core.sparseCheckout``), as git reads it for each command.
+
+    ``patterns``: those of ``$GIT_DIR/info/sparse-checkout`` (the work tree's own git dir, for a
+    linked one), which decide the skip-worktree bit of each path git writes; None when the file
+    cannot be read (git then applies none and keeps the bits as they are). ``clears_present``:
+    git takes the bit off an entry whose path holds something in the work tree, whenever it
+    reads the index (unless ``sparse.expectFilesOutsideOfPatterns``): such a file is the user's
+    to see, and its changes show in ``git status``."""
+
+    patterns: SparsePatterns | None
+    clears_present: bool = True
+
+    def skips(self, index: pygit2.Index, root: Path, path: str) -> bool:
+        """Whether git ignores the work tree at ``path``: its entry has the skip-worktree bit,
+        and nothing is there (or git keeps the bit of a present file)."""
+        if not skips_worktree(index, path):
+            return False
+        return not self.clears_present or not os.path.lexists(root / path)
+
+    def excludes(self, path: str) -> bool | None:
+        """Whether git leaves ``path`` out of the work tree (skip-worktree) when it writes it;
+        None: no patterns decide, the entry's own bit does."""
+        return None if self.patterns is None else not self.patterns.includes(path)
+
+
+def sparse_checkout_of(checkout: pygit2.Repository) -> SparseCheckout | None:
+    """The sparse checkout of ``checkout`` (its own configuration, ``config.worktree``
+    included); None when it is not one (``core.sparseCheckout`` off). The patterns are read
+    as git reads them: cone mode when ``core.sparseCheckoutCone`` is on and the file is in
+    cone form, the names compared without case under ``core.ignoreCase``."""
+    if not _config_bool(checkout, "core.sparseCheckout", default=False):
+        return None
+    clears = not _config_bool(checkout, "sparse.expectFilesOutsideOfPatterns", default=False)
+    try:
+        text = (Path(checkout.path) / SPARSE_CHECKOUT_FILE).read_bytes()
+    except OSError:
+        return SparseCheckout(None, clears)
+    patterns = SparsePatterns.parse(
+        text,
+        cone=_config_bool(checkout, "core.sparseCheckoutCone", default=False),
+        ignore_case=_config_bool(checkout, "core.ignoreCase", default=False),
+    )
+    return SparseCheckout(patterns, clears)
+
+
+def _config_bool(checkout: pygit2.Repository, key: str, *, default: bool) -> bool:
+    try:
+        return bool(checkout.config.get_bool(key))
+    except (KeyError, pygit2.GitError, ValueError):
+        return default
 
 
 def checkout_bytes(
