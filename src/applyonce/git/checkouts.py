@@ -475,9 +475,7 @@ class Checkouts:
                 if full.is_symlink():
                     full.unlink()  # a known version of the path: replaced, not written through
                 if entry.filemode == MODE_LINK:
-                    link = self.store.repo[entry.id]
-                    assert isinstance(link, pygit2.Blob)
-                    os.symlink(link.data, full)
+                    os.symlink(tip_tree.read(path)[0], full)
                 else:
                     assert data is not None
                     atomic_write(
