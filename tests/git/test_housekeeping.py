@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import Repo, apply, make_repo, run_cli
+from tests.conftest import APP_PATCH, Repo, apply, make_repo, run_cli
 
 PATCH = """*** Begin Patch
 *** Update File: d0/f0.txt
@@ -258,3 +258,33 @@ def test_recover_removes_a_dead_writers_temp_pack_files_and_no_others(repo: Repo
     assert recovered.returncode == 0, recovered
     assert sorted(orjson.loads(recovered.stdout)["removed"]) == sorted(str(p) for p in left)
     assert live.exists() and gits.exists()
+
+
+def _loose_objects(repo: Repo) -> list[str]:
+    objects = repo.path / ".git" / "objects"
+    return sorted(
+        f"{folder.name}{path.name}"
+        for folder in objects.iterdir()
+        if re.fullmatch(r"[0-9a-f]{2}", folder.name)
+        for path in folder.iterdir()
+    )
+
+
+def test_a_dirty_commit_writes_its_snapshot_into_the_calls_kept_pack_never_loose(
+    repo: Repo,
+) -> None:
+    # libgit2 wrote the snapshot's blob as a loose object: 'git prune-packed' (gc, repack -a
+    # -d, maintenance's loose-objects) removed the empty objects/xx folder between its mkdir and
+    # its rename ("failed to rename lockfile", a traceback), and 'git prune --expire=now' could
+    # delete the unreachable blob before the publish. It is written as the staging's objects
+    # are: into memory, then into the call's kept pack.
+    repo.git("repack", "-a", "-d", "-q")
+    assert _loose_objects(repo) == []
+    mine = "def greet(name):\n    return 'hello ' + name\n\n# my edit, not committed\n"
+    (repo.path / "src" / "app.py").write_text(mine)
+    result = apply(repo, APP_PATCH, "--dirty", "commit")
+    assert result.returncode == 0, result
+    assert _loose_objects(repo) == []
+    assert repo.git("show", "HEAD~1:src/app.py") == mine
+    _assert_sound(repo, [repo.head()])
+    assert _keeps(repo) == []
