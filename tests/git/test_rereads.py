@@ -91,6 +91,39 @@ def test_a_store_reads_objects_whose_pack_git_replaced_after_it_read_its_index(
     assert store.trailers_of(head).all("Call-Id") == []
 
 
+def test_a_commit_read_whose_tree_is_in_a_pack_git_expired_is_read_again(tmp_path: Path) -> None:
+    # The commit is loose, its tree in a pack a multi-pack-index named: 'git multi-pack-index
+    # expire' deleted that pack once a newer one held its objects. libgit2 put its own words over
+    # the read's ("can not be successfully peeled into a tree"): not taken for a replaced pack,
+    # the read failed, in this call and every later one.
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    repo.git("repack", "-a", "-d", "-q")
+    base = repo.head()
+    store = GitStore(repo.path)
+    assert store.tree_at(base).read("a.txt")[0] == b"a\n"
+    _commit(repo, "b")
+    head = repo.head()
+    tree, blob = repo.git("rev-parse", "HEAD^{tree}", "HEAD:b.txt").split()
+    subprocess.run(
+        ["git", "-C", str(repo.path), "pack-objects", "-q", ".git/objects/pack/pack"],
+        input=f"{tree}\n{blob}\n".encode(),
+        capture_output=True,
+        check=True,
+    )
+    assert not store.has_object("1" * 40)  # a miss: libgit2 lists the new pack, reads its index
+    repo.git("multi-pack-index", "write")
+    assert not store.has_object("2" * 40)  # another: it reads the multi-pack-index
+    tree_pack = _pack_names(repo)
+    repo.git("repack", "-a", "-q")  # a pack of everything: the others stay, until...
+    repo.git("multi-pack-index", "write")
+    repo.git("multi-pack-index", "expire")  # ...they are expired
+    assert not tree_pack & _pack_names(repo)
+    assert (repo.path / ".git" / "objects" / head[:2] / head[2:]).is_file()  # still loose
+    for _ in range(2):
+        assert store.paths_changed(base, head) == {"b.txt"}
+        assert [c.path for c in store.changes_in(base, head)] == ["b.txt"]
+
+
 def test_a_pack_that_stays_unreadable_is_a_retryable_refusal_not_a_traceback(repo: Repo) -> None:
     # Not a race: a pack that a multi-pack-index names, damaged on disk, reads as the race does
     # ("invalid packfile"), and stays so however often it is read afresh.

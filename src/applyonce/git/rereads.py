@@ -43,16 +43,22 @@ REREADS = 3
 _WAITS_S = (0.0, 0.05, 0.2)
 
 # libgit2's words for a pack it cannot use (its error class is GIT_ERROR_OS, an OSError without
-# an errno, or another GitError): a pack, its index or a multi-pack-index that went away; or an
-# object it was to check (a tree entry's) and could not read. The last also follows a write
-# libgit2 skipped: it "freshens" an object it finds in a pack instead of writing it again, and
-# finds it, through a stale multi-pack-index, in a pack that is gone.
-_PACK_TROUBLE = re.compile(
-    r"packfile|pack file|multi-pack-index|midx|/objects/pack/|invalid object specified",
+# an errno, or another GitError): a pack, its index or a multi-pack-index that went away. Some
+# calls put their own words over the read's: a tree entry whose object it was to check ("invalid
+# object specified"; also after a write libgit2 skipped, as it "freshens" an object it finds in a
+# pack instead of writing it again, and found it through a stale multi-pack-index in a pack that
+# is gone), an object it was to follow (a commit's tree: "can not be successfully peeled").
+_UNREADABLE = re.compile(
+    r"packfile|pack file|multi-pack-index|midx|/objects/pack/|invalid object specified"
+    r"|can not be successfully peeled",
     re.IGNORECASE,
 )
-# libgit2's "not found" for an object (pygit2: a KeyError with that text, or with the ID alone).
-_NOT_FOUND = re.compile(r"object not found|no match for id|failed to open packfile", re.IGNORECASE)
+# libgit2's "not found" for an object (pygit2: a KeyError with that text, or with the ID alone;
+# or with the words of the call that was following it, a commit to its tree).
+_NOT_FOUND = re.compile(
+    r"object not found|no match for id|failed to open packfile|can not be successfully peeled",
+    re.IGNORECASE,
+)
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
@@ -76,7 +82,7 @@ def unreadable_object(exc: BaseException) -> bool:
         return False
     if isinstance(exc, OSError) and exc.errno is not None:
         return False  # a file applyonce itself opened: its own error, not libgit2's
-    return _PACK_TROUBLE.search(str(exc)) is not None
+    return _UNREADABLE.search(str(exc)) is not None
 
 
 def _not_found(exc: BaseException) -> bool:

@@ -5,6 +5,8 @@
 * the commit object is created without moving any ref (the ref moves in
   :mod:`applyonce.git.publisher`, the one commit point);
 * libgit2's fsync of objects and refs is switched on when this package is imported.
+* a read of objects that fails on a pack git's housekeeping replaced meanwhile runs again on
+  a fresh view of the packs (:mod:`applyonce.git.rereads`).
 
 Nothing outside :mod:`applyonce.git` sees a pygit2 object: commits are IDs (hex strings), a
 commit's trailers a :class:`Trailers` mapping (read as ``git log`` reads them, not as libgit2
