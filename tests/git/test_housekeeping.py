@@ -299,3 +299,29 @@ def test_a_dirty_commit_writes_its_snapshot_into_the_calls_kept_pack_never_loose
     assert repo.git("show", "HEAD~1:src/app.py") == mine
     _assert_sound(repo, [repo.head()])
     assert _keeps(repo) == []
+
+
+def test_dirty_commits_beside_a_loop_of_prune_packed_all_land(tmp_path: Path) -> None:
+    # The race itself, with real processes: 'git prune-packed' removes every empty objects/xx
+    # folder, over and over. The snapshot's loose write failed about one call in three
+    # ("failed to rename lockfile to .../objects/xx/...", exit 3).
+    calls = 10
+    repo = make_repo(tmp_path / "repo", {f"f{i}.txt": f"line {i}\n" for i in range(calls)})
+    loop = subprocess.Popen(
+        ["sh", "-c", f"while :; do git -C '{repo.path}' prune-packed >/dev/null 2>&1; done"],
+        start_new_session=True,
+    )
+    try:
+        for i in range(calls):
+            mine = f"line {i}\nmine {i}\n"
+            (repo.path / f"f{i}.txt").write_text(mine)
+            patch = f"*** Begin Patch\n*** Update File: f{i}.txt\n@@\n line {i}\n+patched {i}\n*** End Patch\n"
+            result = apply(repo, patch, "--dirty", "commit")
+            assert result.returncode == 0, result
+            assert repo.git("show", f"HEAD~1:f{i}.txt") == mine
+    finally:
+        os.killpg(loop.pid, 9)
+        loop.wait()
+    assert repo.commit_count() == 1 + 2 * calls
+    _assert_sound(repo, [repo.head()])
+    assert _keeps(repo) == []
