@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import Repo, apply, make_repo, run_cli
+from tests.conftest import APP_PATCH, Repo, apply, make_repo, run_cli
 
 PATCH = """*** Begin Patch
 *** Update File: d0/f0.txt
@@ -124,22 +124,31 @@ def test_a_repack_that_read_the_refs_before_the_publish_deletes_nothing_of_the_c
     assert again.returncode == 0, again
 
 
-_READ_RACE = re.compile(r"invalid packfile|object not found|no match for id|^error KeyError ")
-
 _CALLS = """
 import sys
 from applyonce import Executor
+from applyonce.errors import ApplyOnceError
 repo, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 executor = Executor(repo)
 for i in range(count):
     patch = f"*** Begin Patch\\n*** Add File: w{worker}/f{i}.txt\\n+line {i}\\n*** End Patch\\n"
     try:
         receipt = executor.apply(patch)
-        print(receipt.status, receipt.commit, flush=True)
-    except Exception as exc:  # an error is a call not committed: counted, not fatal here
+        if receipt.status == "committed":
+            print("committed", receipt.commit, flush=True)
+        else:
+            error = receipt.error or {}
+            print("rejected", error.get("retryable"), error.get("message"), flush=True)
+    except ApplyOnceError as exc:  # a refusal the CLI says in one line (exit 4, 5)
+        print("refused", exc.retryable, exc.one_line(), flush=True)
+    except Exception as exc:  # what the CLI would show as a traceback (exit 3)
         print("error", type(exc).__name__, str(exc).replace("\\n", " ")[:300], flush=True)
 executor.close()
 """
+
+# Of the 36 calls, how many may be refused as ones to repeat (none was, in hundreds of runs):
+# a call that lost every restage to the other writers, say.
+_RETRYABLE_REFUSALS = 2
 
 
 @pytest.mark.parametrize(
@@ -148,12 +157,16 @@ executor.close()
         "repack -a -d -q",
         "gc --prune=now -q",
         "maintenance run --task=gc --task=loose-objects --task=incremental-repack --quiet",
+        "repack -a -d -q --write-midx",
     ],
-    ids=["repack", "gc", "maintenance"],
+    ids=["repack", "gc", "maintenance", "repack-midx"],
 )
 def test_calls_beside_a_loop_of_housekeeping_all_keep_their_objects(
     tmp_path: Path, housekeeping: str
 ) -> None:
+    # Before, a call lost reads to git: libgit2 read a pack a multi-pack-index it had read named,
+    # or whose index it had read, after git deleted it ("invalid packfile"), and failed the call
+    # and every later call of the same executor (exit 3, nothing published). Every call lands.
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     loop = subprocess.Popen(
         ["sh", "-c", f"while :; do git -C '{repo.path}' {housekeeping} >/dev/null 2>&1; done"],
@@ -173,13 +186,11 @@ def test_calls_beside_a_loop_of_housekeeping_all_keep_their_objects(
     finally:
         os.killpg(loop.pid, 9)
         loop.wait()
+    assert len(lines) == 36, lines
     committed = [line.split()[1] for line in lines if line.startswith("committed ")]
     failed = [line for line in lines if not line.startswith("committed ")]
-    # A call may lose a read to git: libgit2 reads a pack it listed (or a multi-pack-index
-    # named) that git has just deleted, and fails the call; nothing was published. Any other
-    # failure (objects-missing, a temp file deleted under the writer) is a fault.
-    assert [line for line in failed if not _READ_RACE.search(line)] == []
-    assert len(committed) >= 24, failed
+    assert [line for line in failed if not line.startswith(("rejected True", "refused True"))] == []
+    assert len(failed) <= _RETRYABLE_REFUSALS, failed
     on_branch = set(repo.git("rev-list", "HEAD").split())
     assert set(committed) <= on_branch
     _assert_sound(repo, committed)
@@ -258,3 +269,59 @@ def test_recover_removes_a_dead_writers_temp_pack_files_and_no_others(repo: Repo
     assert recovered.returncode == 0, recovered
     assert sorted(orjson.loads(recovered.stdout)["removed"]) == sorted(str(p) for p in left)
     assert live.exists() and gits.exists()
+
+
+def _loose_objects(repo: Repo) -> list[str]:
+    objects = repo.path / ".git" / "objects"
+    return sorted(
+        f"{folder.name}{path.name}"
+        for folder in objects.iterdir()
+        if re.fullmatch(r"[0-9a-f]{2}", folder.name)
+        for path in folder.iterdir()
+    )
+
+
+def test_a_dirty_commit_writes_its_snapshot_into_the_calls_kept_pack_never_loose(
+    repo: Repo,
+) -> None:
+    # libgit2 wrote the snapshot's blob as a loose object: 'git prune-packed' (gc, repack -a
+    # -d, maintenance's loose-objects) removed the empty objects/xx folder between its mkdir and
+    # its rename ("failed to rename lockfile", a traceback), and 'git prune --expire=now' could
+    # delete the unreachable blob before the publish. It is written as the staging's objects
+    # are: into memory, then into the call's kept pack.
+    repo.git("repack", "-a", "-d", "-q")
+    assert _loose_objects(repo) == []
+    mine = "def greet(name):\n    return 'hello ' + name\n\n# my edit, not committed\n"
+    (repo.path / "src" / "app.py").write_text(mine)
+    result = apply(repo, APP_PATCH, "--dirty", "commit")
+    assert result.returncode == 0, result
+    assert _loose_objects(repo) == []
+    assert repo.git("show", "HEAD~1:src/app.py") == mine
+    _assert_sound(repo, [repo.head()])
+    assert _keeps(repo) == []
+
+
+def test_dirty_commits_beside_a_loop_of_prune_packed_all_land(tmp_path: Path) -> None:
+    # The race itself, with real processes: 'git prune-packed' removes every empty objects/xx
+    # folder, over and over. The snapshot's loose write failed about one call in three
+    # ("failed to rename lockfile to .../objects/xx/...", exit 3).
+    calls = 10
+    repo = make_repo(tmp_path / "repo", {f"f{i}.txt": f"line {i}\n" for i in range(calls)})
+    loop = subprocess.Popen(
+        ["sh", "-c", f"while :; do git -C '{repo.path}' prune-packed >/dev/null 2>&1; done"],
+        start_new_session=True,
+    )
+    try:
+        for i in range(calls):
+            mine = f"line {i}\nmine {i}\n"
+            (repo.path / f"f{i}.txt").write_text(mine)
+            patch = f"*** Begin Patch\n*** Update File: f{i}.txt\n@@\n line {i}\n+patched {i}\n*** End Patch\n"
+            result = apply(repo, patch, "--dirty", "commit")
+            assert result.returncode == 0, result
+            assert repo.git("show", f"HEAD~1:f{i}.txt") == mine
+    finally:
+        os.killpg(loop.pid, 9)
+        loop.wait()
+    assert repo.commit_count() == 1 + 2 * calls
+    _assert_sound(repo, [repo.head()])
+    assert _keeps(repo) == []

@@ -312,18 +312,26 @@ class Checkouts:
         return list(found.values())
 
     def _write_blob(self, dirty: DirtyPath) -> None:
-        """Write the object of the work tree's version of ``dirty.path`` (as ``git add`` would)."""
+        """Write the object of the work tree's version of ``dirty.path`` (as ``git add`` would)
+        as every object of the staging is written: into memory, then into the staging's kept
+        pack — never as a loose object, which git's housekeeping can pull from under the
+        write (``git prune-packed`` removes the empty ``objects/xx`` folder libgit2 is about to
+        rename it into) or delete before the publish (``git prune --expire=now``)."""
         blob = dirty.current[0]
         if blob is None:
             return
         if blob in self.store.repo:  # kept for the publish, like every object of the staging
             self.store.written.remember(pygit2.Oid(hex=blob))
             return
-        checkout = pygit2.Repository(dirty.worktree)
+        # The checkout's own repository applies its clean filters (its attributes, its index);
+        # what it writes goes into the staging's memory.
+        checkout = self.store.open_checkout(dirty.worktree)
+        self.store.written.serve(checkout)
         full = Path(dirty.worktree) / dirty.path
         if full.is_symlink():
             oid = self.store.repo.create_blob(os.fsencode(os.readlink(full)))
         elif (driver := filter_of(checkout, dirty.path)) is not None:
+            # git runs the driver and writes the blob itself (as 'git add' does, loose).
             oid = pygit2.Oid(
                 hex=clean_blob(checkout, Path(dirty.worktree), dirty.path, driver, write=True)
             )
@@ -493,9 +501,7 @@ class Checkouts:
                 if full.is_symlink():
                     full.unlink()  # a known version of the path: replaced, not written through
                 if entry.filemode == MODE_LINK:
-                    link = self.store.repo[entry.id]
-                    assert isinstance(link, pygit2.Blob)
-                    os.symlink(link.data, full)
+                    os.symlink(tip_tree.read(path)[0], full)
                 else:
                     assert data is not None
                     atomic_write(

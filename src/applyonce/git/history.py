@@ -25,6 +25,7 @@ from typing import Protocol
 import pygit2
 
 from applyonce.errors import ConflictError
+from applyonce.git.rereads import rereading
 from applyonce.git.store import GitStore
 
 # How far "which later commits changed these paths" looks: the commits walked from the tip, and
@@ -216,6 +217,7 @@ class LaterChanges:
     complete: bool = True
 
 
+@rereading
 def later_changes(
     store: GitStore,
     tip: str,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import pygit2
 
 from applyonce.git.history import later_changes
+from applyonce.git.rereads import rereading
 from applyonce.git.store import GitStore
 
 MAX_NAMED = 5
 
 
+@rereading
 def merge_blobs(store: GitStore, path: str, ancestor: str, ours: str, theirs: str) -> bytes | None:
     """Merge the change ``ancestor`` → ``theirs`` into ``ours`` (blob IDs); None on a conflict."""
     repo = store.repo
@@ -39,6 +41,7 @@ def merge_blobs(store: GitStore, path: str, ancestor: str, ours: str, theirs: st
     return result.contents.encode("utf-8")
 
 
+@rereading
 def commits_changing(
     store: GitStore, tip: str | None, since: str, paths: set[str]
 ) -> list[tuple[str, str]]:

@@ -32,6 +32,7 @@ import pygit2
 from applyonce.core.plan import MODE_GITLINK, MODE_TREE
 from applyonce.errors import ApplyOnceError
 from applyonce.git.packs import merge_small_packs, write_pack
+from applyonce.git.rereads import Rereader, rereading
 from applyonce.state.lockjournal import HeldKeep
 from applyonce.state.storage import storage_cause
 
@@ -80,16 +81,43 @@ MAX_CHAIN = 4
 MEMORY_PRIORITY = 1000
 
 
-class MemoryObjects(pygit2.OdbBackend):
-    """An object database backend in memory: where this process's stagings write their objects
-    until they are flushed to the disk as one pack. Each object is kept while a staging holds it.
-    """
+class MemoryObjects:
+    """Objects in memory: where this process's stagings write their objects until they are
+    flushed to the disk as one pack. Each object is kept while a staging holds it. A repository
+    reads and writes them through a :class:`MemoryBackend` of its own (:meth:`backend`)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.objects: dict[str, tuple[int, bytes]] = {}
         self._holders: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
+
+    def backend(self) -> MemoryBackend:
+        """A new object database backend over these objects. New each time: libgit2 gives a
+        backend to one object database for good, and a repository's is dropped and made again
+        whenever its view of the packs is read afresh (:mod:`applyonce.git.rereads`)."""
+        return MemoryBackend(self)
+
+    def hold(self, oid: str) -> None:
+        with self._lock:
+            self._holders[oid] += 1
+
+    def release(self, oids: Iterable[str]) -> None:
+        """A staging is done with ``oids``: drop those no other staging holds."""
+        with self._lock:
+            for oid in oids:
+                self._holders[oid] -= 1
+                if self._holders[oid] <= 0:
+                    del self._holders[oid]
+                    self.objects.pop(oid, None)
+
+
+class MemoryBackend(pygit2.OdbBackend):
+    """An object database backend over :class:`MemoryObjects`: ahead of the repository's own
+    (:data:`MEMORY_PRIORITY`), so that it holds every object the repository writes."""
+
+    def __init__(self, memory: MemoryObjects) -> None:
+        super().__init__()
+        self.objects = memory.objects
 
     # libgit2's calls (a missing object is a KeyError: "not found" to libgit2)
     def read_cb(self, oid: str) -> tuple[int, bytes]:
@@ -115,28 +143,15 @@ class MemoryObjects(pygit2.OdbBackend):
     def refresh_cb(self) -> None:
         return None
 
-    # the stagings' bookkeeping
-    def hold(self, oid: str) -> None:
-        with self._lock:
-            self._holders[oid] += 1
-
-    def release(self, oids: Iterable[str]) -> None:
-        """A staging is done with ``oids``: drop those no other staging holds."""
-        with self._lock:
-            for oid in oids:
-                self._holders[oid] -= 1
-                if self._holders[oid] <= 0:
-                    del self._holders[oid]
-                    self.objects.pop(oid, None)
-
 
 class WrittenObjects:
     """The raw objects written for the current staging, by ID, in the order written (blobs,
     trees bottom-up, the commit), and the kept packs they were flushed into."""
 
-    def __init__(self, repo: pygit2.Repository, objects_dir: Path) -> None:
+    def __init__(self, repo: pygit2.Repository, objects_dir: Path, rereader: Rereader) -> None:
         self.repo = repo
         self.objects_dir = objects_dir
+        self.rereader = rereader  # the store's: reads outlast a repack (see git.rereads)
         # Where the .keep files are journaled and applyonce's packs recorded (None: neither;
         # a killed call's .keep then stays, and packs are never merged here).
         self.journal: Path | None = None
@@ -184,14 +199,22 @@ class WrittenObjects:
             with self._install_lock:
                 if self._memory is None:
                     memory = MemoryObjects()
-                    self.repo.odb.add_backend(memory, MEMORY_PRIORITY)
+                    self.repo.odb.add_backend(memory.backend(), MEMORY_PRIORITY)
                     self._memory = memory
 
     def reinstall(self) -> None:
-        """Put the memory backend back in front of a repository whose object database was
-        dropped (``Repository.free()``, after a fetch deepened the history)."""
+        """Put the memory backend back in front of the repository, whose object database was
+        dropped (``Repository.free()``: its view of the packs is read afresh)."""
         if self._memory is not None:
-            self.repo.odb.add_backend(self._memory, MEMORY_PRIORITY)
+            self.repo.odb.add_backend(self._memory.backend(), MEMORY_PRIORITY)
+
+    def serve(self, repo: pygit2.Repository) -> None:
+        """Put the memory backend in front of ``repo`` too (another repository of these objects:
+        a checkout's), so that an object it writes goes into memory with the staging's own —
+        and into the staging's kept pack — never into a loose file."""
+        self.begin()
+        assert self._memory is not None
+        repo.odb.add_backend(self._memory.backend(), MEMORY_PRIORITY)
 
     def reset(self) -> None:
         """A new staging begins: the previous one ends (:meth:`end`)."""
@@ -220,6 +243,7 @@ class WrittenObjects:
         self._keep(str(oid), pygit2.enums.ObjectType.BLOB, data)
         return oid
 
+    @rereading
     def remember(self, oid: pygit2.Oid) -> pygit2.Oid:
         """Keep the raw bytes of the object ``oid`` just written (or reused)."""
         kind, data = self.repo.odb.read(oid)
@@ -268,6 +292,7 @@ class WrittenObjects:
             if oid not in self._memory.objects and oid not in self.repo.odb:
                 self._memory.objects[oid] = value
 
+    @rereading
     def ensure_complete(self, commit_id: str, *, down_to: str | None = PARENT) -> None:
         """Make sure the commit and every object it adds over its first parent are on disk:
         what this staging wrote is flushed into its kept packs first (``down_to``: the same for
@@ -285,6 +310,7 @@ class WrittenObjects:
                 commit=commit_id,
             )
 
+    @rereading
     def missing(self, commit_id: str, *, down_to: str | None = PARENT) -> list[str]:
         """The objects the commit needs beyond its first parent's tree that are not on disk:
         the commit, its tree, and the trees and blobs that differ from the parent's (cost:

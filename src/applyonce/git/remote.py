@@ -329,10 +329,8 @@ class RemotePublisher:
         Anyone who may push may make others (at a blob, a tree, another commit): not a push
         of applyonce's, so not one to settle (and never a reason for recover to fail)."""
         with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-            target = self.store.repo.references[name].resolve().target
-            obj = self.store.repo.get(target)
-            is_commit = obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
-            return str(target) == commit and is_commit
+            target = str(self.store.repo.references[name].resolve().target)
+            return target == commit and self.store.is_commit(target)
         return False
 
     def forget_pending(self, ref: str, commit: str) -> None:

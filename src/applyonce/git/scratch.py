@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pygit2
 
+from applyonce.git.rereads import Rereader, rereading
 from applyonce.state.files import atomic_write, ensure_dir
 
 
@@ -39,7 +40,11 @@ class ScratchRepo:
             ensure_dir(alternates.parent)
             atomic_write(alternates, f"{objects_dir}\n".encode())
         self.repo = pygit2.Repository(str(root))
+        # It reads the main repository's packs through its alternates: where git replaced one
+        # under a read, the checkout runs again on a fresh view of them (see git.rereads).
+        self.rereader = Rereader(self.repo.free)
 
+    @rereading
     def checkout(self, tree_id: str) -> None:
         """Make the work tree hold exactly ``tree_id``: nothing a previous check wrote is left,
         ignored build output included, so one call's output can never make another call's check

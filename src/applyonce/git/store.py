@@ -5,6 +5,8 @@
 * the commit object is created without moving any ref (the ref moves in
   :mod:`applyonce.git.publisher`, the one commit point);
 * libgit2's fsync of objects and refs is switched on when this package is imported.
+* a read of objects that fails on a pack git's housekeeping replaced meanwhile runs again on
+  a fresh view of the packs (:mod:`applyonce.git.rereads`).
 
 Nothing outside :mod:`applyonce.git` sees a pygit2 object: commits are IDs (hex strings), a
 commit's trailers a :class:`Trailers` mapping (read as ``git log`` reads them, not as libgit2
@@ -29,6 +31,7 @@ from applyonce.core.trailers import Trailers, parse_trailers
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.git.objects import WrittenObjects, writing_objects
 from applyonce.git.promisor import PROMISOR_PRIORITY, PromisedObjects, promisor_remote
+from applyonce.git.rereads import Rereader, rereading, unreadable_object
 
 pygit2.settings.enable_fsync_gitdir(True)
 
@@ -100,12 +103,17 @@ def _kind_of_mode(mode: int) -> EntryKind:
 
 
 class GitTree:
-    """A :class:`applyonce.plan.TreeReader` over a commit's tree (None: an unborn branch)."""
+    """A :class:`applyonce.plan.TreeReader` over a commit's tree (None: an unborn branch).
+    Its reads run under the store's :class:`~applyonce.git.rereads.Rereader`."""
 
-    def __init__(self, repo: pygit2.Repository, tree: pygit2.Tree | None) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, tree: pygit2.Tree | None, rereader: Rereader
+    ) -> None:
         self.repo = repo
         self.tree = tree
+        self.rereader = rereader
 
+    @rereading
     def entry(self, path: str) -> pygit2.Object | None:
         if self.tree is None:
             return None
@@ -118,6 +126,7 @@ class GitTree:
         entry = self.entry(path)
         return None if entry is None else _kind_of_mode(entry.filemode)
 
+    @rereading
     def read(self, path: str) -> tuple[bytes, int]:
         entry = self.entry(path)
         assert entry is not None, path
@@ -125,6 +134,7 @@ class GitTree:
         assert isinstance(blob, pygit2.Blob)
         return blob.data, entry.filemode
 
+    @rereading
     def size(self, path: str) -> int:
         """The size of the file at ``path`` in bytes, read from its object's header (0: no file
         there)."""
@@ -145,6 +155,7 @@ class GitTree:
         entry = self.entry(path)
         return (blob, entry.filemode if blob is not None and entry is not None else None)
 
+    @rereading
     def listdir(self, path: str) -> list[tuple[str, EntryKind]]:
         """The names and kinds in the folder ``path`` (``""``: the root), in Git's order.
 
@@ -185,8 +196,10 @@ class GitStore:
             raise UnreadableRepositoryError(f"cannot open the repository: {reason}") from None
         self._comment_char: bytes | None = None
         self._trailer_cache: dict[str, Trailers] = {}
+        # Reads again where git's housekeeping replaced a pack under a read.
+        self.rereader = Rereader(self.reread_objects)
         # What the current staging wrote, to write again if a concurrent prune removes it.
-        self.written = WrittenObjects(self.repo, self.objects_dir)
+        self.written = WrittenObjects(self.repo, self.objects_dir, self.rereader)
         # A partial clone's trees and blobs that are not here are fetched when read, as git
         # does (libgit2 does not).
         promisor = promisor_remote(self.repo)
@@ -195,9 +208,19 @@ class GitStore:
         self._install_backends()
 
     def _install_backends(self) -> None:
+        # New backends each time: libgit2 gives a backend to one object database for good.
         if self._promised is not None:
-            self.repo.odb.add_backend(self._promised, PROMISOR_PRIORITY)
+            backend = PromisedObjects(self.repo.path, self._promised.remote)
+            self.repo.odb.add_backend(backend, PROMISOR_PRIORITY)
         self.written.reinstall()
+
+    def reread_objects(self) -> None:
+        """Drop libgit2's view of the objects — the packs it listed, the multi-pack-index it
+        read, the objects it parsed — so that the next read looks at the disk afresh (after git
+        replaced packs under a read: :mod:`applyonce.git.rereads`). ``free`` drops the object
+        database's added backends too: new ones are put in front."""
+        self.repo.free()
+        self._install_backends()
 
     def config_int(self, name: str) -> int | None:
         """Git config ``name`` as an integer, read as git reads one (``k``, ``m``, ``g``
@@ -292,6 +315,7 @@ class GitStore:
                     break
         return moves
 
+    @rereading
     def resolve_commit(self, rev: str) -> str:
         """A revision (``HEAD~3``, a tag, an ID) as a commit ID."""
         try:
@@ -300,15 +324,17 @@ class GitStore:
             raise UsageError(f"{rev!r} is not a commit in this repository") from None
         return str(obj.id)
 
+    @rereading
     def tree_at(self, commit_id: str | None) -> GitTree:
         if commit_id is None:
-            return GitTree(self.repo, None)
+            return GitTree(self.repo, None, self.rereader)
         commit = self.repo[commit_id]
         assert isinstance(commit, pygit2.Commit)
-        return GitTree(self.repo, commit.tree)
+        return GitTree(self.repo, commit.tree, self.rereader)
 
     # --- writing objects ----------------------------------------------------------------------
 
+    @rereading
     def write_tree(
         self, base: GitTree, plan: TreePlan, *, fresh: bool = True
     ) -> tuple[str, dict[str, str]]:
@@ -354,6 +380,8 @@ class GitStore:
                 try:
                     builder.insert(head, value[0], value[1])
                 except (pygit2.GitError, ValueError) as exc:
+                    if unreadable_object(exc):
+                        raise  # not the name: the object, which a repack hid (git.rereads)
                     # libgit2 refuses names git itself would refuse (NTFS and HFS tricks, ...).
                     raise UnsafePathError(
                         f"{head!r} is not a valid file name in a Git tree ({exc})", path=head
@@ -375,6 +403,7 @@ class GitStore:
             return None
         return self.written.remember(builder.write())
 
+    @rereading
     def write_tree_of(self, base: GitTree, versions: Mapping[str, Version]) -> str:
         """Write the tree of ``base`` with each path of ``versions`` set to its version (the
         blob already written; ``(None, None)`` removes the path), as part of the current
@@ -431,6 +460,7 @@ class GitStore:
         except (ValueError, pygit2.GitError):  # a name libgit2 refuses (angle brackets)
             return None
 
+    @rereading
     def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
         """Create the commit object, then write it and every object of the staging it needs to
         the disk, as one pack (:meth:`flush_objects`). No ref moves."""
@@ -447,7 +477,7 @@ class GitStore:
 
     def identity_commit(self, message: str) -> str:
         """A commit of the empty tree and no parent with ``message``, on disk (no ref moves)."""
-        tree = self.write_tree_of(GitTree(self.repo, None), {})
+        tree = self.write_tree_of(GitTree(self.repo, None, self.rereader), {})
         return self.create_commit(tree, None, message)
 
     def flush_objects(self) -> None:
@@ -462,14 +492,19 @@ class GitStore:
     # --- reading history ----------------------------------------------------------------------
 
     def commits(self, tip: str | None, *, hide: str | None = None) -> Iterator[pygit2.Commit]:
-        """Commits reachable from ``tip`` and not from ``hide``, newest first (for this package)."""
+        """Commits reachable from ``tip`` and not from ``hide``, newest first (for this package;
+        a walk that fails on a pack git replaced goes on where it was)."""
         if tip is None:
             return
-        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-        if hide is not None:
-            with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
-                walker.hide(pygit2.Oid(hex=hide))
-        yield from walker
+
+        def walk() -> Iterator[pygit2.Commit]:
+            walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+            if hide is not None:
+                with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+                    walker.hide(pygit2.Oid(hex=hide))
+            return walker
+
+        yield from self.rereader.iterate(walk, key=lambda commit: commit.id)
 
     def walk(self, tip: str | None, *, hide: str | None = None) -> Iterator[str]:
         """IDs of the commits reachable from ``tip`` and not from ``hide``, newest first."""
@@ -490,6 +525,7 @@ class GitStore:
                 continue
             yield str(commit.id), self._trailers(commit)
 
+    @rereading
     def trailers_of(self, commit_id: str, *, key: str | None = None) -> Trailers:
         """The trailers of ``commit_id`` as ``git log --format=%(trailers)`` shows them (none
         for a commit without a trailer block; with ``key``, none for a message that does not
@@ -518,18 +554,21 @@ class GitStore:
         self._trailer_cache[oid] = found
         return found
 
+    @rereading
     def parent_of(self, commit_id: str) -> str | None:
         """The first parent of ``commit_id`` (None for a root commit)."""
         commit = self.repo[commit_id]
         assert isinstance(commit, pygit2.Commit)
         return str(commit.parent_ids[0]) if commit.parent_ids else None
 
+    @rereading
     def parents_of(self, commit_id: str) -> list[str]:
         """Every parent of ``commit_id``, the first first (none for a root commit)."""
         commit = self.repo[commit_id]
         assert isinstance(commit, pygit2.Commit)
         return [str(parent) for parent in commit.parent_ids]
 
+    @rereading
     def changes_in(self, parent: str | None, commit_id: str) -> list[Change]:
         """The file changes from ``parent`` (None: the empty tree) to ``commit_id``, renames
         detected."""
@@ -546,6 +585,7 @@ class GitStore:
             changes.append(Change(status, path, delta.old_file.path, int(delta.new_file.mode)))
         return changes
 
+    @rereading
     def paths_changed(self, parent: str | None, commit_id: str) -> set[str]:
         """Every path whose entry differs between ``parent`` (None: the empty tree) and
         ``commit_id``, both sides of a rename (no rename detection)."""
@@ -556,6 +596,7 @@ class GitStore:
             diff = self.repo[parent].peel(pygit2.Tree).diff_to_tree(new)
         return {p for d in diff.deltas for p in (d.old_file.path, d.new_file.path)}
 
+    @rereading
     def oldest_on(self, tip: str | None, commits: Sequence[str]) -> tuple[str | None, list[str]]:
         """The oldest of ``commits`` on the branch at ``tip``, and those of them not on it at
         all. Down its first parents from the tip, stopping at the last of them (only the
@@ -620,6 +661,7 @@ class GitStore:
             repo.odb.add_backend(backend, PROMISOR_PRIORITY)
         return repo
 
+    @rereading
     def fetch_missing_blobs(self, tree_id: str, since: str | None) -> None:
         """Of a partial clone: fetch, in one round trip, the blobs of the tree ``tree_id`` that
         differ from the tree ``since`` (None: all of them) and are not here — before a checkout
@@ -647,11 +689,9 @@ class GitStore:
     def reread_history(self) -> None:
         """Read the history afresh after a fetch deepened it: libgit2 keeps the shallow
         boundary it read and the commits it parsed with their parents cut off, until its caches
-        are dropped (``free``, which drops the object database's added backends too: they are
-        put back)."""
-        self.repo.free()
+        are dropped (:meth:`reread_objects`)."""
+        self.reread_objects()
         self._trailer_cache.clear()
-        self._install_backends()
 
     def is_shallow(self) -> bool:
         """Whether this is a shallow clone (some commits' parents were never fetched)."""
@@ -672,6 +712,7 @@ class GitStore:
             hidden.append(cut)
         return hidden
 
+    @rereading
     def is_commit(self, oid: str) -> bool:
         """Whether ``oid`` names a commit of this repository (any other text: False)."""
         try:
@@ -679,6 +720,7 @@ class GitStore:
         except (ValueError, TypeError, pygit2.GitError):
             return False
 
+    @rereading
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True

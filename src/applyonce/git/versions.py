@@ -15,9 +15,11 @@ from collections.abc import Sequence
 import pygit2
 
 from applyonce.core.plan import MODE_GITLINK, MODE_TREE
+from applyonce.git.rereads import rereading
 from applyonce.git.store import GitStore, Version
 
 
+@rereading
 def versions_since(
     store: GitStore,
     tip: str | None,
