@@ -108,7 +108,9 @@ def error_boundary(
             # Never a database password (a --ledger connection string) in the log or the line.
             from applyonce.core.redaction import redact_secrets  # not for --help
 
-            argv = redact_secrets(repr(sys.argv))
+            # Each word as given, before repr() escapes its quotes and backslashes, so the
+            # password is masked as libpq reads it.
+            argv = repr([redact_secrets(word) for word in sys.argv])
             handle.write(f"applyonce {applyonce.__version__}\nargv: {argv}\n\n")
             handle.write(redact_secrets(traceback.format_exc()))
         cause = _sole_cause(exc)

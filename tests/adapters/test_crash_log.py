@@ -3,6 +3,7 @@ never hold a database password."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,39 @@ def test_the_crash_log_of_an_internal_error_keeps_no_password(
         assert "password=***" in text and SECRET not in text
         assert "host=/run/pg dbname=fleet" in text
         assert SECRET not in err
+    finally:
+        log.unlink()
+
+
+@pytest.mark.parametrize(
+    ("ledger", "password"),
+    [
+        ("host=/run/pg dbname=fleet password=x'hunter2SECRET", "x'hunter2SECRET"),
+        ("host=/run/pg password='a\\'b secret' dbname=fleet", "a'b secret"),
+        ("host=/run/pg password=a\\ b\\\\secret dbname=fleet", "a b\\secret"),
+    ],
+    ids=["quote-inside", "quoted-escaped-quote", "escaped-blank-and-backslash"],
+)
+def test_the_crash_log_masks_a_password_as_libpq_reads_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ledger: str, password: str
+) -> None:
+    """The command line is kept as repr() shows it, which escapes quotes and backslashes: each
+    of its words is masked before, as libpq reads it, and no piece of the password is left."""
+    import typer
+
+    from applyonce.console import error_boundary
+
+    monkeypatch.setattr("sys.argv", ["applyonce", "mcp", "--ledger", ledger])
+    with pytest.raises(typer.Exit), error_boundary():
+        raise RuntimeError("boom")
+    err = capsys.readouterr().err
+    log = Path(err.split("details in ")[1].split(";")[0])
+    try:
+        argv = log.read_text().splitlines()[1]
+        assert argv.startswith("argv: ['applyonce', 'mcp', '--ledger', ")
+        assert "password=***" in argv and "host=/run/pg" in argv
+        pieces = {password, repr(password)[1:-1], *re.split(r"[\s'\\]+", password)}
+        assert [piece for piece in pieces if len(piece) > 2 and piece in argv] == []
     finally:
         log.unlink()
 
