@@ -142,7 +142,8 @@ def replay(
 
 
 @app.command(
-    epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 5 unreadable state."
+    epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 4 history"
+    " incomplete (a shallow clone), 5 unreadable state."
 )
 def audit(
     repo: RepoOpt = Path("."),

@@ -20,6 +20,12 @@ Problems found, each named by call ID with what to do:
 
 A committed call whose commit a person rewrote away on purpose and recorded so (``applyonce
 resolve CALL_ID --as rewritten --note TEXT``) is not a problem: it is listed as ``rewritten``.
+
+An audit needs the whole history it checks: in a shallow clone (or one with grafts) a call's
+commit may lie below the boundary, where it looks unreachable, and the commit at the boundary
+looks parentless. Rather than report those as problems (or "clean" without the commits it cannot
+see), audit is refused with :class:`~applyonce.git.history.HistoryIncompleteError` and the
+command that makes the clone complete, as a call is (``--remote`` deepens it from the remote).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from applyonce.flow.adopt import carries_other_change, own_commit, paths_rewrite
 from applyonce.flow.context import Context
 from applyonce.flow.resolve import rewritten_note
 from applyonce.flow.verify import verify_against_git
+from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.state.ledger import CallRow
 
 Progress = Callable[[int], None]
@@ -124,6 +131,14 @@ def audit(
     report = AuditReport(ref=ref)
     tip = ctx.publisher.tip(ref)
     hide = ctx.store.resolve_commit(since) if since else None
+    require_complete(
+        ctx.store,
+        ref,
+        tip,
+        hide=hide,
+        hint=REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None,
+        unknown="its calls cannot all be checked",
+    )
     ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
     receipts = _Receipts(ctx, ledger_rows)
     seen: dict[str, str] = {}

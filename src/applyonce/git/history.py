@@ -52,10 +52,23 @@ REMOTE_INCOMPLETE_HINT = (
 )
 
 
+# What cannot be known without the whole history: by default, what a call's search asks.
+UNKNOWN_LANDED = "whether a call already landed on it cannot be known"
+
+
 def require_complete(
-    store: GitStore, ref: str, tip: str | None, *, hide: str | None = None, hint: str | None = None
+    store: GitStore,
+    ref: str,
+    tip: str | None,
+    *,
+    hide: str | None = None,
+    hint: str | None = None,
+    unknown: str = UNKNOWN_LANDED,
 ) -> None:
     """Make sure a walk of ``ref`` from ``tip`` (down to ``hide``) sees every commit of it.
+
+    Args:
+        unknown: what cannot be known without those commits, as the error says it.
 
     Raises:
         HistoryIncompleteError: commits below a shallow boundary or a graft are missing here.
@@ -66,8 +79,7 @@ def require_complete(
     what = "a shallow clone" if store.is_shallow() else "grafted (info/grafts)"
     raise HistoryIncompleteError(
         f"the history of {ref} is incomplete here ({what}: the parents of"
-        f" {hidden[0][:12]} are missing), so whether a call already landed on it cannot be"
-        " known",
+        f" {hidden[0][:12]} are missing), so {unknown}",
         hint=hint,
         ref=ref,
         cut=hidden[0],
