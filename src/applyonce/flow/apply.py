@@ -126,6 +126,7 @@ def identify(
     limits = read_limits(ctx)
     patch = parse(patch_text, options.format, limits=limits)
     ref = ctx.store.resolve_branch(options.branch)
+    ctx.require_remote_branch(ref)
     if options.branch is not None and ctx.publisher.tip(ref) is None and not ctx.store.head_is(ref):
         raise UsageError(
             f"there is no branch {options.branch!r}",

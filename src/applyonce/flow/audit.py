@@ -14,7 +14,10 @@ Problems found, each named by call ID with what to do:
 * ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
 * ``tampered``        a receipt does not verify (edited, unreadable, or disagrees with the ledger);
 * ``mismatch``        a receipt's commit, files or digests differ from what the commit holds;
-* ``unreachable``     a committed receipt's commit is no longer on the branch;
+* ``unreachable``     a committed receipt's commit is no longer on the branch: record a
+                      rewrite done on purpose with ``applyonce resolve CALL_ID --as rewritten``;
+* ``unpushed``        with ``--remote``: a committed receipt's commit is on this repository's
+                      branch and not on the remote's (made without ``--remote``, not pushed);
 * ``pending``         a call is still prepared (interrupted): run ``applyonce recover``;
 * ``unknown``         a call's outcome is unknown: run ``applyonce resolve``.
 
@@ -39,7 +42,7 @@ from applyonce.core.trailers import Trailers
 from applyonce.flow.adopt import carries_other_change, own_commit, paths_rewrite_adds
 from applyonce.flow.context import Context
 from applyonce.flow.resolve import rewritten_note
-from applyonce.flow.verify import verify_against_git
+from applyonce.flow.verify import push_hint, unpushed, verify_against_git
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.state.ledger import CallRow
 
@@ -194,17 +197,32 @@ def audit(
             if note is not None:
                 report.rewritten.append(Rewritten(call_id, receipt.commit, note))
                 continue
-            report.problems.append(
-                Problem(
-                    "unreachable",
-                    call_id,
-                    f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
-                    "the branch was reset or rewritten; re-apply the call as a new attempt if"
-                    " its change is still wanted",
-                    receipt.commit,
-                )
-            )
+            report.problems.append(_unreachable(ctx, ref, call_id, receipt.commit))
     return report
+
+
+def _unreachable(ctx: Context, ref: str, call_id: str, commit: str | None) -> Problem:
+    """The problem of a committed call whose commit ``ref`` does not have."""
+    short = str(commit)[:12]
+    if commit is not None and unpushed(ctx, ref, commit):
+        branch = ref.removeprefix("refs/heads/")
+        return Problem(
+            "unpushed",
+            call_id,
+            f"receipt's commit {short} is on this repository's {branch}, not on remote "
+            f"{ctx.remote}'s (the call was made without --remote, and not pushed)",
+            push_hint(ctx, ref, "audit again"),
+            commit,
+        )
+    return Problem(
+        "unreachable",
+        call_id,
+        f"receipt's commit {short} is not on {ref} (the branch was reset or rewritten)",
+        f"if that was done on purpose, record it with 'applyonce resolve {call_id[:12]} --as "
+        "rewritten --note TEXT' (and send the change again as a new attempt if it is still "
+        "wanted)",
+        commit,
+    )
 
 
 def _forged(
