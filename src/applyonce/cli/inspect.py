@@ -179,6 +179,11 @@ def audit(
                 f"{report.copies} commit(s) copy a call that landed on another branch "
                 "(cherry-picks); that branch's audit checks them"
             )
+        if report.undone:
+            typer.echo(
+                f"{report.undone} commit(s) carrying a call's change were undone by a later "
+                "commit (git revert); the change of each such call stands at most once"
+            )
         typer.echo(
             f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
             f"{report.receipts} receipt(s): {verdict}"

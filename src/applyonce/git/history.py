@@ -254,6 +254,32 @@ def later_changes(
     return LaterChanges(tuple(found))
 
 
+def undone_by(
+    store: GitStore, tip: str, commit: str, *, walk_limit: int = LATER_WALK_LIMIT
+) -> str | None:
+    """The commit after ``commit`` on the branch at ``tip`` that undid it, if one did: one
+    ``git revert`` made (its message says ``This reverts commit <id>``), or one that put every
+    path ``commit`` changed back as it was before ``commit``, from as ``commit`` left it (an
+    undo by hand). None when none did among the ``walk_limit`` newest commits after it.
+    """
+    parent = store.parent_of(commit)
+    paths = sorted(store.paths_changed(parent, commit))
+    before = store.repo[parent].peel(pygit2.Tree) if parent is not None else None
+    after = store.repo[commit].peel(pygit2.Tree)
+    marker = f"This reverts commit {commit}".encode()
+    for walked, later in enumerate(store.commits(tip, hide=commit)):
+        if walked >= walk_limit:
+            return None
+        if marker in later.raw_message:
+            return str(later.id)
+        if not later.parents:
+            continue
+        from_after = all(_entry(later.parents[0].tree, p) == _entry(after, p) for p in paths)
+        if from_after and all(_entry(later.tree, p) == _entry(before, p) for p in paths):
+            return str(later.id)
+    return None
+
+
 def _entry(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:
     """What ``tree`` holds at ``path``: its object ID and mode (None: nothing)."""
     if tree is None:
