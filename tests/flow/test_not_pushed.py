@@ -125,3 +125,20 @@ def test_a_branch_the_remote_lacks_is_said_first(
     assert landed.returncode == 0, landed.stderr
     published = "TWO" in on_origin(clone, "work:f.txt")
     assert published is ("--dry-run" not in args)
+
+
+def test_a_revert_on_a_branch_the_remote_lacks_is_said_first(clone: Repo) -> None:
+    """A call made on ``work`` here (not pushed), reverted with --remote origin: origin has no
+    branch work, and that is what is said, before whether the call's commit is on it."""
+    clone.git("checkout", "-q", "-b", "work")
+    applied = apply_to(clone, "--json")
+    assert applied.returncode == 0, applied.stderr
+    call_id = json.loads(applied.stdout)["call_id"]
+    before = state(clone)
+    refused = run_cli("revert", call_id, "--repo", str(clone.path), "--remote", "origin")
+    assert (refused.returncode, refused.stderr) == (4, BRANCH_MISSING)
+    assert state(clone) == before
+    clone.git("push", "-q", "origin", "work")
+    reverted = run_cli("revert", call_id, "--repo", str(clone.path), "--remote", "origin")
+    assert reverted.returncode == 0, reverted.stderr
+    assert "TWO" not in on_origin(clone, "work:f.txt")
