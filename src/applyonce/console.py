@@ -55,14 +55,24 @@ def emit_json_error(exit_code: int, error: dict[str, Any]) -> None:
     emit_json({"schema_version": SCHEMA_VERSION, "exit_code": exit_code, "error": error})
 
 
+# What an internal error tells the user to do, unless the command says otherwise: a call may
+# have been in flight, and recover finishes it from Git.
+CRASH_HINT = "run 'applyonce recover', then report the log"
+
+
 @contextlib.contextmanager
-def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None]:
+def error_boundary(
+    as_json: Callable[[], bool] = lambda: False,
+    crash_hint: Callable[[], str | None] = lambda: None,
+) -> Iterator[None]:
     """Expected failures: one line and their exit code. Anything else: exit 3 and a log file.
 
     Args:
         as_json: whether the command line asked for ``--json``; asked only once a failure
             happened, so that it sees the parsed options. Then the failure is also printed as one
             JSON object on stdout (:func:`emit_json_error`), since no receipt will be.
+        crash_hint: what the running command says to do after an internal error, if it says
+            anything (asked once one happened); else :data:`CRASH_HINT`.
     """
     try:
         yield
@@ -98,17 +108,29 @@ def error_boundary(as_json: Callable[[], bool] = lambda: False) -> Iterator[None
             # Never a database password (a --ledger connection string) in the log or the line.
             from applyonce.core.redaction import redact_secrets  # not for --help
 
-            argv = redact_secrets(repr(sys.argv))
+            # Each word as given, before repr() escapes its quotes and backslashes, so the
+            # password is masked as libpq reads it.
+            argv = repr([redact_secrets(word) for word in sys.argv])
             handle.write(f"applyonce {applyonce.__version__}\nargv: {argv}\n\n")
             handle.write(redact_secrets(traceback.format_exc()))
-        reason = redact_secrets(str(exc))[:200]
-        message = f"internal error: {type(exc).__name__}: {reason}; details in {log}"
-        hint = "run 'applyonce recover', then report the log"
+        cause = _sole_cause(exc)
+        reason = redact_secrets(str(cause))[:200]
+        message = f"internal error: {type(cause).__name__}: {reason}; details in {log}"
+        hint = crash_hint() or CRASH_HINT
         if as_json():
             internal = {"kind": "internal", "message": message, "hint": hint, "log": log}
             emit_json_error(EXIT_INTERNAL, internal)
         typer.echo(f"{message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _sole_cause(exc: Exception) -> BaseException:
+    """The one exception inside nested exception groups (a task group wraps what a task
+    raised), which names what went wrong; ``exc`` itself when it holds more or none."""
+    cause: BaseException = exc
+    while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+        cause = cause.exceptions[0]
+    return cause
 
 
 class StatusLine:

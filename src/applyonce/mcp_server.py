@@ -46,7 +46,7 @@ import applyonce
 from applyonce.agents import PatchRunner, ToolOutput, error_output
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallDiff, Executor, PlanView
-from applyonce.mcp_wire import CheckedLines, claimed_stdin
+from applyonce.mcp_wire import CheckedLines, ServerAnswers, Unanswered, claimed_stdin
 from applyonce.results import (
     DIFF_CAP,
     PatchResult,
@@ -317,23 +317,32 @@ class PatchServer:
 
 async def _serve(runner: PatchRunner) -> None:
     server = PatchServer(runner).build()
-    # Standard input goes through CheckedLines, which answers every malformed line itself (the
-    # SDK would drop it unanswered); its answers join the server's on the one write stream.
-    answers, to_forward = anyio.create_memory_object_stream[SessionMessage](16)
+    # Two writers share the one wire: the server, and CheckedLines, which answers the malformed
+    # lines it keeps from the SDK (which would drop them unanswered). Both send into one stream
+    # that a single task copies to the transport; that task closes the transport's write side
+    # only when both are done, so no answer still queued when standard input ends (a piped
+    # client) is sent into a closed stream. And the end of the input reaches the server only
+    # once every request it was given is answered (Unanswered), so none is cancelled unanswered.
+    outgoing, to_wire = anyio.create_memory_object_stream[SessionMessage](16)
+    unanswered = Unanswered()
     with claimed_stdin() as wire:
-        lines = cast("anyio.AsyncFile[str]", CheckedLines(wire, answers))
+        lines = cast("anyio.AsyncFile[str]", CheckedLines(wire, outgoing.clone(), unanswered))
         async with (
             stdio_server(stdin=lines) as (read_stream, write_stream),
             anyio.create_task_group() as tasks,
         ):
-            tasks.start_soon(_forward, to_forward, write_stream)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-            tasks.cancel_scope.cancel()
+            tasks.start_soon(_forward, to_wire, write_stream)
+            # Each writer closes its side when it is done: the server when its input has ended,
+            # CheckedLines at the end of its input.
+            answers = ServerAnswers(outgoing, unanswered)
+            await server.run(read_stream, answers, server.create_initialization_options())
 
 
-async def _forward(answers: MemoryObjectReceiveStream[SessionMessage], write_stream: Any) -> None:
-    async with answers:
-        async for message in answers:
+async def _forward(outgoing: MemoryObjectReceiveStream[SessionMessage], write_stream: Any) -> None:
+    """Copy every answer to the transport, in order, until both writers are done; then close
+    the transport's write side, which writes what it holds and ends the session."""
+    async with outgoing, write_stream:
+        async for message in outgoing:
             await write_stream.send(message)
 
 

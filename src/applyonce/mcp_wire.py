@@ -18,6 +18,10 @@ with the next line:
 The error carries the request's id when it can be read from the line, else ``null``, as JSON-RPC
 2.0 asks. Wrong types inside well-formed ``params`` (a tool's arguments) are the SDK's and the
 tools' to answer, as before. A blank line is no message and is skipped.
+
+The end of standard input ends the session only once every request is answered: a piped client
+(``cat requests | applyonce mcp``) closes its side after its last request and still reads the
+answers, which the SDK alone would drop, cancelling what still runs (:class:`Unanswered`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,12 @@ class WireError:
 def check_line(raw: bytes) -> WireError | None:
     """None when the SDK reads ``raw`` as a JSON-RPC message the server can answer; else the
     error to answer instead (module docstring)."""
+    checked = _checked(raw)
+    return checked if isinstance(checked, WireError) else None
+
+
+def _checked(raw: bytes) -> types.JSONRPCMessage | WireError:
+    """The message the SDK reads from ``raw``, or the error to answer instead."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -74,7 +84,7 @@ def check_line(raw: bytes) -> WireError | None:
         parsed = _loads(text)
         if isinstance(parsed, dict) and "id" in parsed:
             return _bad_id(parsed["id"])
-    return None
+    return message
 
 
 def _why_invalid(text: str) -> WireError:
@@ -188,13 +198,94 @@ def _json_type(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
+class Unanswered:
+    """The requests passed on to the server and not answered yet.
+
+    The SDK takes the end of its input for a client that has gone away: it cancels the
+    requests still running and closes its side. A piped client closes its standard input
+    after its last request and still reads the answers; so the end of the input reaches the
+    SDK only once every request passed on has its answer (or was cancelled by the client,
+    which is never answered). Ids are compared as the SDK compares them: ``"7"`` is ``7``.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[RequestId, int] = {}
+        self._none_open = anyio.Event()
+        self._none_open.set()
+
+    def asked(self, request_id: RequestId) -> None:
+        key = _same_id(request_id)
+        self._open[key] = self._open.get(key, 0) + 1
+        if self._none_open.is_set():
+            self._none_open = anyio.Event()
+
+    def settled(self, request_id: RequestId | None) -> None:
+        """A request was answered, or cancelled by the client; an unknown id changes nothing."""
+        if request_id is None:
+            return
+        key = _same_id(request_id)
+        left = self._open.get(key, 0) - 1
+        if left > 0:
+            self._open[key] = left
+            return
+        self._open.pop(key, None)
+        if not self._open:
+            self._none_open.set()
+
+    async def all_answered(self) -> None:
+        await self._none_open.wait()
+
+
+def _same_id(request_id: RequestId) -> RequestId:
+    """The id as the SDK matches it: a string that spells an integer is that integer."""
+    if isinstance(request_id, str):
+        try:
+            return int(request_id)
+        except ValueError:
+            return request_id
+    return request_id
+
+
+class ServerAnswers:
+    """The server's writer: each message goes on to ``outgoing``, and each answer it carries
+    settles its request in ``unanswered``."""
+
+    def __init__(
+        self, outgoing: MemoryObjectSendStream[SessionMessage], unanswered: Unanswered
+    ) -> None:
+        self._outgoing = outgoing
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._outgoing.send(item)
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._unanswered.settled(message.id)
+
+    async def aclose(self) -> None:
+        await self._outgoing.aclose()
+
+    async def __aenter__(self) -> ServerAnswers:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 class CheckedLines:
     """Standard input for the SDK's stdio transport: the lines it can read, in order; every
-    other line is answered through ``answers`` (module docstring)."""
+    other line is answered through ``answers`` (module docstring). The input ends for the SDK
+    once every request it was given is answered (:class:`Unanswered`)."""
 
-    def __init__(self, wire: BinaryIO, answers: MemoryObjectSendStream[SessionMessage]) -> None:
+    def __init__(
+        self,
+        wire: BinaryIO,
+        answers: MemoryObjectSendStream[SessionMessage],
+        unanswered: Unanswered,
+    ) -> None:
         self._wire = anyio.wrap_file(wire)
         self._answers = answers
+        self._unanswered = unanswered
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -204,11 +295,27 @@ class CheckedLines:
             async for raw in self._wire:
                 if not raw.strip():
                     continue
-                error = check_line(raw)
-                if error is None:
-                    yield raw.decode("utf-8")
-                else:
-                    await self._answers.send(SessionMessage(error.response()))
+                checked = _checked(raw)
+                if isinstance(checked, WireError):
+                    await self._answers.send(SessionMessage(checked.response()))
+                    continue
+                if isinstance(checked, types.JSONRPCRequest):
+                    self._unanswered.asked(checked.id)
+                elif (
+                    isinstance(checked, types.JSONRPCNotification)
+                    and checked.method == "notifications/cancelled"
+                ):
+                    self._unanswered.settled(_cancelled_id(checked.params))
+                yield raw.decode("utf-8")
+            await self._unanswered.all_answered()
+
+
+def _cancelled_id(params: dict[str, Any] | None) -> RequestId | None:
+    """The request a ``notifications/cancelled`` names, if it names one."""
+    value = (params or {}).get("requestId")
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return value
 
 
 @contextmanager
@@ -232,4 +339,11 @@ def claimed_stdin() -> Iterator[BinaryIO]:
         os.dup2(private, 0)
 
 
-__all__ = ["CheckedLines", "WireError", "check_line", "claimed_stdin"]
+__all__ = [
+    "CheckedLines",
+    "ServerAnswers",
+    "Unanswered",
+    "WireError",
+    "check_line",
+    "claimed_stdin",
+]

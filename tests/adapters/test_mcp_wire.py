@@ -221,3 +221,77 @@ def test_blank_lines_are_skipped_unanswered(session: Session) -> None:
 def test_check_line(raw: bytes, expected: tuple[int, int | None] | None) -> None:
     error = check_line(raw)
     assert (error if error is None else (error.code, error.id)) == expected
+
+
+def piped_session(
+    repo: Repo, lines: list[bytes], *extra: str
+) -> tuple[int, list[dict[str, Any]], str]:
+    """A client that writes all its lines, closes the server's standard input, then reads
+    every answer (``cat requests | applyonce mcp``): the exit code, the answers, stderr."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "piped", "version": "1"},
+        },
+    }
+    head = [json.dumps(hello).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}']
+    proc = subprocess.run(
+        [sys.executable, "-m", "applyonce", "mcp", "--repo", str(repo.path), *extra],
+        input=b"".join(line + b"\n" for line in head + lines),
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=60,
+        check=False,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    return proc.returncode, answers, proc.stderr.decode()
+
+
+def test_malformed_lines_at_the_end_of_the_input_are_all_answered(repo: Repo) -> None:
+    # The answers to the last malformed lines were still queued when the input ended: the SDK
+    # closed its side under them (12 answers of 21, then exit 3 with a traceback).
+    for _ in range(3):
+        code, answers, err = piped_session(
+            repo, [json.dumps({"jsonrpc": "2.0", "id": n}).encode() for n in range(1, 21)]
+        )
+        assert (code, err) == (0, "")
+        assert [answer["id"] for answer in answers] == list(range(21))
+        assert all(answer["error"]["code"] == -32600 for answer in answers[1:])
+
+
+def test_a_call_running_at_the_end_of_the_input_is_answered(repo: Repo) -> None:
+    # The SDK cancels what still runs when its input ends; the call ran to its end all the
+    # same (its commit landed) and its answer was lost. Its answer, and those of the requests
+    # after it, are written before the session ends.
+    requests = [
+        json.dumps(call(1, ADD.format(line="piped"))).encode(),
+        json.dumps({**call(2, ADD.format(line="piped")), "id": "2"}).encode(),
+        b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":4}',
+    ]
+    code, answers, err = piped_session(repo, requests, "--check", "sleep 1")
+    assert (code, err) == (0, "")
+    by_id = {answer["id"]: answer for answer in answers}
+    assert sorted(by_id, key=str) == sorted([0, 1, "2", 3, 4], key=str)
+    assert by_id[1]["result"]["structuredContent"]["status"] == "committed"
+    assert by_id[1]["result"]["structuredContent"]["replayed"] is False
+    assert by_id["2"]["result"]["structuredContent"]["replayed"] is True
+    assert by_id[4]["error"]["code"] == -32600
+    assert repo.commit_count() == 2
+
+
+def test_a_call_the_client_cancelled_does_not_hold_the_session_open(repo: Repo) -> None:
+    # A cancelled request is never answered (the protocol says so): the session still ends
+    # at the end of the input, instead of waiting for an answer that will not come.
+    requests = [
+        json.dumps(call(1, ADD.format(line="cancelled"))).encode(),
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"1"}}',
+        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
+    ]
+    code, answers, err = piped_session(repo, requests, "--check", "sleep 1")
+    assert (code, err) == (0, "")
+    assert [answer["id"] for answer in answers] == [0, 2]

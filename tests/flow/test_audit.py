@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 
 import orjson
@@ -9,6 +10,9 @@ import orjson
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, run_cli
 from tests.flow.records import SECOND, apply, audit
+
+# Adds a line after an anchor that stays: it applies again on top of itself.
+ANCHORED = "*** Begin Patch\n*** Update File: notes.md\n@@\n # notes\n+added\n*** End Patch\n"
 
 
 def test_clean_repo_audits_clean(repo: Repo) -> None:
@@ -52,14 +56,116 @@ def test_deleted_receipt_is_found(repo: Repo) -> None:
     assert [(p["kind"], p["call_id"]) for p in problems] == [("no-receipt", receipt["call_id"])]
 
 
-def test_second_commit_with_same_call_id_is_found(repo: Repo) -> None:
+def test_a_call_reverted_then_cherry_picked_again_is_on_the_branch_once(repo: Repo) -> None:
+    """The user reverted the call's commit, then cherry-picked it back: two commits carry the
+    Call-Id, and the change stands once. Audit said "user-rewrite … run 'applyonce recover' to
+    record it" (recover had nothing to do) and "duplicate … undo the later commit's change"
+    (which would remove the change altogether). It is clean, the undone commit counted."""
     receipt = apply(repo)
     repo.git("revert", "--no-edit", "HEAD")
     repo.git("cherry-pick", receipt["commit"])
-    code, problems = audit(repo)
-    assert code == 1
-    kinds = {(p["kind"], p["call_id"]) for p in problems}
-    assert ("duplicate", receipt["call_id"]) in kinds
+    result = run_cli("audit", "--repo", str(repo.path))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout == (
+        "1 commit(s) carrying a call's change were undone by a later commit (git revert); the "
+        "change of each such call stands at most once\n"
+        "audited 2 Call-Id commit(s) on refs/heads/main and 1 receipt(s): clean\n"
+    )
+    report = orjson.loads(run_cli("audit", "--repo", str(repo.path), "--json").stdout)
+    assert (report["clean"], report["undone"]) == (True, 1)
+    # The call's receipt stands as it was, and a repeat replays it.
+    again = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
+    assert again.returncode == 0 and "replayed" in again.stderr
+
+
+def test_a_call_applied_twice_is_a_duplicate_until_the_later_copy_is_reverted(
+    repo: Repo,
+) -> None:
+    """A second commit with the call's trailers and its change applied again on top (the
+    change is there twice): a duplicate; the hint's 'git revert' of the later commit makes the
+    next audit clean."""
+    (repo.path / "notes.md").write_text("# notes\nend\n")
+    repo.git("add", "notes.md")
+    repo.git("commit", "-q", "-m", "notes")
+    receipt = apply(repo, ANCHORED)
+    assert (repo.path / "notes.md").read_text() == "# notes\nadded\nend\n"
+    (repo.path / "notes.md").write_text("# notes\nadded\nadded\nend\n")
+    repo.git("commit", "-q", "-a", "-C", receipt["commit"])  # its message, trailers and all
+    later = repo.head()
+    result = run_cli("audit", "--repo", str(repo.path))
+    assert result.returncode == 1
+    call = receipt["call_id"][:12]
+    assert result.stdout.splitlines()[0] == (
+        f"duplicate    {call}  commits {receipt['commit'][:12]} and {later[:12]} both carry "
+        "this Call-Id and its change, and no later commit undid either; if the change is there "
+        f"twice, undo the later one with 'git revert {later[:12]}' (audit then counts it as "
+        "undone)"
+    )
+    repo.git("revert", "--no-edit", later)
+    assert (repo.path / "notes.md").read_text() == "# notes\nadded\nend\n"
+    clean = run_cli("audit", "--repo", str(repo.path))
+    assert clean.returncode == 0 and clean.stdout.endswith(": clean\n"), clean.stdout
+
+
+def test_a_lost_record_of_a_call_two_commits_carry_says_which_commit_to_resolve(
+    repo: Repo,
+) -> None:
+    """Reverted and cherry-picked, then the state directory lost: the call's record is rebuilt
+    as unknown (two commits carry it). Each text on the way names what 'resolve' needs
+    (--commit, and which one), and following them makes audit clean."""
+    receipt = apply(repo)
+    repo.git("revert", "--no-edit", "HEAD")
+    repo.git("cherry-pick", receipt["commit"])
+    picked = repo.head()
+    shutil.rmtree(repo.state_dir())
+    call = receipt["call_id"][:12]
+    ours, theirs = receipt["commit"][:12], picked[:12]
+    decide = (
+        f"decide which commit is the call's ({theirs} or {ours}; 'applyonce audit' counts one a "
+        f"later commit undid), then run 'applyonce resolve {call} --as committed --commit "
+        "COMMIT --note TEXT'"
+    )
+    exact = (
+        f"run 'applyonce resolve {call} --as committed --commit {theirs} --note TEXT' ({theirs} "
+        "is the one no later commit undid)"
+    )
+
+    audited = run_cli("audit", "--repo", str(repo.path))
+    assert audited.returncode == 1
+    assert audited.stdout.splitlines()[0] == (
+        f"no-receipt   {call}  commit {theirs} has no receipt; run 'applyonce recover' to "
+        f"record it; then {exact}"
+    )
+    repeated = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
+    assert repeated.returncode == 5
+    assert repeated.stderr == (
+        f"error: 2 commits carry call {call}; run 'applyonce recover' to record it; then {decide}\n"
+    )
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert f"{call}  claimed    unknown    2 commits carry this Call-Id; {decide}" in (
+        recovered.stdout
+    )
+    after = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
+    assert after.returncode == 5
+    assert after.stderr == (
+        f"error: call {call}'s outcome is unknown: 2 commits carry this Call-Id; {decide}\n"
+    )
+    audited = run_cli("audit", "--repo", str(repo.path))
+    assert audited.stdout.splitlines()[0] == (
+        f"unknown      {call}  the call's outcome is unknown (2 commits carry this Call-Id); "
+        f"{exact}"
+    )
+    refused = run_cli("resolve", call, "--as", "committed", "--note", "x", "--repo", str(repo.path))
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "error: 2 commits on refs/heads/main carry this Call-Id; pass --commit with the one "
+        f"that counts ({theirs} or {ours})\n"
+    )
+    resolve = ("resolve", call, "--as", "committed", "--commit", theirs, "--note", "picked")
+    resolved = run_cli(*resolve, "--repo", str(repo.path))
+    assert resolved.returncode == 0, resolved.stderr
+    clean = run_cli("audit", "--repo", str(repo.path))
+    assert clean.returncode == 0 and clean.stdout.endswith(": clean\n"), clean.stdout
 
 
 def test_commit_no_longer_on_branch_is_found(repo: Repo) -> None:
@@ -117,7 +223,10 @@ def test_unknown_outcome_needs_a_person_then_resolves(repo: Repo) -> None:
     repo.git("cherry-pick", commit)
     recovered = run_cli("recover", "--repo", str(repo.path))
     assert recovered.returncode == 5
-    assert "unknown" in recovered.stdout and "run 'applyonce resolve'" in recovered.stdout
+    assert "unknown" in recovered.stdout
+    assert f"run 'applyonce resolve {repo.call_ids()[0][:12]} --as committed --commit" in (
+        recovered.stdout
+    )
     again = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
     assert again.returncode == 5 and "outcome is unknown" in again.stderr
     call_id = repo.call_ids()[0]

@@ -110,3 +110,35 @@ def test_a_path_at_the_depth_cap_is_committed(repo: Repo) -> None:
     result = run_cli("apply", "-", "--repo", str(repo.path), input=_patch(path))
     assert result.returncode == 0, result
     assert path in repo.files()
+
+
+def _with_submodule(repo: Repo) -> None:
+    """A submodule at ``lib`` (a gitlink, not initialised: an empty directory, as a clone
+    without --recurse-submodules leaves it)."""
+    repo.git("update-index", "--add", "--cacheinfo", f"160000,{repo.head()},lib")
+    repo.git("commit", "-q", "-m", "lib as a submodule")
+    (repo.path / "lib").mkdir()
+
+
+def test_refuses_a_path_in_a_submodule_saying_it_is_one(repo: Repo) -> None:
+    # Said before: "parent lib is a file, not a directory".
+    _with_submodule(repo)
+    _assert_refused(
+        repo,
+        _patch("lib/src/x.py"),
+        "error: lib/src/x.py: lib is a submodule; change it in its own repository (the one "
+        "checked out at lib)\n",
+    )
+
+
+def test_rejects_a_change_to_a_submodule_itself_saying_where_to_make_it(repo: Repo) -> None:
+    _with_submodule(repo)
+    head, files = repo.head(), repo.files()
+    patch = "*** Begin Patch\n*** Update File: lib\n@@\n-x\n+y\n*** End Patch\n"
+    result = run_cli("apply", "-", "--repo", str(repo.path), input=patch)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: cannot update lib: it is a submodule; change it in its own repository (the "
+        "one checked out at lib)\n",
+    )
+    assert (repo.head(), repo.files()) == (head, files)

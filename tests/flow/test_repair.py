@@ -99,7 +99,12 @@ def test_recover_records_a_call_with_two_commits_and_no_record_as_unknown(repo: 
     shutil.rmtree(repo.state_dir())
     result = run_cli("recover", "--repo", str(repo.path))
     assert result.returncode == 5
-    assert "2 commits carry this Call-Id; run 'applyonce resolve'" in result.stdout
+    picked, call = repo.head()[:12], receipt["call_id"][:12]
+    assert (
+        f"2 commits carry this Call-Id; decide which commit is the call's ({picked} or "
+        f"{receipt['commit'][:12]}; 'applyonce audit' counts one a later commit undid), then "
+        f"run 'applyonce resolve {call} --as committed --commit COMMIT --note TEXT'"
+    ) in result.stdout
     shown = run_cli("show", receipt["call_id"], "--repo", str(repo.path))
     assert shown.returncode == 0 and "status    unknown" in shown.stdout
 

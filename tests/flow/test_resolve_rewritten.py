@@ -76,3 +76,27 @@ def test_resolve_as_rewritten_refused_while_the_commit_is_on_the_branch(repo: Re
     )
     assert refused.stderr.count("\n") == 1
     assert record_of(repo) == record  # nothing written: no event, no receipt
+
+
+def test_an_amend_that_drops_the_trailers_is_unreachable_and_the_hint_makes_audit_clean(
+    repo: Repo,
+) -> None:
+    """The call's commit amended with a message of the user's own: no commit carries the
+    Call-Id any more. Audit said to re-apply the call as a new attempt (its change is on the
+    branch already: that would apply it twice) and never named what records the rewrite."""
+    call_id = committed_call(repo)
+    own = repo.head()
+    repo.git("commit", "-q", "--amend", "-m", "my own words")
+    audited = cli(repo, "audit")
+    assert audited.returncode == 1
+    assert audited.stdout.splitlines()[0] == (
+        f"unreachable  {call_id[:12]}  receipt's commit {own[:12]} is not on refs/heads/main "
+        "(the branch was reset or rewritten); if that was done on purpose, record it with "
+        f"'applyonce resolve {call_id[:12]} --as rewritten --note TEXT' (and send the change "
+        "again as a new attempt if it is still wanted)"
+    )
+    resolved = cli(repo, "resolve", call_id[:12], "--as", "rewritten", "--note", "amended")
+    assert resolved.returncode == 0, resolved.stderr
+    clean = cli(repo, "audit")
+    assert clean.returncode == 0, clean.stdout
+    assert clean.stdout.splitlines()[0] == f"rewritten    {call_id[:12]}  resolved by hand: amended"

@@ -117,3 +117,65 @@ def test_recover_leaves_a_call_in_flight_when_its_history_is_cut_short(tmp_path:
     assert settled.returncode == 0, settled.stdout + settled.stderr
     [outcome] = json.loads(settled.stdout)["outcomes"]
     assert outcome["now"] == "rejected"  # killed before its publish: nothing took effect
+
+
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_audit_of_a_clone_made_shallow_says_so_and_how_to_make_it_complete(
+    tmp_path: Path,
+) -> None:
+    """Calls made, then the clone made shallow ('git fetch --depth=1', as a CI cache does):
+    their commits are all on the branch, below the boundary. Audit reported them as problems
+    ("unreachable … re-apply as a new attempt", a "mismatch" for the commit at the boundary)
+    that recover could not clear. It is refused instead (exit 4, nothing written), saying the
+    history is incomplete and how to make it complete; once complete it is clean."""
+    seed = make_repo(tmp_path / "seed", {"README.md": "# demo\n"})
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(seed.path), str(tmp_path / "o.git")], check=True
+    )
+    clone = Repo(tmp_path / "clone")
+    subprocess.run(
+        ["git", "clone", "-q", f"file://{tmp_path / 'o.git'}", str(clone.path)], check=True
+    )
+    for name in ("a", "b", "c"):
+        added = f"*** Begin Patch\n*** Add File: {name}.txt\n+{name}\n*** End Patch\n"
+        assert apply_remote(clone, added).returncode == 0
+    clone.git("fetch", "-q", "--depth=1", "origin")
+    assert (clone.path / ".git" / "shallow").is_file()
+    before = (clone.git("for-each-ref"), _tree_bytes(clone.path))
+
+    audited = run_cli("audit", "--repo", str(clone.path))
+    assert audited.returncode == 4, audited.stdout + audited.stderr
+    assert audited.stdout == ""
+    assert audited.stderr == (
+        "error: the history of refs/heads/main is incomplete here (a shallow clone: the parents "
+        f"of {clone.head()[:12]} are missing), so its calls cannot all be checked; make the "
+        "clone complete ('git fetch --unshallow'; or pass --remote NAME, which deepens it from "
+        "that remote), then repeat\n"
+    )
+    assert "new attempt" not in audited.stderr and "recover" not in audited.stderr
+    as_json = run_cli("audit", "--repo", str(clone.path), "--json")
+    assert as_json.returncode == 4
+    assert json.loads(as_json.stdout)["error"]["kind"] == "history-incomplete"
+    assert (clone.git("for-each-ref"), _tree_bytes(clone.path)) == before
+
+    # Only the commits after --since: all here, so that much is audited.
+    since = run_cli("audit", "--repo", str(clone.path), "--since", "HEAD")
+    assert since.returncode == 0 and since.stdout.endswith(": clean\n"), since.stdout + since.stderr
+
+    # With --remote, the clone is deepened from it first.
+    remote = run_cli("audit", "--repo", str(clone.path), "--remote", "origin")
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert (
+        remote.stdout == "audited 3 Call-Id commit(s) on refs/heads/main and 3 receipt(s): clean\n"
+    )
+    # And the command the refusal gives makes it complete too.
+    clone.git("fetch", "-q", "--depth=1", "origin")
+    assert run_cli("audit", "--repo", str(clone.path)).returncode == 4
+    clone.git("fetch", "-q", "--unshallow")
+    whole = run_cli("audit", "--repo", str(clone.path))
+    assert whole.returncode == 0 and whole.stdout == remote.stdout, whole.stdout + whole.stderr

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
     from applyonce.executor import Executor
 
 # ctx.meta, shared by a command's context and its group's: whether the command line asks for
-# --json, for the error boundary's sake.
+# --json, and what an internal error tells the user to do, for the error boundary's sake.
 _JSON = "applyonce.json"
+_CRASH_HINT = "applyonce.crash_hint"
+
+
+def on_internal_error(ctx: typer.Context, hint: str) -> None:
+    """What the running command's internal error (exit 3) tells the user to do, when the
+    generic advice (``console.CRASH_HINT``: run recover) is not what is true for it."""
+    ctx.meta[_CRASH_HINT] = hint
 
 
 def _asks_json(args: list[str]) -> bool:
@@ -69,7 +76,7 @@ class _Commands(typer.core.TyperGroup):
         # ctx.args: the command's arguments (typer has taken its name off), for the case where
         # the command is not even found.
         ctx.meta[_JSON] = _asks_json(list(ctx.args))
-        with error_boundary(lambda: bool(ctx.meta.get(_JSON))):
+        with error_boundary(lambda: bool(ctx.meta.get(_JSON)), lambda: ctx.meta.get(_CRASH_HINT)):
             return super().invoke(ctx)
 
     def list_commands(self, ctx: Any) -> list[str]:

@@ -142,7 +142,8 @@ def replay(
 
 
 @app.command(
-    epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 5 unreadable state."
+    epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 4 history"
+    " incomplete (a shallow clone), 5 unreadable state."
 )
 def audit(
     repo: RepoOpt = Path("."),
@@ -177,6 +178,11 @@ def audit(
             typer.echo(
                 f"{report.copies} commit(s) copy a call that landed on another branch "
                 "(cherry-picks); that branch's audit checks them"
+            )
+        if report.undone:
+            typer.echo(
+                f"{report.undone} commit(s) carrying a call's change were undone by a later "
+                "commit (git revert); the change of each such call stands at most once"
             )
         typer.echo(
             f"audited {report.commits} Call-Id commit(s) on {report.ref} and "

@@ -24,6 +24,7 @@ from applyonce.cli.app import (
     StateOpt,
     _emit_json,
     app,
+    on_internal_error,
 )
 from applyonce.console import contract_sha256
 from applyonce.errors import UsageError
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 @app.command("mcp", epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.")
 def mcp_command(
+    ctx: typer.Context,
     repo: RepoOpt = Path("."),
     branch: BranchOpt = None,
     contract: ContractOpt = None,
@@ -57,6 +59,13 @@ def mcp_command(
     from applyonce.executor import CallOptions
     from applyonce.flow.leases import checked_lease
 
+    # The server fails as a whole only outside a call (a call's own failure is its tool
+    # error), and a call that was running when it did ran to its end and was recorded.
+    on_internal_error(
+        ctx,
+        "the calls the server ran are recorded, and repeating one returns its result: "
+        "start 'applyonce mcp' again, and report the log",
+    )
     if lease_seconds is not None:
         checked_lease(lease_seconds)  # refused now, not at every call
     from applyonce.agents import PatchRunner

@@ -151,7 +151,13 @@ def check_parents(base: TreeReader, path: str) -> None:
         kind = base.kind(parent)
         if kind == "symlink":
             raise UnsafePathError(f"{path}: parent {parent} is a symlink", path=path)
-        if kind in ("file", "submodule"):
+        if kind == "submodule":
+            raise PlanError(
+                f"{path}: {parent} is a submodule",
+                path=path,
+                hint=f"change it in its own repository (the one checked out at {parent})",
+            )
+        if kind == "file":
             raise PlanError(f"{path}: parent {parent} is a file, not a directory", path=path)
 
 
@@ -168,7 +174,11 @@ def _existing_file(base: TreeReader, path: str, verb: str, written_as: str | Non
     if kind == "dir":
         raise PlanError(f"cannot {verb} {path}: it is a directory", path=path)
     if kind == "submodule":
-        raise PlanError(f"cannot {verb} {path}: it is a submodule", path=path)
+        raise PlanError(
+            f"cannot {verb} {path}: it is a submodule",
+            path=path,
+            hint=f"change it in its own repository (the one checked out at {path})",
+        )
 
 
 def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> TreePlan:

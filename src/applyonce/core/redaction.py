@@ -4,8 +4,10 @@ A ledger's connection string may be given in either libpq form, and both may hol
 
 * a URL: ``postgresql://user:PASSWORD@host/db``, and ``?password=PASSWORD`` (or
   ``sslpassword``) in its query;
-* ``key=value`` words: ``host=/run/pg dbname=app password=PASSWORD``, a value quoted with
-  ``'…'`` and ``\\'`` inside it when it holds spaces.
+* ``key=value`` words: ``host=/run/pg dbname=app password=PASSWORD``. The value is read as
+  libpq reads it (``conninfo_parse``): after the ``=`` and any blanks, a value that starts with
+  ``'`` runs to the next ``'`` not escaped by a backslash; any other value runs to the next ASCII
+  blank not escaped by a backslash, quotes and all (``password=x'y`` is the password ``x'y``).
 
 :func:`redact_secrets` replaces each such password with ``***`` wherever it appears in a text —
 a message, a traceback, the command line written to a crash log — and leaves everything else as
@@ -23,10 +25,16 @@ MASK = "***"
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:@/\s?#]*:)[^\s/?#]*@")
 # ?password=…&  (a URL's query; percent-encoded or not)
 _QUERY_PASSWORD = re.compile(r"(?i)(?P<head>[?&](?:ssl)?password=)[^&#\s]*")
-# password=… as a libpq key=value word: quoted ('a b\'c'), or up to the next space or quote
-# (one not escaped cannot be part of an unquoted value).
+# password=… as a libpq key=value word (module docstring). Blanks are the ASCII ones libpq's
+# isspace() sees; a backslash escapes the character after it (any one, a blank too), and one at
+# the very end is dropped; an unterminated quoted value is masked to the end of the text.
+_BLANKS = r" \t\n\v\f\r"
+_ESCAPED = r"\\[\s\S]?"
+_QUOTED = rf"'(?:[^'\\]|{_ESCAPED})*'?"
+_UNQUOTED = rf"(?:[^'\\{_BLANKS}]|{_ESCAPED})(?:[^\\{_BLANKS}]|{_ESCAPED})*"
 _WORD_PASSWORD = re.compile(
-    r"(?i)(?P<head>(?<![\w.&?])(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|(?:[^\s'\\]|\\.)+)"
+    rf"(?i)(?P<head>(?<![\w.&?])(?:ssl)?password[{_BLANKS}]*=[{_BLANKS}]*)"
+    rf"(?:{_QUOTED}|{_UNQUOTED})?"
 )
 
 

@@ -126,6 +126,7 @@ def identify(
     limits = read_limits(ctx)
     patch = parse(patch_text, options.format, limits=limits)
     ref = ctx.store.resolve_branch(options.branch)
+    ctx.require_remote_branch(ref)
     if options.branch is not None and ctx.publisher.tip(ref) is None and not ctx.store.head_is(ref):
         raise UsageError(
             f"there is no branch {options.branch!r}",
@@ -312,8 +313,12 @@ def _unknown(ctx: Context, ident: CallIdentity) -> UnknownOutcomeError:
         receipt = ctx.receipts.load(ident.call_id)
         error = receipt.error or {} if receipt is not None else {}
     reason = f": {error['message']}" if error.get("message") else ""
-    kind = ForgedCallIdError if error.get("kind") == ForgedCallIdError.kind else UnknownOutcomeError
-    return kind(f"call {ident.call_id[:12]}'s outcome is unknown{reason}", call_id=ident.call_id)
+    message = f"call {ident.call_id[:12]}'s outcome is unknown{reason}"
+    if error.get("kind") == ForgedCallIdError.kind:
+        return ForgedCallIdError(message, call_id=ident.call_id)
+    # Recorded already: what is left is a person's decision.
+    hint = settle.unknown_hint(ident.call_id, error)
+    return UnknownOutcomeError(message, call_id=ident.call_id, hint=hint)
 
 
 def _find_published(
@@ -342,7 +347,10 @@ def _find_published(
         return None
     if len(commits) > 1:
         raise UnknownOutcomeError(
-            f"{len(commits)} commits carry call {ident.call_id[:12]}", call_id=ident.call_id
+            f"{len(commits)} commits carry call {ident.call_id[:12]}",
+            call_id=ident.call_id,
+            hint="run 'applyonce recover' to record it; then "
+            + settle.duplicate_hint(ident.call_id, commits),
         )
     check_same_args(ctx, ident, commits[0])
     return adopt_commit(ctx, ident, claim.execution_id, ref, commits[0], receipt, args=args)

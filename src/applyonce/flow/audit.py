@@ -10,16 +10,29 @@ Problems found, each named by call ID with what to do:
                       cherry-pick after a reset) and carries its change, maybe beside other
                       changes: run ``applyonce recover`` to record it;
 * ``identity``        a commit's trailers do not recompute to its Call-Id;
-* ``duplicate``       two commits carry one Call-Id (the call landed twice);
+* ``duplicate``       two commits carry one Call-Id and its change, and no later commit undid
+                      either (the change may be there twice): ``git revert`` the later one;
 * ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
 * ``tampered``        a receipt does not verify (edited, unreadable, or disagrees with the ledger);
 * ``mismatch``        a receipt's commit, files or digests differ from what the commit holds;
-* ``unreachable``     a committed receipt's commit is no longer on the branch;
+* ``unreachable``     a committed receipt's commit is no longer on the branch: record a
+                      rewrite done on purpose with ``applyonce resolve CALL_ID --as rewritten``;
+* ``unpushed``        with ``--remote``: a committed receipt's commit is on this repository's
+                      branch and not on the remote's (made without ``--remote``, not pushed);
 * ``pending``         a call is still prepared (interrupted): run ``applyonce recover``;
 * ``unknown``         a call's outcome is unknown: run ``applyonce resolve``.
 
 A committed call whose commit a person rewrote away on purpose and recorded so (``applyonce
 resolve CALL_ID --as rewritten --note TEXT``) is not a problem: it is listed as ``rewritten``.
+Nor is a commit carrying a call's change that a later commit undid (``git revert``, or by hand):
+the call's change reverted and applied again (``git revert`` then ``git cherry-pick`` of the
+call's commit) stands once, and is counted as ``undone``.
+
+An audit needs the whole history it checks: in a shallow clone (or one with grafts) a call's
+commit may lie below the boundary, where it looks unreachable, and the commit at the boundary
+looks parentless. Rather than report those as problems (or "clean" without the commits it cannot
+see), audit is refused with :class:`~applyonce.git.history.HistoryIncompleteError` and the
+command that makes the clone complete, as a call is (``--remote`` deepens it from the remote).
 """
 
 from __future__ import annotations
@@ -33,7 +46,9 @@ from applyonce.core.trailers import Trailers
 from applyonce.flow.adopt import carries_other_change, own_commit, paths_rewrite_adds
 from applyonce.flow.context import Context
 from applyonce.flow.resolve import rewritten_note
-from applyonce.flow.verify import verify_against_git
+from applyonce.flow.settle import duplicate_hint, unknown_hint
+from applyonce.flow.verify import push_hint, unpushed, verify_against_git
+from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete, undone_by
 from applyonce.state.ledger import CallRow
 
 Progress = Callable[[int], None]
@@ -65,6 +80,7 @@ class AuditReport:
     receipts: int = 0
     problems: list[Problem] = field(default_factory=list)
     copies: int = 0  # copies (cherry-picks) of calls that landed on another branch
+    undone: int = 0  # commits carrying a call's change that a later commit undid (git revert)
     rewritten: list[Rewritten] = field(default_factory=list)
 
     @property
@@ -79,6 +95,7 @@ class AuditReport:
             "clean": self.clean,
             "problems": [asdict(p) for p in self.problems],
             **({"copies": self.copies} if self.copies else {}),
+            **({"undone": self.undone} if self.undone else {}),
             **({"rewritten": [asdict(r) for r in self.rewritten]} if self.rewritten else {}),
         }
 
@@ -124,9 +141,18 @@ def audit(
     report = AuditReport(ref=ref)
     tip = ctx.publisher.tip(ref)
     hide = ctx.store.resolve_commit(since) if since else None
+    require_complete(
+        ctx.store,
+        ref,
+        tip,
+        hide=hide,
+        hint=REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None,
+        unknown="its calls cannot all be checked",
+    )
     ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
     receipts = _Receipts(ctx, ledger_rows)
-    seen: dict[str, str] = {}
+    # Call-Id -> the commits of the walk carrying it and the call's change, newest first.
+    seen: dict[str, list[tuple[str, Trailers]]] = {}
     forged: set[str] = set()
     walk = ctx.store.walk_trailers(tip, hide=hide, key="Call-Id")
     for count, (commit_id, block) in enumerate(walk, start=1):
@@ -140,7 +166,10 @@ def audit(
             if _forged(ctx, report, ref, commit_id, call_id, receipts):
                 forged.add(call_id)
             else:
-                _check_commit(ctx, report, commit_id, call_id, block, seen, receipts)
+                seen.setdefault(call_id, []).append((commit_id, block))
+    for call_id, commits in seen.items():
+        assert tip is not None  # a commit was walked
+        _check_call(ctx, report, tip, call_id, commits, receipts)
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
         try:
@@ -161,12 +190,13 @@ def audit(
                 )
             )
         elif receipt.status == "unknown" and call_id not in forged:
+            why = (receipt.error or {}).get("message")
             report.problems.append(
                 Problem(
                     "unknown",
                     call_id,
-                    "the call's outcome is unknown",
-                    "run 'applyonce show' on it, then 'applyonce resolve'",
+                    "the call's outcome is unknown" + (f" ({why})" if why else ""),
+                    _unknown_hint(ctx, tip, receipt),
                 )
             )
         elif (
@@ -179,17 +209,51 @@ def audit(
             if note is not None:
                 report.rewritten.append(Rewritten(call_id, receipt.commit, note))
                 continue
-            report.problems.append(
-                Problem(
-                    "unreachable",
-                    call_id,
-                    f"receipt's commit {str(receipt.commit)[:12]} is not on {ref}",
-                    "the branch was reset or rewritten; re-apply the call as a new attempt if"
-                    " its change is still wanted",
-                    receipt.commit,
-                )
-            )
+            report.problems.append(_unreachable(ctx, ref, call_id, receipt.commit))
     return report
+
+
+def _unknown_hint(ctx: Context, tip: str | None, receipt: Receipt) -> str:
+    """What settles a call recorded unknown; for one several commits carry, the one of them
+    no later commit undid, when exactly one of those on the branch stands."""
+    error = receipt.error or {}
+    commits = error.get("commits")
+    if error.get("kind") == "duplicate-call-id" and isinstance(commits, list) and tip is not None:
+        store = ctx.store
+        standing = [
+            str(c)
+            for c in commits
+            if store.has_object(str(c))
+            and store.is_ancestor(str(c), tip)
+            and undone_by(store, tip, str(c)) is None
+        ]
+        if len(standing) == 1:
+            return duplicate_hint(receipt.call_id, commits, standing=standing[0])
+    return unknown_hint(receipt.call_id, error)
+
+
+def _unreachable(ctx: Context, ref: str, call_id: str, commit: str | None) -> Problem:
+    """The problem of a committed call whose commit ``ref`` does not have."""
+    short = str(commit)[:12]
+    if commit is not None and unpushed(ctx, ref, commit):
+        branch = ref.removeprefix("refs/heads/")
+        return Problem(
+            "unpushed",
+            call_id,
+            f"receipt's commit {short} is on this repository's {branch}, not on remote "
+            f"{ctx.remote}'s (the call was made without --remote, and not pushed)",
+            push_hint(ctx, ref, "audit again"),
+            commit,
+        )
+    return Problem(
+        "unreachable",
+        call_id,
+        f"receipt's commit {short} is not on {ref} (the branch was reset or rewritten)",
+        f"if that was done on purpose, record it with 'applyonce resolve {call_id[:12]} --as "
+        "rewritten --note TEXT' (and send the change again as a new attempt if it is still "
+        "wanted)",
+        commit,
+    )
 
 
 def _forged(
@@ -251,56 +315,99 @@ def _forged(
     return True
 
 
-def _check_commit(
+def _check_call(
+    ctx: Context,
+    report: AuditReport,
+    tip: str,
+    call_id: str,
+    commits: list[tuple[str, Trailers]],
+    receipts: _Receipts,
+) -> None:
+    """Check the commits of the branch that carry ``call_id`` and its change (newest first)
+    against each other and against the call's receipt."""
+    for commit_id, block in commits:
+        ident = identity_from_trailers(block)
+        if ident is None or ident.recompute() != call_id:
+            report.problems.append(
+                Problem(
+                    "identity",
+                    call_id,
+                    f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
+                    "the commit message was edited or forged; inspect it with git show",
+                    commit_id,
+                )
+            )
+    try:
+        receipt = receipts.load(call_id)
+    except ReceiptError as exc:
+        report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commits[0][0]))
+        return
+    walked = dict(commits)
+    ids = list(walked)
+    own = receipt.commit if receipt is not None and receipt.status == "committed" else None
+    below = (
+        own is not None
+        and own not in walked
+        and ctx.store.has_object(own)
+        and ctx.store.is_ancestor(own, tip)
+    )
+    if below:
+        assert own is not None
+        ids.append(own)  # on the branch, before --since: the oldest of them
+    standing = _applied_more_than_once(ctx, report, tip, call_id, ids) if len(ids) > 1 else ids
+    if below:
+        return  # the call's own commit is on the branch, and not among those audited
+    if receipt is None:
+        hint = "run 'applyonce recover' to rebuild it from the commit"
+        if len(ids) > 1:
+            # Recover records such a call unknown, for a person to say which commit is its.
+            one = standing[0] if len(standing) == 1 else None
+            hint = "run 'applyonce recover' to record it; then " + duplicate_hint(
+                call_id, ids, standing=one
+            )
+        report.problems.append(
+            Problem("no-receipt", call_id, f"commit {ids[0][:12]} has no receipt", hint, ids[0])
+        )
+        return
+    commit_id = own if own in walked else ids[0]
+    assert commit_id is not None
+    _check_against_receipt(ctx, report, commit_id, call_id, walked[commit_id], receipt)
+
+
+def _applied_more_than_once(
+    ctx: Context, report: AuditReport, tip: str, call_id: str, commits: list[str]
+) -> list[str]:
+    """Several commits of the branch carry one call's change (``commits``, newest first). One
+    that a later commit undid (``git revert``) no longer counts: the call's change reverted
+    and applied again (a revert, then a cherry-pick), or a second copy reverted, is on the
+    branch once. Two or more that stand are a problem each but the oldest. Returns those
+    that stand."""
+    standing = [c for c in commits if undone_by(ctx.store, tip, c) is None]
+    report.undone += len(commits) - len(standing)
+    for later in standing[:-1]:
+        report.problems.append(
+            Problem(
+                "duplicate",
+                call_id,
+                f"commits {standing[-1][:12]} and {later[:12]} both carry this Call-Id and its "
+                "change, and no later commit undid either",
+                f"if the change is there twice, undo the later one with 'git revert "
+                f"{later[:12]}' (audit then counts it as undone)",
+                later,
+            )
+        )
+    return standing
+
+
+def _check_against_receipt(
     ctx: Context,
     report: AuditReport,
     commit_id: str,
     call_id: str,
     block: Trailers,
-    seen: dict[str, str],
-    receipts: _Receipts,
+    receipt: Receipt,
 ) -> None:
-    """Check one Call-Id a commit carries against the call's receipt."""
-    ident = identity_from_trailers(block)
-    if ident is None or ident.recompute() != call_id:
-        report.problems.append(
-            Problem(
-                "identity",
-                call_id,
-                f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
-                "the commit message was edited or forged; inspect it with git show",
-                commit_id,
-            )
-        )
-    if call_id in seen:
-        report.problems.append(
-            Problem(
-                "duplicate",
-                call_id,
-                f"commits {seen[call_id][:12]} and {commit_id[:12]} both carry this Call-Id",
-                "the change may be there twice: check it, and undo the later commit's change "
-                "if so (this history stays on record)",
-                commit_id,
-            )
-        )
-        return
-    seen[call_id] = commit_id
-    try:
-        receipt = receipts.load(call_id)
-    except ReceiptError as exc:
-        report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commit_id))
-        return
-    if receipt is None:
-        report.problems.append(
-            Problem(
-                "no-receipt",
-                call_id,
-                f"commit {commit_id[:12]} has no receipt",
-                "run 'applyonce recover' to rebuild it from the commit",
-                commit_id,
-            )
-        )
-        return
+    """Check the commit that stands for ``call_id`` on the branch against its receipt."""
     if (
         receipt.status == "committed"
         and receipt.ref != report.ref
@@ -332,6 +439,8 @@ def _check_commit(
             )
         )
         return
+    if receipt.status == "unknown":
+        return  # the pass over the receipts reports it, with what settles it
     if receipt.status != "committed" or receipt.commit != commit_id:
         report.problems.append(
             Problem(

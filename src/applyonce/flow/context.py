@@ -115,6 +115,22 @@ class Context:
                 ) from None
         return self._ledger
 
+    def require_remote_branch(self, ref: str) -> None:
+        """With a remote as the commit point, refuse a branch the remote does not have while
+        this repository's does: the call would start the remote's branch without its commits.
+        Asked before anything else is judged against the remote's branch (whether the branch
+        exists, what the checkout has uncommitted), which would say something false of it.
+
+        Raises:
+            RemoteBranchMissingError: so (its hint: the push that makes the remote have it).
+        """
+        if self.remote is None or self.store.tip(ref) is None:
+            return
+        if self.publisher.tip(ref) is None:
+            from applyonce.git.remote import RemoteBranchMissingError
+
+            raise RemoteBranchMissingError(self.remote, ref)
+
     @property
     def repo_root(self) -> str | None:
         """The work tree's root as an agent may spell absolute paths (None: a bare repo)."""

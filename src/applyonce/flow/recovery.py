@@ -340,7 +340,8 @@ def _reconcile(
             row.call_id,
             row.state,
             "unknown",
-            f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
+            f"{len(commits)} commits carry this Call-Id; "
+            + settle.duplicate_hint(row.call_id, commits),
         )
     if len(commits) == 1:
         try:

@@ -178,7 +178,8 @@ def _record_duplicate(
             call_id,
             "-",
             "unknown",
-            f"{len(commits)} commits carry this Call-Id; run 'applyonce resolve'",
+            f"{len(commits)} commits carry this Call-Id; "
+            + settle.duplicate_hint(call_id, commits),
         )
     )
 

@@ -60,9 +60,12 @@ def resolve(
         elif len(candidates) == 1:
             chosen = candidates[0]
         else:
+            listed = " or ".join(c[:12] for c in candidates)
             raise UsageError(
                 f"{len(candidates)} commits on {row.ref} carry this Call-Id",
-                hint="pass --commit with the one that counts",
+                hint=f"pass --commit with the one that counts ({listed})"
+                if candidates
+                else "pass --as rejected if the call did not take effect",
             )
         receipt = adopt_commit(
             ctx, current.identity, execution_id, row.ref, chosen, current, note=note

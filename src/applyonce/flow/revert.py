@@ -40,14 +40,13 @@ def identify_revert(
         raise UsageError(
             f"call {short} is {reverted.status}; only a committed call can be reverted", hint=hint
         )
-    ref = reverted.ref
-    if options.branch is not None:
-        ref = ctx.store.resolve_branch(options.branch)
-        if ctx.publisher.tip(ref) is None:
-            raise UsageError(
-                f"there is no branch {options.branch!r}",
-                hint="pass an existing --branch, or leave it out to revert on the call's branch",
-            )
+    ref = reverted.ref if options.branch is None else ctx.store.resolve_branch(options.branch)
+    ctx.require_remote_branch(ref)
+    if options.branch is not None and ctx.publisher.tip(ref) is None:
+        raise UsageError(
+            f"there is no branch {options.branch!r}",
+            hint="pass an existing --branch, or leave it out to revert on the call's branch",
+        )
     args = RevertArgs(ref=ref, reverts=call_id, commit=reverted.commit)
     # Not the contract: undoing a call is the same act whoever asks (the CLI, or an MCP server
     # run with --contract), so both find the one revert.

@@ -21,6 +21,36 @@ from applyonce.state.ledger import CallRow, Event, EventKind, RowChange
 FORGED = "a commit carries this Call-Id but not its change"
 
 
+def duplicate_hint(call_id: str, commits: Sequence[str], *, standing: str | None = None) -> str:
+    """What settles a call several commits carry (``commits``): ``resolve --as committed``
+    needs ``--commit``, the one that is the call's (``standing``: the one no later commit
+    undid, when that is known)."""
+    short = call_id[:12]
+    if standing is not None:
+        return (
+            f"run 'applyonce resolve {short} --as committed --commit {standing[:12]} --note "
+            f"TEXT' ({standing[:12]} is the one no later commit undid)"
+        )
+    listed = " or ".join(c[:12] for c in commits)
+    return (
+        f"decide which commit is the call's ({listed}; 'applyonce audit' counts one a later "
+        f"commit undid), then run 'applyonce resolve {short} --as committed --commit COMMIT "
+        "--note TEXT'"
+    )
+
+
+def unknown_hint(call_id: str, error: dict[str, object] | None) -> str:
+    """What settles a call recorded as unknown, as its receipt's ``error`` says why."""
+    commits = (error or {}).get("commits")
+    if (error or {}).get("kind") == "duplicate-call-id" and isinstance(commits, list):
+        return duplicate_hint(call_id, [str(c) for c in commits])
+    short = call_id[:12]
+    return (
+        f"see 'applyonce show {short}', then settle it with 'applyonce resolve {short} --as "
+        "committed|rejected --note TEXT'"
+    )
+
+
 def row_change_of(receipt: Receipt, sha256: str | None) -> RowChange:
     """The columns a settled receipt sets in its call's row."""
     change = RowChange(

@@ -8,7 +8,7 @@ import hashlib
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import Receipt, ReceiptError
 from applyonce.core.trailers import Trailers
-from applyonce.errors import ApplyOnceError, StateError
+from applyonce.errors import ApplyOnceError, ConflictError, StateError
 from applyonce.flow.context import Context
 from applyonce.state.ledger import CallRow, KeyReusedError
 
@@ -18,6 +18,30 @@ class UnknownOutcomeError(StateError):
     default_hint = (
         "run 'applyonce recover' to record it, then 'applyonce show' it and 'applyonce resolve' it"
     )
+
+
+class NotPushedError(ConflictError):
+    """A call committed to this repository's own branch (without ``--remote``), repeated with a
+    remote as the commit point whose branch does not have that commit: it was never pushed."""
+
+    kind = "not-pushed"
+    default_retryable = True
+
+
+def unpushed(ctx: Context, ref: str, commit: str) -> bool:
+    """Whether ``commit``, not on the remote's ``ref``, is on this repository's own ``ref``:
+    a call made here without ``--remote`` and not pushed since (never a reset or rewrite)."""
+    if ctx.remote is None:
+        return False
+    local = ctx.store.tip(ref)
+    return (
+        local is not None and ctx.store.has_object(commit) and ctx.store.is_ancestor(commit, local)
+    )
+
+
+def push_hint(ctx: Context, ref: str, then: str) -> str:
+    """What makes the remote's ``ref`` hold this repository's commits: the push, then ``then``."""
+    return f"push it ('git push {ctx.remote} {ref.removeprefix('refs/heads/')}'), then {then}"
 
 
 def verify_against_git(ctx: Context, receipt: Receipt, *, trailers: Trailers | None = None) -> None:
@@ -96,6 +120,15 @@ def check_still_on_branch(ctx: Context, receipt: Receipt) -> None:
                 "(rewritten by the user: amend, rebase)",
                 call_id=receipt.call_id,
                 hint="run 'applyonce recover' to record it, then repeat the call",
+            )
+        if unpushed(ctx, receipt.ref, receipt.commit):
+            branch = receipt.ref.removeprefix("refs/heads/")
+            raise NotPushedError(
+                f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]} on this "
+                f"repository's {branch}, and remote {ctx.remote}'s {branch} does not have it "
+                "(it was not pushed)",
+                call_id=receipt.call_id,
+                hint=push_hint(ctx, receipt.ref, "repeat the call"),
             )
         raise UnknownOutcomeError(
             f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]}, which is "

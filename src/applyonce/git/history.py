@@ -53,10 +53,23 @@ REMOTE_INCOMPLETE_HINT = (
 )
 
 
+# What cannot be known without the whole history: by default, what a call's search asks.
+UNKNOWN_LANDED = "whether a call already landed on it cannot be known"
+
+
 def require_complete(
-    store: GitStore, ref: str, tip: str | None, *, hide: str | None = None, hint: str | None = None
+    store: GitStore,
+    ref: str,
+    tip: str | None,
+    *,
+    hide: str | None = None,
+    hint: str | None = None,
+    unknown: str = UNKNOWN_LANDED,
 ) -> None:
     """Make sure a walk of ``ref`` from ``tip`` (down to ``hide``) sees every commit of it.
+
+    Args:
+        unknown: what cannot be known without those commits, as the error says it.
 
     Raises:
         HistoryIncompleteError: commits below a shallow boundary or a graft are missing here.
@@ -67,8 +80,7 @@ def require_complete(
     what = "a shallow clone" if store.is_shallow() else "grafted (info/grafts)"
     raise HistoryIncompleteError(
         f"the history of {ref} is incomplete here ({what}: the parents of"
-        f" {hidden[0][:12]} are missing), so whether a call already landed on it cannot be"
-        " known",
+        f" {hidden[0][:12]} are missing), so {unknown}",
         hint=hint,
         ref=ref,
         cut=hidden[0],
@@ -242,6 +254,32 @@ def later_changes(
         if changed:
             found.append(LaterCommit(str(later.id), changed))
     return LaterChanges(tuple(found))
+
+
+def undone_by(
+    store: GitStore, tip: str, commit: str, *, walk_limit: int = LATER_WALK_LIMIT
+) -> str | None:
+    """The commit after ``commit`` on the branch at ``tip`` that undid it, if one did: one
+    ``git revert`` made (its message says ``This reverts commit <id>``), or one that put every
+    path ``commit`` changed back as it was before ``commit``, from as ``commit`` left it (an
+    undo by hand). None when none did among the ``walk_limit`` newest commits after it.
+    """
+    parent = store.parent_of(commit)
+    paths = sorted(store.paths_changed(parent, commit))
+    before = store.repo[parent].peel(pygit2.Tree) if parent is not None else None
+    after = store.repo[commit].peel(pygit2.Tree)
+    marker = f"This reverts commit {commit}".encode()
+    for walked, later in enumerate(store.commits(tip, hide=commit)):
+        if walked >= walk_limit:
+            return None
+        if marker in later.raw_message:
+            return str(later.id)
+        if not later.parents:
+            continue
+        from_after = all(_entry(later.parents[0].tree, p) == _entry(after, p) for p in paths)
+        if from_after and all(_entry(later.tree, p) == _entry(before, p) for p in paths):
+            return str(later.id)
+    return None
 
 
 def _entry(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:

@@ -92,6 +92,14 @@ class RemoteBranchMissingError(ConflictError):
     kind = "remote-branch-missing"
     default_retryable = True
 
+    def __init__(self, remote: str, ref: str) -> None:
+        branch = ref.removeprefix("refs/heads/")
+        super().__init__(
+            f"remote {remote} has no branch {branch}, which has commits here",
+            hint=f"push it first ('git push {remote} {branch}'), then repeat the call",
+            ref=ref,
+        )
+
 
 @dataclass(frozen=True)
 class _Result:
@@ -180,12 +188,10 @@ class RemotePublisher:
         local = self.store.tip(ref)
         if expected is None and local is not None and not self.store.is_ancestor(local, new):
             # A new remote without the branch: the call's commit would start it alone, without
-            # the project's history and files (and this checkout would never show it).
-            branch = ref.removeprefix("refs/heads/")
-            raise RemoteBranchMissingError(
-                f"remote {self.remote} has no branch {branch}, which has commits here",
-                hint=f"push it first ('git push {self.remote} {branch}'), then repeat the call",
-            )
+            # the project's history and files (and this checkout would never show it). A call
+            # is refused so before anything else (Context.require_remote_branch); this is the
+            # commit point's own guard.
+            raise RemoteBranchMissingError(self.remote, ref)
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
         for attempt in range(FETCH_LOCK_RETRIES):
