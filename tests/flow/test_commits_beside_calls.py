@@ -2,7 +2,7 @@
 
 ``git commit`` reads the branch's tip, then takes ``index.lock``, builds the tree from the index
 and moves the branch by compare-and-swap against the tip it read. A call that moved the branch
-(its publish, the local branch following a remote's, a catch-up) and
+(its publish, the local branch following a remote's, a catch-up, recover's roll forward) and
 took ``index.lock`` only for the sync after it left a gap: a ``git commit`` that started there
 read the call's commit, found the index still holding the files as they were before it, and
 committed them — the call undone, ``audit`` clean, the call's "Success" unchanged. So the
@@ -27,6 +27,8 @@ import orjson
 import pytest
 
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, apply, make_repo, run_cli
+from tests.flow.test_recovery import PATCH as THREE_FILE_PATCH
+from tests.flow.test_recovery import assert_invariants
 from tests.flow.test_remote_publish import apply_remote, server_calls
 
 LOCK_TAKEN = "index.lock': File exists."
@@ -124,6 +126,38 @@ def test_a_revert_holds_the_lock_across_its_publish_too(repo: Repo) -> None:
     assert done.returncode == 0, done.stderr
     assert changed_by(repo, "HEAD") == ["README.md"]
     assert blob(repo, "HEAD", "src/util.py") == "VALUE = 1\n"
+
+
+def test_recovers_roll_forward_holds_the_lock_across_its_publish(repo: Repo) -> None:
+    base = repo.head()
+    staged = run_cli(
+        "apply", "-", "--repo", str(repo.path), "--json",
+        input=THREE_FILE_PATCH, env={"APPLYONCE_FAULT": "after-commit-object"},
+    )  # fmt: skip
+    assert staged.returncode == -signal.SIGKILL
+    assert repo.head() == base
+    killed = run_cli(
+        "recover", "--repo", str(repo.path), env={"APPLYONCE_FAULT": "after-roll-forward"}
+    )
+    assert killed.returncode == -signal.SIGKILL
+    rolled = repo.head()
+    assert rolled != base and blob(repo, rolled, "src/util.py") == "VALUE = 2\n"
+    refused = user_commit(repo, path="src/app.py")  # (the call deletes README.md)
+    assert refused.returncode == 128 and LOCK_TAKEN in refused.stderr, refused.stderr
+    assert repo.head() == rolled
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    again = run_cli("apply", "-", "--repo", str(repo.path), "--json", input=THREE_FILE_PATCH)
+    assert again.returncode == 0, again.stderr
+    assert repo.head() == rolled
+    assert repo.git("status", "--porcelain") == " M src/app.py\n"
+    done = user_commit(repo, path="src/app.py")
+    assert done.returncode == 0, done.stderr
+    assert changed_by(repo, "HEAD") == ["src/app.py"]
+    assert repo.git("rev-parse", "HEAD~1").strip() == rolled
+    # The call itself is as the crash matrix wants it.
+    repo.git("reset", "-q", "--hard", rolled)
+    assert_invariants(repo, base, orjson.loads(again.stdout)["call_id"], committed=True)
 
 
 def test_a_checkout_the_users_git_holds_is_not_waited_for_and_its_commit_fails(
