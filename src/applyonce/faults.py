@@ -27,6 +27,8 @@ POINTS = (
     "during-sync",  # index.lock held, a checkout file's temp file written, not yet renamed
     "after-sync",
     "after-reject-receipt-tmp",
+    # recover: a call's staged commit published (rolled forward), its checkout not yet synced
+    "after-roll-forward",
 )
 ENV = "APPLYONCE_FAULT"
 

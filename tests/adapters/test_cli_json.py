@@ -217,6 +217,7 @@ def test_receipt_schema_validates_real_receipts(repo: Repo) -> None:
     )
     assert crashed.returncode == -signal.SIGKILL
     commit = repo.head()
+    (repo.path / ".git" / "index.lock").unlink()  # the killed call's, removed by hand
     repo.git("reset", "-q", "--hard")
     repo.git("revert", "--no-edit", "HEAD")
     repo.git("cherry-pick", commit)

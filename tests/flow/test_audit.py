@@ -218,7 +218,10 @@ def test_unknown_outcome_needs_a_person_then_resolves(repo: Repo) -> None:
     first = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-publish"})
     assert first.returncode == -signal.SIGKILL
     commit = repo.head()
-    repo.git("reset", "-q", "--hard")  # the crash left the checkout unsynced
+    # The crash left the checkout unsynced, and the index.lock the call held: the user removes
+    # it by hand (as git says) and rewrites the branch.
+    (repo.path / ".git" / "index.lock").unlink()
+    repo.git("reset", "-q", "--hard")
     repo.git("revert", "--no-edit", "HEAD")
     repo.git("cherry-pick", commit)
     recovered = run_cli("recover", "--repo", str(repo.path))

@@ -41,7 +41,10 @@ def test_recover_does_not_say_settled_when_the_checkout_was_not_updated(repo: Re
     killed = apply(repo, env={"APPLYONCE_FAULT": "after-ledger"})  # committed, checkout not synced
     assert killed.returncode == -9
     lock = repo.path / ".git" / "index.lock"
-    lock.touch()  # the user's git holds the index: the sync must not take it
+    # The user's git holds the index (the killed call's lock gone, removed by hand): the sync
+    # must not take it.
+    lock.unlink()
+    lock.write_bytes(b"DIRC")
     try:
         recovered = run_cli("recover", "--repo", str(repo.path))
     finally:

@@ -29,9 +29,13 @@ PATCH = """*** Begin Patch
 BAD_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 7\n+VALUE = 8\n*** End Patch\n"
 # after-snapshot is reached only with --dirty commit (tests/flow/test_dirty_commit.py).
 # after-push-objects and during-catch-up only with --remote (tests/flow/test_remote_publish.py).
+# after-roll-forward only in recover (tests/flow/test_commits_beside_calls.py).
 COMMIT_POINTS = [
     p for p in POINTS
-    if p not in ("after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up")
+    if p not in (
+        "after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up",
+        "after-roll-forward",
+    )
 ]
 
 

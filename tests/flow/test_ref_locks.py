@@ -58,11 +58,18 @@ def _publish_killed_inside_libgit2(repo: Repo) -> str:
         time.sleep(0.1)  # the reflog line is written: now blocked opening logs/HEAD
         assert proc.poll() is None
         # Journaled before libgit2 took it, private like all of applyonce's state.
-        # (Beside the entries of the call's kept packs: tests/git/test_housekeeping.py.)
-        entries = (repo.state_dir() / "locks").glob("*.json")
-        (entry,) = [e for e in entries if orjson.loads(e.read_bytes())["kind"] == "ref"]
-        assert orjson.loads(entry.read_bytes())["lock"] == str(lock)
+        # (Beside the entries of the call's kept packs: tests/git/test_housekeeping.py, and of
+        # the checkout's index.lock, held across the publish.)
+        records = {
+            e: orjson.loads(e.read_bytes()) for e in (repo.state_dir() / "locks").glob("*.json")
+        }
+        (entry,) = [e for e, record in records.items() if record.get("kind") == "ref"]
+        assert records[entry]["lock"] == str(lock)
         assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+        index_lock = str(repo.path / ".git" / "index.lock")
+        assert [r["lock"] for r in records.values() if r["lock"].endswith("index.lock")] == [
+            index_lock
+        ]
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

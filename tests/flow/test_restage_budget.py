@@ -1,12 +1,13 @@
 """A branch that keeps moving under a call: the call restages on each new tip, waiting a random,
 growing moment between tries, at least MAX_RESTAGES times and on while RESTAGE_BUDGET_S lasts; a
 call that gives up is a retryable rejection (its patch applies; the branch was busy), so its
-repeat runs again. Each loss here is a real foreign commit, made by a real ``git`` process just
-before the call's compare-and-swap."""
+repeat runs again. Each loss here is a real foreign commit, made by real ``git`` processes just
+before the call's compare-and-swap: ``git commit-tree`` and ``git update-ref``, a writer that
+takes no ``index.lock`` (a ``git commit`` cannot run there: the call holds that lock across its
+publish)."""
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
@@ -28,10 +29,9 @@ class Interfering:
         if self.left > 0:
             self.left -= 1
             self.lost += 1
-            subprocess.run(
-                ["git", "-C", str(self.repo.path), "commit", "-q", "--allow-empty", "-m", "other"],
-                check=True,
-            )
+            tip = self.repo.head()
+            other = self.repo.git("commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", "other")
+            self.repo.git("update-ref", "refs/heads/main", other.strip(), tip)
         self.inner.publish(ref, expected, new, reason=reason)
 
     def __getattr__(self, name: str) -> Any:

@@ -19,9 +19,13 @@ from tests.conftest import make_repo, run_cli
 CALLS = 3
 # after-snapshot is reached only with --dirty commit (tests/flow/test_dirty_commit.py).
 # after-push-objects and during-catch-up only with --remote (tests/flow/test_remote_publish.py).
+# after-roll-forward only in recover (tests/flow/test_commits_beside_calls.py).
 CRASH_POINTS = [
     p for p in POINTS
-    if p not in ("after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up")
+    if p not in (
+        "after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up",
+        "after-roll-forward",
+    )
 ]
 
 

@@ -37,7 +37,10 @@ def test_a_split_index_is_refused_before_anything_is_written(repo: Repo) -> None
 
 
 def test_a_split_index_after_the_publish_is_a_sync_warning_for_recover(repo: Repo) -> None:
+    """The killed call held index.lock from before its publish: the user removed it by hand
+    (as git's own message says), then split the index. recover's sync meets it."""
     assert apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    (repo.path / ".git" / "index.lock").unlink()
     _split(repo)
     result = run_cli("recover", "--repo", str(repo.path))
     assert result.returncode == 4, result.stderr  # not everything settled: the checkout

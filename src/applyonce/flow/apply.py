@@ -48,7 +48,7 @@ from applyonce.flow.options import CallOptions, CallOutcome, PlanView
 from applyonce.flow.recovery import reconcile
 from applyonce.flow.replays import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
-from applyonce.flow.sync import behind_of, catch_up, sync_after_publish
+from applyonce.flow.sync import Held, behind_of, catch_up, publishing, sync_after_publish
 from applyonce.flow.verify import (
     UnknownOutcomeError,
     check_same_args,
@@ -66,6 +66,12 @@ from applyonce.state.storage import LedgerUnavailableError, StorageError
 MAX_RESTAGES = 32
 RESTAGE_WAIT_CAP_S = 0.5  # the longest random wait before a restage
 RESTAGE_BUDGET_S = 60.0  # restaging goes on past MAX_RESTAGES for this long
+# After this many lost races in a row, a call restages with its checkouts held (their
+# index.lock, flow.sync.publishing): a user's 'git commit' moves the tip while the call waits for
+# that lock, and would again during every restage made without it; held, nothing that takes the
+# lock can move the tip, and the next publish goes through. Not from the first loss: the restage
+# runs the checks again, and the user's git cannot take the lock as long as they run.
+HOLD_AFTER_LOSSES = 2
 _TOOL_CALL_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 # Calls being applied in this process right now (any thread). One call runs at most once at a time
 # per process, so a ledger claim this process holds for a call not in here was left by an apply
@@ -299,8 +305,10 @@ def _finished(
     )
 
 
-def _landed(ctx: Context, receipt: Receipt, *, replayed: bool) -> CallOutcome:
-    reports = tuple(sync_after_publish(ctx, receipt))
+def _landed(
+    ctx: Context, receipt: Receipt, *, replayed: bool, held: Held | None = None
+) -> CallOutcome:
+    reports = tuple(sync_after_publish(ctx, receipt, held=held))
     note = replay_note(ctx, receipt) if replayed else None
     behind = tuple(behind_of(ctx, receipt.ref, reports))
     return CallOutcome(receipt, reports, replayed=replayed, replay=note, behind=behind)
@@ -366,6 +374,25 @@ def _run(
         ctx, ident, execution_id, ref=ref, base=base, tool_call_id=options.tool_call_id
     )
     fault("after-prepared")
+    # The checkouts, held from just before the publish until the sync has written their indexes
+    # (:func:`publishing`); released at once if the tip moved, or the call is rejected.
+    with contextlib.ExitStack() as hold:
+        return _stage_and_publish(ctx, args, ident, execution_id, options, prepared, base, hold)
+
+
+def _stage_and_publish(
+    ctx: Context,
+    args: CallArgs,
+    ident: CallIdentity,
+    execution_id: str,
+    options: CallOptions,
+    prepared: Receipt,
+    base: str | None,
+    hold: contextlib.ExitStack,
+) -> CallOutcome:
+    """:func:`_run` once the call is prepared on ``base``: stage, check, publish (the checkouts
+    held in ``hold`` across it), settle, sync."""
+    ref = args.ref
     checks: list[CheckRecord] = []
     snap: Snapshot | None = None
     try:
@@ -377,18 +404,20 @@ def _run(
             catch_up(ctx, ref, base)
         base_tree = ctx.store.tree_at(base)
         dirty_mode = options.dirty or "refuse"
+        touched = touched_paths(ctx, args)
         snap = take_dirty(
             ctx,
             ident,
             ref,
             base,
             base_tree,
-            touched_paths(ctx, args),
+            touched,
             dirty_mode,
             shown_for_call(ctx, ref, base),
         )
         approved = False
         limits = read_limits(ctx)
+        holding, held = False, None
         # Bounded by count and time: at least MAX_RESTAGES, more while RESTAGE_BUDGET_S lasts (a
         # branch many clones share takes a loser many turns; each restage is a fresh chance).
         budget = time.monotonic() + RESTAGE_BUDGET_S
@@ -439,6 +468,9 @@ def _run(
                 {"commit": commit_id, "base": base, **({"snapshot": parent} if snap else {})},
             )
             fault("after-commit-object")
+            if not holding:
+                held = hold.enter_context(publishing(ctx, ref, touched))
+                holding = True
             try:
                 ctx.publisher.publish(ref, base, commit_id, reason=f"applyonce: {ident.call_id}")
                 break
@@ -447,20 +479,27 @@ def _run(
                 # wrongly judged dead): then it has landed, and must not land twice.
                 own = ctx.publisher.landed(ref, ident.call_id, since=base)
                 if own:
+                    hold.close()  # their indexes untouched: that execution syncs them
                     landed = adopt_commit(
                         ctx, ident, execution_id, ref, own[0], prepared, args=args
                     )
                     return _landed(ctx, landed, replayed=False)
+                if attempt + 1 < HOLD_AFTER_LOSSES:
+                    # Their indexes untouched; held again before the next publish.
+                    hold.close()
+                    holding, held = False, None
                 moved_from, base = base, moved.actual
                 base_tree = ctx.store.tree_at(base)
                 if snap is not None:
                     snap = _snapshot_again(ctx, ident, ref, snap, moved_from, base, base_tree)
-                # Writers that lost a race at once would race again in step (a remote's winner
-                # does not even fetch before its next call): a random wait, growing with the
-                # losses, lets each one's turn come.
-                time.sleep(
-                    random.uniform(0.0, min(RESTAGE_WAIT_CAP_S, 0.01 * 2 ** min(attempt, 8)))
-                )
+                if held is None:
+                    # Writers that lost a race at once would race again in step (a remote's
+                    # winner does not even fetch before its next call): a random wait, growing
+                    # with the losses, lets each one's turn come. (Not while the checkouts are
+                    # held: no other call of this repository can publish meanwhile.)
+                    time.sleep(
+                        random.uniform(0.0, min(RESTAGE_WAIT_CAP_S, 0.01 * 2 ** min(attempt, 8)))
+                    )
     except (ForgedCallIdError, PublishUnknownError):
         # Recorded unknown, or in flight until recover learns if the remote took it: neither
         # is a rejection.
@@ -470,6 +509,7 @@ def _run(
         # receipt says prepared), and the next claim settles it through Git.
         raise
     except ApplyOnceError as exc:
+        hold.close()  # their indexes untouched
         if snap is not None:
             # Decided on the user's uncommitted files, not on the tip: once they change the
             # call may apply, on the same tip too, so the rejection is never pinned.
@@ -490,7 +530,8 @@ def _run(
             call_id=ident.call_id,
             commit=commit_id,
         ) from None
-    outcome = _landed(ctx, committed, replayed=False)
+    outcome = _landed(ctx, committed, replayed=False, held=held)
+    hold.close()
     fault("after-sync")
     return outcome
 

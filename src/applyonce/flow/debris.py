@@ -3,8 +3,9 @@ lock files, temp files in the work tree, scratch checkouts that no longer open, 
 files of killed calls' packs.
 
 In the user's repository only what applyonce can prove its own is removed: the lock files its
-journal records (:mod:`applyonce.state.lockjournal`: a killed sync's ``index.lock``, the branch's
-ref lock libgit2 took for a killed publish) and the temp files of its killed syncs. Any other lock
+journal records (:mod:`applyonce.state.lockjournal`: the ``index.lock`` of a call or sync killed
+between the branch's move and the checkout's sync, the branch's ref lock libgit2 took for a killed
+publish) and the temp files of its killed syncs. Any other lock
 file nobody holds open (the user's ``git commit`` waiting for its editor, a killed git's ref lock)
 is reported with what to do, never removed. A pack's ``.keep`` is removed only if the journal
 names it, its holder is dead and it holds the holder's marker (a ``git index-pack --keep``'s, or
@@ -43,8 +44,9 @@ def remove_debris(ctx: Context) -> tuple[list[str], list[str]]:
             removed.append(str(tmp))
     journal = lock_journal(ctx)
     if journal.is_dir():
-        # No sync can run while we hold its lock, so every journaled index.lock holder is dead;
-        # a publish's entry says itself whether its holder lives.
+        # No sync, nor a publish with checkouts, can run while we hold the sync lock, so every
+        # journaled index.lock holder is dead; a ref lock's entry says itself whether its
+        # holder lives.
         with try_file_lock(ctx.state_dir / SYNC_LOCK) as free:
             removed.extend(remove_own_locks(journal, holders_dead=free, ref_at=ctx.store.tip))
     # A running sync's own lock is not the user's business.

@@ -32,8 +32,10 @@ import importlib
 import time
 from collections.abc import Callable, Iterable
 
+from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import Receipt, ReceiptError, touched_paths_of
 from applyonce.errors import ApplyOnceError
+from applyonce.faults import fault
 from applyonce.flow import settle
 from applyonce.flow.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.batch import DeferredLedger
@@ -43,7 +45,13 @@ from applyonce.flow.debris import remove_dead_keeps_of, remove_debris
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
-from applyonce.flow.sync import behind_of, resume_catch_up, sync_many
+from applyonce.flow.sync import (
+    behind_of,
+    publishing,
+    resume_catch_up,
+    sync_after_publish,
+    sync_many,
+)
 from applyonce.flow.verify import stored_receipt
 from applyonce.git.history import HistoryIncompleteError
 from applyonce.git.publisher import TipMovedError
@@ -355,27 +363,10 @@ def _reconcile(
             f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished",
         )
     orphan = _orphan_commit(ctx, row.call_id, base)
-    published: str | None = None
     if orphan is not None and base is not None and ctx.publisher.tip(row.ref) == base:
-        try:
-            ctx.publisher.publish(row.ref, base, orphan, reason=f"applyonce recover: {row.call_id}")
-            published = orphan
-        except TipMovedError:
-            # Whoever moved the tip may have published the call (a remote's branch: a recover,
-            # or the same call, in another clone): then that commit is adopted.
-            landed = ctx.publisher.landed(row.ref, row.call_id, since=base)
-            published = landed[0] if len(landed) == 1 else None
-        if published is not None:
-            try:
-                adopt_commit(ctx, ident, execution_id, row.ref, published, receipt, args=args)
-            except ForgedCallIdError:
-                return _forged(row, published)
-            why = (
-                f"commit object {orphan[:12]} was staged; published it now"
-                if published == orphan
-                else f"commit {published[:12]} is on {row.ref}; bookkeeping finished"
-            )
-            return Outcome(row.call_id, row.state, "committed", why)
+        rolled = _roll_forward(ctx, row, ident, execution_id, (base, orphan), receipt, args)
+        if rolled is not None:
+            return rolled
     error = InterruptedCallError(
         "the call was interrupted before its commit was published", call_id=row.call_id
     )
@@ -386,6 +377,49 @@ def _reconcile(
         "rejected",
         "interrupted before the publish; nothing took effect (retryable)",
     )
+
+
+def _roll_forward(
+    ctx: Context,
+    row: CallRow,
+    ident: CallIdentity,
+    execution_id: str,
+    move: tuple[str, str],
+    receipt: Receipt | None,
+    args: CallArgs | None,
+) -> Outcome | None:
+    """Publish the call's staged commit (``move``: from its base, still the tip, to that
+    commit), or adopt the commit that carries the call if another writer published it; then
+    settle and sync it, its checkouts held from before the publish
+    (:func:`applyonce.flow.sync.publishing`), as a call's are. None: nothing of the call is on
+    the branch."""
+    base, orphan = move
+    paths = sorted(ctx.store.paths_changed(base, orphan))
+    with publishing(ctx, row.ref, paths) as held:
+        try:
+            ctx.publisher.publish(row.ref, base, orphan, reason=f"applyonce recover: {row.call_id}")
+            published = orphan
+            fault("after-roll-forward")
+        except TipMovedError:
+            # Whoever moved the tip may have published the call (a remote's branch: a recover,
+            # or the same call, in another clone): then that commit is adopted.
+            landed = ctx.publisher.landed(row.ref, row.call_id, since=base)
+            if len(landed) != 1:
+                return None
+            published = landed[0]
+        try:
+            adopted = adopt_commit(ctx, ident, execution_id, row.ref, published, receipt, args=args)
+        except ForgedCallIdError:
+            return _forged(row, published)
+        why = (
+            f"commit object {orphan[:12]} was staged; published it now"
+            if published == orphan
+            else f"commit {published[:12]} is on {row.ref}; bookkeeping finished"
+        )
+        reports = sync_after_publish(ctx, adopted, held=held)
+    if touched_paths_of(adopted) & {p for r in reports for p in r.written}:
+        why += "; checkout updated"
+    return Outcome(row.call_id, row.state, "committed", why)
 
 
 def _forged(row: CallRow, commit: str) -> Outcome:

@@ -9,6 +9,15 @@ that (the user's git held ``index.lock``, a path held the user's edits, the bran
 follow the remote's) stays unsynced in the ledger: the call says so (:class:`CheckoutBehind`),
 and ``applyonce recover`` and ``applyonce show`` report it again.
 
+While a branch moves — a call's publish, the local branch following a remote's, a roll forward
+— and until the sync has written their indexes, its checkouts are held (:func:`holding_checkouts`:
+the sync lock, and each checkout's ``index.lock``), as git holds ``index.lock`` while it moves a
+branch and writes the index that goes with it. Without that, a ``git commit`` of the user's that
+started in between read the new tip, found the index still holding the files as they were, and
+committed them: the call undone, silently. A checkout whose ``index.lock`` another git holds
+(one that read the tip before the move: its own move of the branch then fails) is not waited for
+long: the branch moves, and the sync takes that lock afterwards, or says the checkout is behind.
+
 Before a call, :func:`catch_up` brings the checkouts up to the branch's tip the same way, so that
 no file of the branch's own is taken for an edit of the user's (and committed back by ``--dirty
 commit``, undoing the commits in between). With a remote as the commit point, other clones'
@@ -23,7 +32,8 @@ branch as a staged deletion there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +46,21 @@ from applyonce.flow.context import LEDGER_FILE, Context
 from applyonce.flow.dirty import sync_base
 from applyonce.flow.lag import note_followed, paths_to_bring, shown_by_checkouts
 from applyonce.flow.options import CheckoutBehind
-from applyonce.git.checkouts import SyncReport
+from applyonce.git.checkouts import HeldIndexes, SyncReport
 from applyonce.git.publisher import LocalRefPublisher
 from applyonce.state.files import atomic_write, ensure_dir, remove_file
 from applyonce.state.ledger import Event, EventKind, RowChange
 from applyonce.state.lockjournal import JOURNAL_DIR, remove_own_locks
 from applyonce.state.locks import file_lock
 
-SYNC_LOCK = "sync.lock"  # held by every sync, so around every Git lock applyonce takes
+# Held by every sync, and across every move of a branch that has checkouts until they are synced
+# (holding_checkouts): so around every index.lock applyonce takes.
+SYNC_LOCK = "sync.lock"
 LOCK_JOURNAL = JOURNAL_DIR
 CATCH_UP_FILE = "catch-up.json"  # a catch-up whose branch moved and whose files may not be synced
+# How long, before a branch moves, the index.lock of each of its checkouts is waited for: the
+# user's git holds it for milliseconds. One still held then is the sync's to take, after the move.
+HOLD_WAIT_S = 1.0
 
 
 class UnshownBranchError(ConflictError):
@@ -60,23 +75,80 @@ def lock_journal(ctx: Context) -> Path:
     return ctx.state_dir / LOCK_JOURNAL
 
 
+@dataclass(frozen=True)
+class Held:
+    """The checkouts of ``ref`` held by :func:`holding_checkouts`: the sync lock, and the
+    ``index.lock`` of each checkout that could be taken (``indexes``)."""
+
+    ref: str
+    indexes: HeldIndexes
+
+
+@contextlib.contextmanager
+def holding_checkouts(
+    ctx: Context, ref: str, paths: Sequence[str], *, locked: bool = False
+) -> Iterator[Held | None]:
+    """Hold the checkouts of ``ref`` for the block: the sync lock (``locked``: the caller holds
+    it already) and each checkout's ``index.lock``, taken within :data:`HOLD_WAIT_S` or left to
+    the sync (see the module docstring). For a move of the branch and the sync that follows it,
+    which uses the held locks (``held=`` of :func:`sync_many`, :func:`bring_up`). ``paths``:
+    the work-tree files the sync may write. Yields None where the branch has no checkout (then
+    nothing is held).
+
+    Raises:
+        LockBusyError: another applyonce kept the sync lock for the whole bounded wait.
+    """
+    checkouts = ctx.checkouts.checkouts_of(ref)
+    if not checkouts:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        if not locked:
+            ensure_dir(ctx.state_dir)
+            stack.enter_context(file_lock(ctx.state_dir / SYNC_LOCK))
+            clear_dead_syncs(ctx)
+        indexes = stack.enter_context(
+            ctx.checkouts.holding(
+                ref, paths, journal=lock_journal(ctx), wait=HOLD_WAIT_S, checkouts=checkouts
+            )
+        )
+        yield Held(ref, indexes)
+
+
+def publishing(
+    ctx: Context, ref: str, paths: Sequence[str]
+) -> contextlib.AbstractContextManager[Held | None]:
+    """Around the publish of a call on ``ref`` (``paths``: those it writes) and the sync after
+    it: with the repository's own branch as the commit point, the publish moves the branch, so
+    its checkouts are held (:func:`holding_checkouts`). With a remote, nothing is: the remote's
+    branch moves, and the local one follows in the sync, under the hold :func:`sync_many`
+    takes."""
+    if ctx.remote is not None:
+        return contextlib.nullcontext()
+    return holding_checkouts(ctx, ref, paths)
+
+
 def bring_up(
     ctx: Context,
     ref: str,
     *,
     extra: Sequence[str | None] = (),
     checkouts: Sequence[Any] | None = None,
+    held: Held | None = None,
 ) -> list[SyncReport]:
-    """Bring every checkout of ``ref`` (``checkouts``, if the caller has them) from whatever it
-    may still show (``extra``: commits the caller knows it may, see
-    :func:`applyonce.flow.lag.shown_by_checkouts`) to the branch's tip, as ``git merge
-    --ff-only`` would; note that they show it when they all do. Called with the sync lock held;
-    asks the ledger only where the branch has a checkout.
+    """Bring every checkout of ``ref`` (``checkouts``, if the caller has them; ``held``: held
+    by :func:`holding_checkouts`) from whatever it may still show (``extra``: commits the
+    caller knows it may, see :func:`applyonce.flow.lag.shown_by_checkouts`) to the branch's
+    tip, as ``git merge --ff-only`` would; note that they show it when they all do. Called with
+    the sync lock held; asks the ledger only where the branch has a checkout.
 
     Raises:
         ApplyOnceError: the index stays locked, a filter fails, git fails (nothing is lost).
     """
-    if checkouts is None:
+    indexes = held.indexes if held is not None and held.ref == ref else None
+    if indexes is not None:
+        checkouts = indexes.checkouts
+    elif checkouts is None:
         checkouts = ctx.checkouts.checkouts_of(ref)
     tip = ctx.store.tip(ref)
     if not checkouts or tip is None:
@@ -92,38 +164,31 @@ def bring_up(
         paths_to_bring(ctx, shown, tip),
         journal=lock_journal(ctx),
         checkouts=checkouts,
+        held=indexes,
     )
     if all(r.shows_tip for r in reports):
         note_followed(ctx, ref, tip)
     return reports
 
 
-def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
+def sync_many(
+    ctx: Context, receipts: Sequence[Receipt], *, held: Held | None = None
+) -> list[SyncReport]:
     """Bring the checkouts of the committed calls' branches to their tips (one pass per branch);
-    record a ``synced`` event for each call: synced when every checkout shows its commit."""
+    record a ``synced`` event for each call: synced when every checkout shows its commit.
+    ``held``: the checkouts of a branch held since it moved (:func:`publishing`), with the sync
+    lock; the others are held here before a local branch follows a remote's."""
     reports: list[SyncReport] = []
     by_ref: dict[str, list[Receipt]] = {}
     for receipt in receipts:
         by_ref.setdefault(receipt.ref, []).append(receipt)
-    ensure_dir(ctx.state_dir)
-    with file_lock(ctx.state_dir / SYNC_LOCK):
-        clear_dead_syncs(ctx)
+    with contextlib.ExitStack() as stack:
+        if held is None:
+            ensure_dir(ctx.state_dir)
+            stack.enter_context(file_lock(ctx.state_dir / SYNC_LOCK))
+            clear_dead_syncs(ctx)
         for ref, group in by_ref.items():
-            # A checkout of a branch unborn here shows none of the remote's files: its branch
-            # is not moved to them (each would stay a staged deletion there; the next call
-            # refuses, and says to pull).
-            checkouts = ctx.checkouts.checkouts_of(ref)
-            if ctx.store.tip(ref) is not None or not checkouts:
-                ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
-            ref_reports: list[SyncReport] = []
-            unfollowed: set[str] = set()
-            if checkouts:  # none (bare, another branch checked out): synced
-                extra = _bases_on_branch(ctx, ref, group)
-                ref_reports = bring_up(ctx, ref, extra=extra, checkouts=checkouts)
-                unfollowed = _not_on_branch(ctx, ref, group)
-                if unfollowed:
-                    branch = ref.removeprefix("refs/heads/")
-                    ref_reports.append(SyncReport(None, unfollowed=branch))
+            ref_reports, unfollowed = _sync_branch(ctx, ref, group, held)
             reports.extend(ref_reports)
             detail = {"reports": [r.__dict__ for r in ref_reports]}
             behind = {p for report in ref_reports for p in report.behind}
@@ -145,6 +210,42 @@ def sync_many(ctx: Context, receipts: Sequence[Receipt]) -> list[SyncReport]:
                 )
             )
     return reports
+
+
+def _sync_branch(
+    ctx: Context, ref: str, group: Sequence[Receipt], held: Held | None
+) -> tuple[list[SyncReport], set[str]]:
+    """:func:`sync_many` for the calls of ``group``, all on ``ref``, with the sync lock held:
+    their branch here follows a remote's, and its checkouts are synced, held throughout
+    (``held``, or held here). Returns the reports, and the calls whose commit the branch here
+    does not hold (it did not follow the remote's)."""
+    hold: contextlib.AbstractContextManager[Held | None]
+    if held is not None and held.ref == ref:
+        hold = contextlib.nullcontext(held)
+    else:
+        paths = sorted({p for r in group for p in touched_paths_of(r)})
+        hold = holding_checkouts(ctx, ref, paths, locked=True)
+    with hold as holds:
+        checkouts = holds.indexes.checkouts if holds is not None else []
+        # A checkout of a branch unborn here shows none of the remote's files: its branch is
+        # not moved to them (each would stay a staged deletion there; the next call refuses,
+        # and says to pull), unless the calls made the branch from nothing (staged on it
+        # unborn): the sync then brings all of its files.
+        if (
+            ctx.store.tip(ref) is not None
+            or not checkouts
+            or all(r.base_commit is None for r in group)
+        ):
+            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+        if not checkouts:  # none (bare, another branch checked out): synced
+            return [], set()
+        extra = _bases_on_branch(ctx, ref, group)
+        reports = bring_up(ctx, ref, extra=extra, held=holds)
+        unfollowed = _not_on_branch(ctx, ref, group)
+        if unfollowed:
+            branch = ref.removeprefix("refs/heads/")
+            reports.append(SyncReport(None, unfollowed=branch))
+        return reports, unfollowed
 
 
 def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[str | None]:
@@ -183,7 +284,8 @@ def _not_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> set[str]
 
 def clear_dead_syncs(ctx: Context) -> None:
     """Remove what killed syncs left (their journaled ``index.lock``, their temp files), as
-    ``recover`` does. Called with the sync lock held: every sync holds it throughout, so every
+    ``recover`` does. Called with the sync lock held: every holder of an ``index.lock`` holds it
+    throughout (a sync; a publish and its sync, :func:`holding_checkouts`), so every
     holder the journal names is dead. Without this, each later call in a clone whose sync was
     killed waited for that lock in vain, and left its checkout for ``recover``."""
     journal = lock_journal(ctx)
@@ -191,11 +293,14 @@ def clear_dead_syncs(ctx: Context) -> None:
         remove_own_locks(journal, holders_dead=True)
 
 
-def sync_after_publish(ctx: Context, receipt: Receipt) -> list[SyncReport]:
-    """Sync after a publish: the call has taken effect, so a sync failure is a warning (left for
-    'applyonce recover'), never a failure of the call."""
+def sync_after_publish(
+    ctx: Context, receipt: Receipt, *, held: Held | None = None
+) -> list[SyncReport]:
+    """Sync after a publish (``held``: the checkouts held since, :func:`publishing`): the call
+    has taken effect, so a sync failure is a warning (left for 'applyonce recover'), never a
+    failure of the call."""
     try:
-        return sync_many(ctx, [receipt])
+        return sync_many(ctx, [receipt], held=held)
     except (ApplyOnceError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
         return [SyncReport(None, (), (), failed=reason)]
@@ -292,11 +397,12 @@ def _catch_up(ctx: Context, ref: str, local: str | None, to: str | None) -> list
     journal = ctx.state_dir / CATCH_UP_FILE
     atomic_write(journal, orjson.dumps({"ref": ref, "from": local, "to": to}))
     assert ctx.index is not None  # open_context makes one
-    LocalRefPublisher(ctx.store, ctx.index, lock_journal(ctx)).publish(
-        ref, local, to, reason=f"applyonce: follow {ctx.remote}"
-    )
-    fault("during-catch-up")
-    moved = bring_up(ctx, ref, extra=[local])
+    with holding_checkouts(ctx, ref, paths, locked=True) as held:
+        LocalRefPublisher(ctx.store, ctx.index, lock_journal(ctx)).publish(
+            ref, local, to, reason=f"applyonce: follow {ctx.remote}"
+        )
+        fault("during-catch-up")
+        moved = bring_up(ctx, ref, extra=[local], held=held)
     if not any(r.failed for r in moved):
         remove_file(journal, durable=True)
     if all(r.shows_tip for r in moved):

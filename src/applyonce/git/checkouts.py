@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,14 @@ from applyonce.core.plan import MODE_EXEC, MODE_FILE, MODE_LINK
 from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
 from applyonce.git.filters import autocrlf_of, clean_blob, filter_of
-from applyonce.git.indexlock import lent, locked_index, reading_index, skips_worktree, stage_file
+from applyonce.git.indexlock import (
+    LockedIndex,
+    lent,
+    locked_index,
+    reading_index,
+    skips_worktree,
+    stage_file,
+)
 from applyonce.git.store import GitStore, GitTree, Version
 from applyonce.git.versions import versions_since
 from applyonce.git.workfiles import (
@@ -147,6 +155,31 @@ class SyncReport:
     def shows_tip(self) -> bool:
         """Whether the checkout shows the tip now (its own edits on top of it aside)."""
         return self.failed is None and not self.behind and self.unfollowed is None
+
+
+class HeldIndexes:
+    """The checkouts of a branch (``checkouts``), and the ``index.lock`` of each that could be
+    taken, held with its index read under it (see :meth:`Checkouts.holding`)."""
+
+    def __init__(self, checkouts: Sequence[pygit2.Repository]) -> None:
+        self.checkouts = checkouts
+        self._locked: dict[str, tuple[LockedIndex, contextlib.ExitStack]] = {}
+
+    def hold(self, checkout: pygit2.Repository, locked: LockedIndex, stack: ExitStack) -> None:
+        self._locked[checkout.path] = (locked, stack)
+
+    def of(self, checkout: pygit2.Repository) -> LockedIndex | None:
+        """The held index of ``checkout`` (None: its lock is not held here)."""
+        held = self._locked.get(checkout.path)
+        return held[0] if held is not None else None
+
+    def release(self, checkout: pygit2.Repository) -> None:
+        """Release ``checkout``'s lock now (its index written, or left as it was), as git
+        releases ``index.lock`` once it has written the index: before anything is recorded as
+        synced, the index is durable and the lock gone."""
+        held = self._locked.pop(checkout.path, None)
+        if held is not None:
+            held[1].close()
 
 
 class Checkouts:
@@ -402,6 +435,40 @@ class Checkouts:
                     )
         return found
 
+    @contextlib.contextmanager
+    def holding(
+        self,
+        ref: str,
+        paths: Sequence[str],
+        *,
+        journal: Path,
+        wait: float,
+        checkouts: Sequence[pygit2.Repository] | None = None,
+    ) -> Iterator[HeldIndexes]:
+        """Hold the ``index.lock`` of every checkout of ``ref`` for the block, each taken within
+        ``wait`` seconds or not at all (another git holds it; the sync then tries again), as git
+        holds it while it moves a branch and writes the index that goes with it: a ``git
+        commit`` that read the branch's new tip meanwhile cannot commit the old index's files
+        over it. ``paths``: the work-tree files a sync may write (``journal``: where each lock
+        is recorded first, see ``state.lockjournal``). ``checkouts``: :meth:`checkouts_of`
+        ``ref``, if the caller has them already.
+
+        :meth:`sync_checkouts` releases a checkout's lock once it has written (or left) its
+        index; every other one is released when the block ends, its index as it was.
+        """
+        if checkouts is None:
+            checkouts = self.checkouts_of(ref)
+        held = HeldIndexes(checkouts)
+        with ExitStack() as stack:
+            for checkout in checkouts:
+                own = stack.enter_context(ExitStack())  # released by the sync, or at the end
+                # Not held, for whatever reason (the user's git has it, the index cannot be
+                # read): the sync takes it itself, or says why it cannot.
+                with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
+                    locked = own.enter_context(locked_index(checkout, journal, paths, wait=wait))
+                    held.hold(checkout, locked, own)
+            yield held
+
     def sync_checkouts(
         self,
         ref: str,
@@ -410,6 +477,7 @@ class Checkouts:
         *,
         journal: Path,
         checkouts: Sequence[pygit2.Repository] | None = None,
+        held: HeldIndexes | None = None,
     ) -> list[SyncReport]:
         """Bring ``paths`` in every checkout of ``ref`` to the branch tip, without losing work.
 
@@ -417,8 +485,8 @@ class Checkouts:
         since ``base_commit`` (in both the work tree and the index): a fast-forward, as ``git
         merge --ff-only`` makes; anything else is the user's and is left alone, and reported.
         Each checkout's index is held locked from its read to its write (``journal``: where the
-        lock is recorded first, see ``state.lockjournal``). ``checkouts``: :meth:`checkouts_of`
-        ``ref``, if the caller has them already.
+        lock is recorded first, see ``state.lockjournal``): ``held`` (see :meth:`holding`), or
+        taken here. ``checkouts``: :meth:`checkouts_of` ``ref``, if the caller has them already.
 
         Raises:
             ApplyOnceError: the index stays locked, is a split index, a filter driver fails, or
@@ -429,16 +497,40 @@ class Checkouts:
         paths = list(paths)
         for checkout in self.checkouts_of(ref) if checkouts is None else checkouts:
             try:
-                with locked_index(checkout, journal, paths) as locked:
-                    report = self._sync_one(checkout, locked.index, tip, base_commit, paths)
-                    if report.written:
-                        locked.commit()
+                locked = held.of(checkout) if held is not None else None
+                if locked is not None and held is not None:
+                    try:
+                        report = self._sync_locked(checkout, locked, tip, base_commit, paths)
+                    finally:
+                        held.release(checkout)
+                else:
+                    with locked_index(checkout, journal, paths) as locked:
+                        report = self._sync_locked(checkout, locked, tip, base_commit, paths)
             except pygit2.GitError as exc:
                 raise CheckoutSyncError(
                     f"git failed updating the checkout at {checkout.workdir}: {exc}"
                 ) from None
             reports.append(report)
         return reports
+
+    def _sync_locked(
+        self,
+        checkout: pygit2.Repository,
+        locked: LockedIndex,
+        tip: str | None,
+        base_commit: str | None,
+        paths: list[str],
+    ) -> SyncReport:
+        """Sync one checkout whose index is ``locked``; its index is written once, if at all."""
+        try:
+            locked.cover(paths)
+            report = self._sync_one(checkout, locked.index, tip, base_commit, paths)
+            if report.written:
+                locked.commit()
+        except BaseException:
+            locked.spoil()
+            raise
+        return report
 
     def _sync_one(
         self,

@@ -5,7 +5,9 @@
 caller changes it; :meth:`LockedIndex.commit` has libgit2 write it once, into a private file on
 the index's file system, fsyncs that file and renames it over the index while ``index.lock`` is
 still held, then releases the lock. A ``git add`` that ran before is in what was read; one that
-runs meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost.
+runs meanwhile finds the lock taken and fails loudly, as between two gits. Nothing is lost. The
+lock may be taken before the branch moves, and held until the sync writes the index
+(:meth:`applyonce.git.checkouts.Checkouts.holding`), as git holds it while it moves a branch.
 
 Reading a large index costs tens of milliseconds, so the parsed index is kept in memory between
 calls (:func:`open_index`, :func:`keep_index`), with the identity of the file it was read from or
@@ -254,6 +256,17 @@ class LockedIndex:
         self.held = held
         self.checkout_index = checkout_index
         self.index = checkout_index.index
+        self.spoiled = False  # changed in memory and not written: never kept
+
+    def cover(self, paths: Sequence[str]) -> None:
+        """Before the holder writes ``paths`` in the work tree: name them in the lock's journal
+        entry, if it does not yet (``recover`` then finds their temp files after a kill)."""
+        self.held.cover(paths)
+
+    def spoil(self) -> None:
+        """The index in memory was changed and will not be written (the write failed): it is
+        dropped when the lock is released, never kept as the file's."""
+        self.spoiled = True
 
     def commit(self) -> None:
         """Write the index once (libgit2, beside the index), fsync it, rename it over the index
@@ -272,14 +285,20 @@ class LockedIndex:
 
 @contextlib.contextmanager
 def locked_index(
-    checkout: pygit2.Repository, journal: Path, paths: Sequence[str]
+    checkout: pygit2.Repository,
+    journal: Path,
+    paths: Sequence[str],
+    *,
+    wait: float = INDEX_LOCK_WAIT_S,
 ) -> Iterator[LockedIndex]:
     """Hold ``index.lock`` of ``checkout`` for the block, with the index as it is on disk
     under it. Leaving the block without :meth:`LockedIndex.commit` means the index was not
-    changed (it is kept in memory as it is); an exception drops it.
+    changed (it is kept in memory as it is); an exception, or :meth:`LockedIndex.spoil`, drops
+    it. ``paths``: the work-tree files the holder may write (:meth:`LockedIndex.cover` adds
+    more).
 
     Raises:
-        LockedError: another writer keeps the lock for longer than :data:`INDEX_LOCK_WAIT_S`.
+        LockedError: another writer keeps the lock for longer than ``wait`` seconds.
         UnsupportedIndexError: the index is a split index.
         UnreadableIndexError: the index is damaged.
     """
@@ -291,7 +310,7 @@ def locked_index(
     # Where libgit2 may write (and its own lock beside it): recover removes what a kill left.
     scratches = [fresh, *([kept.scratch] if kept is not None and kept.scratch else [])]
     temps = [p for s in scratches for p in (s, s.with_name(s.name + ".lock"))]
-    deadline = time.monotonic() + INDEX_LOCK_WAIT_S
+    deadline = time.monotonic() + wait
     with contextlib.ExitStack() as stack:
         while True:
             try:
@@ -316,7 +335,8 @@ def locked_index(
                 raise UsageError(f"cannot write beside the index {index_path}: .git is read-only")
         locked = LockedIndex(held, kept)
         yield locked
-        keep_index(kept)
+        if not locked.spoiled:
+            keep_index(kept)
 
 
 def skips_worktree(index: pygit2.Index, path: str) -> bool:

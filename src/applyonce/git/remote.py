@@ -10,7 +10,9 @@ the user configured works, and the server's own atomic ref update is the one com
    server refuses it unless the branch is still at ``expected`` (a compare-and-swap) — and deletes
    the pending ref in the same transaction;
 3. then, when that is safe, the local branch follows (``git push`` itself moves
-   ``refs/remotes/<remote>/<branch>``, as for any push of the user's).
+   ``refs/remotes/<remote>/<branch>``, as for any push of the user's): at once where no work
+   tree has it checked out, else in the call's checkout sync (:meth:`RemotePublisher.follow`),
+   which holds the checkout's ``index.lock`` across that move, as for a local publish.
 
 What the branch is and which commits it carries are always read from the remote: ``landed`` and
 ``is_on`` fetch first, then search what was fetched. Only ``tip`` may answer from a fetch of the
@@ -211,7 +213,7 @@ class RemotePublisher:
         )
         status = _status_of(cas.out, ref)
         if status is not None and status[0] in " +*=":
-            self._landed(ref, expected, new)
+            self._landed(ref, new)
             return
         if status is None and not_connected(cas.err):
             raise RemoteUnreachableError(self._say(f"cannot reach remote {self.remote}", cas))
@@ -227,7 +229,7 @@ class RemotePublisher:
                 ) from None
             raise
         if actual == new:
-            self._landed(ref, expected, new)
+            self._landed(ref, new)
             return
         if actual != expected:
             self._forget(pending)
@@ -263,7 +265,7 @@ class RemotePublisher:
             if len(passed) > len(commits):
                 break
         if not set(passed) <= commits:
-            self._follow(ref, local, remote_tip, only_unchecked_out=True)
+            self._follow_unchecked_out(ref, remote_tip)
             return
         if local is None and not self.store.head_is(ref):
             return
@@ -385,36 +387,28 @@ class RemotePublisher:
         self._fetched[ref] = (tip, time.monotonic())
         return tip
 
-    def _landed(self, ref: str, expected: str | None, new: str) -> None:
-        """The remote took ``new``: the fetched copy of its branch and the local branch follow."""
+    def _landed(self, ref: str, new: str) -> None:
+        """The remote took ``new``: the fetched copy of its branch follows, and the local branch
+        where no work tree has it checked out. A checked-out one follows in the call's sync
+        (:meth:`follow`), which holds the checkout's ``index.lock`` from that move until the
+        index shows it: a ``git commit`` that read the moved branch in between would commit
+        the old index's files over the call."""
         self._fetched[ref] = (new, time.monotonic())
         with contextlib.suppress(pygit2.GitError, OSError):
             self.store.repo.references.create(self.fetched(ref), pygit2.Oid(hex=new), force=True)
-        self._follow(ref, expected, new)
+        self._follow_unchecked_out(ref, new)
 
-    def _follow(
-        self, ref: str, expected: str | None, new: str, *, only_unchecked_out: bool = False
-    ) -> None:
-        """Move the local branch to ``new`` where nothing of the user's is lost.
-
-        It moves (by compare-and-swap) when it is at ``expected``, or is unborn and checked out:
-        then the call's checkout sync brings the work tree along, as for a local publish. When it
-        holds commits the remote does not have (the user's own), it stays: they are the user's.
-        When it is behind by other clones' commits, it moves only where no work tree has it
-        checked out (a work tree would then show their changes reverted); 'git pull --ff-only'
-        brings such a checkout along, updating its files as git does."""
+    def _follow_unchecked_out(self, ref: str, new: str) -> None:
+        """Fast-forward the local branch to ``new`` (by compare-and-swap) where no work tree has
+        it checked out: nothing of the user's is lost there. A checked-out branch follows in
+        the sync (:meth:`follow`: only over the commits whose files it brings into the work
+        tree, holding the checkout's ``index.lock`` from the move until the index shows it), or
+        by the user's 'git pull --ff-only'. Never over the user's own commits (it holds commits
+        the remote does not have), never a branch that does not exist here."""
         local = self.store.tip(ref)
-        if local == new:
+        if local is None or local == new or not self.store.is_ancestor(local, new):
             return
-        if local is None:
-            movable = self.store.head_is(ref) and not only_unchecked_out
-        elif local == expected and not only_unchecked_out:
-            movable = True
-        else:
-            movable = self.store.is_ancestor(local, new) and not Checkouts(self.store).checkouts_of(
-                ref
-            )
-        if not movable:
+        if Checkouts(self.store).checkouts_of(ref):
             return
         # The call has taken effect on the remote: a local ref that moved meanwhile or stays
         # locked is left as it is (never an error now).

@@ -23,8 +23,9 @@ The lock never holds anything but the marker, and the entry names the holder's t
 :func:`remove_own_locks` (``applyonce recover``) removes a journaled lock only if its content is
 the marker or the recorded content, or a part of the marker (nothing, after a power cut) in a lock
 made right after the entry; anything else is someone else's and stays. It judges these entries
-only while no applyonce sync can be running (the caller holds the sync lock), so the owner is
-dead.
+only while no holder can be running: the caller holds the sync lock, which every holder holds
+from before it takes the lock until it is gone (a sync; a publish and the sync after it), so the
+owner is dead.
 
 A branch's ref lock is taken by libgit2 during the publish, not by applyonce, so it cannot carry a
 marker. :func:`journaled_ref_lock` journals it before libgit2 is called: the lock's path, the ref,
@@ -120,6 +121,24 @@ class HeldLock:
         os.replace(self.lock, target)
         fsync_dir(target.parent)
         self.done = True
+
+    def cover(self, paths: Sequence[str]) -> None:
+        """Name ``paths`` (work-tree files the holder is about to write) in the entry too, if it
+        does not yet, so that ``recover`` finds their temp files after a kill. The marker is
+        made durable first: the entry's new date no longer tells that the lock was made right
+        after it (an empty lock after a power cut is proven the holder's only by that)."""
+        known = self.record.get("paths")
+        named = [str(p) for p in known] if isinstance(known, list) else []
+        new = [path for path in paths if path not in named]
+        if not new:
+            return
+        fd = os.open(self.lock, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.record["paths"] = [*named, *new]
+        atomic_write(self.entry, orjson.dumps(self.record))
 
     def install(self, new: Path, target: Path) -> None:
         """Make the complete, durable file ``new`` ``target`` by a rename, while the lock still
