@@ -301,3 +301,60 @@ def test_a_branch_moved_back_under_the_checkout_is_not_fast_forwarded_over_it(
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
     assert "does not show main's version of src/util.py" in done.stdout
     assert repo.git("status", "--porcelain") == "M  src/util.py\n"
+
+
+def _second_worktree_of_main(repo: Repo, tmp_path: Path) -> Path:
+    """main checked out a second time (``git worktree add -f``), and the user's commit there:
+    the branch moves with that work tree only; the first still shows where it was."""
+    second = tmp_path / "second"
+    repo.git("worktree", "add", "-q", "-f", str(second), "main")
+    (second / "src/util.py").write_text("VALUE = 2\n")
+    subprocess.run(["git", "-C", str(second), "commit", "-qam", "the user's commit"], check=True)
+    return second
+
+
+@pytest.mark.parametrize("dirty", ["refuse", "commit"])
+def test_a_commit_in_another_worktree_of_the_branch_is_not_taken_for_this_ones_edit(
+    repo: Repo, tmp_path: Path, dirty: str
+) -> None:
+    """The reflog's "commit" entry moved the work tree where git commit ran, not this one: this
+    one is caught up, and its older file is never committed back over the user's commit."""
+    second = _second_worktree_of_main(repo, tmp_path)
+    users = repo.head()
+    assert repo.git("status", "--porcelain") == "M  src/util.py\n"
+    done = apply(repo, ON_NEW, "--dirty", dirty)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    assert not any(s.startswith(SNAPSHOT) for s in subjects(repo))
+    assert repo.git("rev-parse", "HEAD~1").strip() == users
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 2\nOTHER = 3\n"
+    for worktree in (repo.path, second):
+        assert (worktree / "src/util.py").read_text() == "VALUE = 2\nOTHER = 3\n"
+    assert repo.git("status", "--porcelain") == ""
+    assert (
+        subprocess.run(
+            ["git", "-C", str(second), "status", "--porcelain"], capture_output=True, text=True
+        ).stdout
+        == ""
+    )
+
+
+def test_an_edit_in_the_worktree_that_made_the_commit_is_judged_on_what_it_shows(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Each work tree is judged by what it shows: the user's staged edit in the work tree that
+    made the commit was made on the branch's version (not on an older one, as the other work
+    tree's file is), and --dirty commit snapshots it; the other work tree is caught up."""
+    second = _second_worktree_of_main(repo, tmp_path)
+    users = repo.head()
+    (second / "src/util.py").write_text("VALUE = 2\nMINE = 1\n")
+    subprocess.run(["git", "-C", str(second), "add", "src/util.py"], check=True)
+    done = apply(repo, ON_NEW, "--dirty", "commit")
+    assert done.returncode == 0, done.stderr
+    assert subjects(repo)[1].startswith(SNAPSHOT)
+    assert repo.git("rev-parse", "HEAD~2").strip() == users
+    assert repo.git("show", "HEAD~1:src/util.py") == "VALUE = 2\nMINE = 1\n"
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 2\nOTHER = 3\nMINE = 1\n"
+    for worktree in (repo.path, second):
+        assert (worktree / "src/util.py").read_text() == "VALUE = 2\nOTHER = 3\nMINE = 1\n"
+    assert repo.git("status", "--porcelain") == ""

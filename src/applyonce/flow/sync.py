@@ -153,7 +153,7 @@ def bring_up(
     tip = ctx.store.tip(ref)
     if not checkouts or tip is None:
         return []
-    shown = shown_by_checkouts(ctx, ref, tip, extra=extra)
+    shown = shown_by_checkouts(ctx, ref, tip, extra=extra, checkouts=checkouts)
     if not shown.lags(tip):
         return []
     # Fast-forward only: a file that holds the version of a commit the branch moved away from

@@ -41,7 +41,7 @@ from applyonce.git.indexlock import (
     skips_worktree,
     stage_file,
 )
-from applyonce.git.store import GitStore, GitTree, Version
+from applyonce.git.store import GitStore, GitTree, RefMove, Version, moves_of
 from applyonce.git.versions import versions_since
 from applyonce.git.workfiles import (
     SparseCheckout,
@@ -95,10 +95,34 @@ class Shown:
 
     since: str | None
     tips: tuple[str, ...] = ()
+    # Where the branch is checked out in several work trees: what each of them (by its root)
+    # may show, when it is less than all of them together (``since`` and ``tips``) may.
+    each: tuple[tuple[str, Shown], ...] = ()
 
     def lags(self, tip: str | None) -> bool:
         """Whether a checkout may show something else than ``tip``."""
         return self.since != tip or any(t != tip for t in self.tips)
+
+    def of(self, worktree: str) -> Shown:
+        """What the checkout at ``worktree`` may show."""
+        return next((own for root, own in self.each if root == worktree), self)
+
+
+@dataclass(frozen=True)
+class CheckoutLog:
+    """A work tree's own record of how its checkout moved: its ``HEAD``'s reflog (a branch's
+    reflog is shared by every work tree that has it checked out; git writes each move also to
+    the ``HEAD`` log of the work tree whose command made it, and of no other)."""
+
+    worktree: str
+    moves: frozenset[tuple[str | None, str, str]]  # (old, new, message) of each entry
+    # The time of its oldest entry: the work tree was made then (None: not known), and showed
+    # what its branch was at that time.
+    started: int | None
+
+    def moved(self, move: RefMove) -> bool:
+        """Whether the branch move ``move`` was made by a command run in this work tree."""
+        return (move.old, move.new, move.message) in self.moves
 
 
 @dataclass(frozen=True)
@@ -220,6 +244,21 @@ class Checkouts:
             ):
                 found.append(repo)
         return found
+
+    def head_logs(self, checkouts: Sequence[pygit2.Repository], limit: int) -> list[CheckoutLog]:
+        """The ``HEAD`` reflog of each of ``checkouts`` (its last ``limit`` entries)."""
+        logs = []
+        for checkout in checkouts:
+            moves = moves_of(checkout, "HEAD", limit)
+            logs.append(
+                CheckoutLog(
+                    str(Path(checkout.workdir)),
+                    frozenset((m.old, m.new, m.message) for m in moves),
+                    # Read to its start only: an entry past the limit may be older.
+                    moves[-1].time if moves and len(moves) < limit else None,
+                )
+            )
+        return logs
 
     def empty_checkouts(self, checkouts: Sequence[pygit2.Repository], tip: GitTree) -> list[str]:
         """The work trees among ``checkouts`` whose index has no entry at all while the branch's
@@ -399,11 +438,20 @@ class Checkouts:
         paths = list(paths)
         found: list[DirtyPath] = []
         checkouts = self.checkouts_of(ref)
-        known: dict[str, set[Version]] | None = None
-        if checkouts and shown is not None and shown.lags(base_commit):
-            known = versions_since(self.store, base_commit, shown.since, paths, also=shown.tips)
+        # Per work tree (the branch may be checked out in several, each showing its own), the
+        # versions each path had in the commits it may show; one walk per distinct answer.
+        versions: dict[tuple[str | None, tuple[str, ...]], dict[str, set[Version]]] = {}
         for checkout in checkouts:
             root = Path(checkout.workdir)
+            own = shown.of(str(root)) if shown is not None else None
+            known: dict[str, set[Version]] | None = None
+            if own is not None and own.lags(base_commit):
+                key = (own.since, own.tips)
+                if key not in versions:
+                    versions[key] = versions_since(
+                        self.store, base_commit, own.since, paths, also=own.tips
+                    )
+                known = versions[key]
             sparse = sparse_checkout_of(checkout)
             with reading_index(checkout, writes=writes, scratch_dir=self.scratch_dir) as index:
                 trusts_mode = trusts_filemode(checkout)
