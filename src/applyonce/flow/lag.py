@@ -191,7 +191,7 @@ def _since_followed(
         # The branch's creation counts as followed: a checkout of it shows it from then on (one
         # that showed nothing is told by its empty index).
         if move.old is None or (noted_entry is not None and _entry(move) == noted_entry):
-            return walks | dict.fromkeys(logs, [*found, move.new])
+            return walks | {worktree: [*found, move.new] for worktree in logs}
         moved = _moved_the_checkout(move)
         for worktree, log in list(logs.items()):
             # A work tree made after this move showed the branch as it left it.
@@ -203,7 +203,7 @@ def _since_followed(
             return walks
         found.append(move.old)  # this move left the checkout where the branch was before it
     rest = [*found, noted_commit] if isinstance(noted_commit, str) else found
-    return walks | dict.fromkeys(logs, rest)
+    return walks | {worktree: rest for worktree in logs}
 
 
 def _entry(move: RefMove) -> list[object]:
