@@ -163,3 +163,46 @@ def test_a_call_made_on_one_clone_is_shown_on_another(
     assert call_id in logged.stdout
     audited = run_cli("audit", "--repo", str(clone), *fleet)
     assert audited.returncode == 0, audited.stdout + audited.stderr
+
+
+@pytest.mark.parametrize("then", ["repeat", "recover"])
+@pytest.mark.parametrize("fault", ["after-publish", "after-push-objects"])
+def test_a_call_another_clone_recovered_is_brought_into_this_clones_checkout(
+    served: Served, pg_url: str, tmp_path: Path, fault: str, then: str
+) -> None:
+    """A clone killed mid-call, its call settled by another clone's recover (as the README
+    says to): that recover's ``synced`` is about its own checkout. The repeat, or a recover,
+    in the killed clone brings its checkout up to the call's commit: nothing left there that
+    the next 'git commit' would revert."""
+    fleet = ("--ledger", pg_url, "--remote", "origin")
+    mine, other = served.clone, served.another_clone(tmp_path / "other")
+    killed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(mine.path),
+        *fleet,
+        input=PATCH,
+        env={"APPLYONCE_FAULT": fault},
+    )
+    assert killed.returncode == -9
+    recovered = run_cli("recover", "--repo", str(other.path), *fleet)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    [call] = server_calls(served)
+    if then == "repeat":
+        again = run_cli("apply", "-", "--repo", str(mine.path), *fleet, input=PATCH)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    else:
+        done = run_cli("recover", "--repo", str(mine.path), *fleet)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"the checkout at {mine.path.resolve()} brought up to main: src/util.py" in (
+            done.stdout
+        )
+    assert server_calls(served) == [call]  # applied once
+    assert mine.head() == served.server_git("rev-parse", "main").strip()
+    assert (mine.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert mine.git("status", "--porcelain") == ""
+    settled = run_cli("recover", "--repo", str(mine.path), *fleet)
+    assert settled.returncode == 0, settled.stdout
+    assert "every call is settled" in settled.stdout

@@ -47,6 +47,7 @@ from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.sync import (
     behind_of,
+    catch_up_checkouts,
     publishing,
     resume_catch_up,
     sync_after_publish,
@@ -104,6 +105,7 @@ def recover(
     pending_module.settle_pending(ctx, pending, report)
     repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
+    _catch_up_checkouts(ctx, report)
     # Last: a killed call's pack stays kept from git's housekeeping until it is settled.
     report.removed.extend(remove_dead_keeps_of(ctx))
     return report
@@ -247,6 +249,32 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             else "checkout behind; run 'applyonce recover' again"
         )
         _say_behind(report, settled, receipt.call_id, why)
+
+
+def _catch_up_checkouts(ctx: Context, report: RecoveryReport) -> None:
+    """Bring this clone's checkouts up to their branches as a call would first (with a remote,
+    the branches up to the remote's), whatever the ledger records: a ``synced`` event in a
+    ledger the clones share may be another clone's (its recover, say), never a word on this
+    clone's checkout. One left behind is said, with what brings it in line."""
+    try:
+        caught_up = catch_up_checkouts(ctx)
+    except (ApplyOnceError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+        report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        report.unsynced = True
+        return
+    for ref, reports in caught_up.items():
+        branch = ref.removeprefix("refs/heads/")
+        for written in [r for r in reports if r.written]:
+            where = f"the checkout at {written.worktree}" if written.worktree else "the checkout"
+            report.notes.append(
+                f"{where} brought up to {branch}: "
+                + ", ".join(written.written[:10])
+                + (" …" if len(written.written) > 10 else "")
+            )
+        for behind in behind_of(ctx, ref, reports):
+            report.notes.append(behind.line().removeprefix("note: "))
+            report.unsynced = True
 
 
 def _say_behind(report: RecoveryReport, settled: dict[str, int], call_id: str, why: str) -> None:
