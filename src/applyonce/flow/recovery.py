@@ -18,10 +18,14 @@ For a call that is not terminal and whose owner is gone:
 Committed calls without a ``synced`` event get their checkout sync; one whose checkout still does
 not show its commit after it (the user's git holds ``index.lock``, a file holds the user's edits
 made on the version before it) is reported as ``checkout behind`` with the command that brings
-the checkout in line, and nothing is said to be settled. Records lost or tampered with
-are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
-(:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run concurrently with itself
-and with ``apply``: each call is taken over in the ledger before it is touched.
+the checkout in line, and nothing is said to be settled. Then every checkout of this clone is
+brought up to its branch as a call would first (:func:`~applyonce.flow.sync.catch_up_checkouts`),
+whatever the ledger records: in a ledger that clones share, a ``synced`` event may be another
+clone's (its recover finished the call), and says nothing of this clone's checkout. Records
+lost or tampered with are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of
+killed writers removed (:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run
+concurrently with itself and with ``apply``: each call is taken over in the ledger before it is
+touched.
 """
 
 from __future__ import annotations
@@ -253,9 +257,11 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
 
 def _catch_up_checkouts(ctx: Context, report: RecoveryReport) -> None:
     """Bring this clone's checkouts up to their branches as a call would first (with a remote,
-    the branches up to the remote's), whatever the ledger records: a ``synced`` event in a
-    ledger the clones share may be another clone's (its recover, say), never a word on this
-    clone's checkout. One left behind is said, with what brings it in line."""
+    a branch behind the remote's by calls only up to it: see
+    :func:`~applyonce.flow.sync.catch_up_checkouts`), whatever the ledger records: a ``synced``
+    event in a ledger the clones share may be another clone's (its recover, say), never a word
+    on this clone's checkout. One left behind is said, with what brings it in line, and
+    nothing is said to be settled."""
     try:
         caught_up = catch_up_checkouts(ctx)
     except (ApplyOnceError, OSError) as exc:
@@ -273,7 +279,12 @@ def _catch_up_checkouts(ctx: Context, report: RecoveryReport) -> None:
                 + (" …" if len(written.written) > 10 else "")
             )
         for behind in behind_of(ctx, ref, reports):
-            report.notes.append(behind.line().removeprefix("note: "))
+            note = (
+                behind.line().removeprefix("note: ")
+                if behind.paths
+                else f"{behind.reason}; run '{behind.command}' to bring it in line"
+            )
+            report.notes.append(note)
             report.unsynced = True
 
 

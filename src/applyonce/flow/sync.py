@@ -7,7 +7,10 @@ as ``git merge --ff-only`` would: only the paths that hold a version the branch 
 tree and the index, never the user's edits. A call whose checkout does not show its commit after
 that (the user's git held ``index.lock``, a path held the user's edits, the branch here did not
 follow the remote's) stays unsynced in the ledger: the call says so (:class:`CheckoutBehind`),
-and ``applyonce recover`` and ``applyonce show`` report it again.
+and ``applyonce recover`` and ``applyonce show`` report it again. A repeat of a committed call
+syncs too, its sync recorded as done or not (:func:`sync_many` with ``record=False``): in a ledger
+that clones share, the record may be another clone's. Each such report comes with commands that
+keep the user's changes (:func:`behind_of`), never ones that take the branch's version over them.
 
 While a branch moves — a call's publish, the local branch following a remote's, a roll forward
 — and until the sync has written their indexes, its checkouts are held (:func:`holding_checkouts`:
@@ -525,10 +528,12 @@ def _refuse_unshown(
 
 
 def catch_up_checkouts(ctx: Context) -> dict[str, list[SyncReport]]:
-    """Bring every checkout of this repository up to its branch (and, with a remote as the
-    commit point, the branch up to the remote's) as :func:`catch_up` does before a call,
-    whatever the ledger records: a ``synced`` event in a ledger that clones share may be
-    another clone's, and this clone's checkouts are judged by what they show. A checkout that
+    """Bring every checkout of this repository up to its branch as :func:`catch_up` does before
+    a call, whatever the ledger records: a ``synced`` event in a ledger that clones share may
+    be another clone's, and this clone's checkouts are judged by what they show. With a remote
+    as the commit point, a branch here that lags the remote's by calls of the ledger only (one
+    whose publish was finished elsewhere, say) follows it as well, or is said not to; other
+    commits there are the user's to pull (a new call catches up with them). A checkout that
     shows none of its branch's commits is left for the next call, which refuses it.
 
     Returns:
@@ -539,10 +544,35 @@ def catch_up_checkouts(ctx: Context) -> dict[str, list[SyncReport]]:
     """
     reports: dict[str, list[SyncReport]] = {}
     for ref in ctx.checkouts.checked_out():
+        local = ctx.store.tip(ref)
         to = ctx.publisher.tip(ref) if ctx.remote is not None else None
+        if to is not None and not _calls_only(ctx, local, to):
+            to = None
         with contextlib.suppress(UnshownBranchError):
-            reports[ref] = catch_up(ctx, ref, to)
+            found = catch_up(ctx, ref, to)
+            unshown = not all(r.shows_tip for r in found)
+            if to is not None and to != ctx.store.tip(ref) and not unshown:
+                found.append(_unfollowed(ctx, ref))
+            reports[ref] = found
     return reports
+
+
+CALLS_ONLY_DEPTH = 1000  # commits read at most to tell a branch lags by calls only
+
+
+def _calls_only(ctx: Context, local: str | None, to: str) -> bool:
+    """Whether every commit from ``local`` to ``to`` is the commit of a committed call of the
+    ledger (at most :data:`CALLS_ONLY_DEPTH` of them)."""
+    if local is None or local == to or not ctx.store.is_ancestor(local, to):
+        return False
+    for depth, (commit, trailers) in enumerate(
+        ctx.store.walk_trailers(to, hide=local, key="Call-Id")
+    ):
+        rows = [ctx.ledger.get(call) for call in trailers.all("Call-Id")]
+        ours = [r for r in rows if r is not None and r.state == "committed"]
+        if depth >= CALLS_ONLY_DEPTH or not any(r.commit_id == commit for r in ours):
+            return False
+    return True
 
 
 def resume_catch_up(ctx: Context, *, locked: bool = False) -> list[SyncReport]:
