@@ -222,3 +222,17 @@ def test_an_edit_made_before_another_clones_call_is_refused_with_a_pull_that_kee
     assert again.returncode == 0, again.stderr
     assert served.server_git("show", "main:f.txt") == ("ONE\n2\n3\nFOUR\n5\n6\n7\nEIGHT\n9\n")
     assert other.git("status", "--porcelain") == ""
+
+
+def test_dirty_commit_with_a_remote_brings_the_checkout_to_the_call(served: Served) -> None:
+    """With a remote, ``--dirty commit`` lands two commits (the snapshot of the user's edit, the
+    call's): the branch here follows over both, so the checkout shows the call with nothing
+    left modified, and the user's edit is in the work file as committed."""
+    path = served.clone.path / "src/util.py"
+    path.write_text(path.read_text() + "MINE = 1\n")
+    done = apply_remote(served.clone, UTIL_PATCH, "--dirty", "commit")
+    assert done.returncode == 0, done.stderr
+    assert "note:" not in done.stdout
+    assert served.clone.head() == served.server_git("rev-parse", "main").strip()
+    assert served.clone.git("status", "--porcelain") == ""
+    assert "MINE = 1\n" in path.read_text()

@@ -46,7 +46,7 @@ from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
 from applyonce.flow.context import LEDGER_FILE, Context
-from applyonce.flow.dirty import sync_base
+from applyonce.flow.dirty import is_snapshot_of, sync_base
 from applyonce.flow.lag import note_followed, paths_to_bring, shown_by_checkouts
 from applyonce.flow.options import CheckoutBehind
 from applyonce.git.checkouts import HeldIndexes, SyncReport, keep_edits_command, pull_command
@@ -251,7 +251,7 @@ def _sync_branch(
             or not checkouts
             or all(r.base_commit is None for r in group)
         ):
-            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+            ctx.publisher.follow(ref, _commits_of(ctx, group))
         if not checkouts:  # none (bare, another branch checked out): synced
             return [], set()
         extra = _bases_on_branch(ctx, ref, group)
@@ -278,6 +278,18 @@ def _unfollowed(ctx: Context, ref: str) -> SyncReport:
         and not ctx.store.is_ancestor(local, fetched)
     )
     return SyncReport(None, unfollowed=ref.removeprefix("refs/heads/"), diverged=diverged)
+
+
+def _commits_of(ctx: Context, group: Sequence[Receipt]) -> set[str]:
+    """The commits the calls of ``group`` made: each one's own, and the snapshot of the user's
+    changes below it (``--dirty commit``), which the branch here passes over too."""
+    commits = {r.commit for r in group if r.commit is not None}
+    commits |= {
+        r.base_commit
+        for r in group
+        if r.base_commit is not None and is_snapshot_of(ctx, r.base_commit, r.call_id)
+    }
+    return commits
 
 
 def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[str | None]:
