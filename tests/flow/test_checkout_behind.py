@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -92,28 +93,44 @@ def test_a_sync_the_users_git_holds_off_is_said_until_recover_brings_the_checkou
     assert recover(repo) == (0, "nothing to recover: every call is settled\n")
 
 
-def test_a_file_edited_after_the_publish_is_said_with_the_command_that_takes_the_branchs(
+def test_a_file_edited_after_the_publish_is_said_with_a_command_that_keeps_the_edit(
     repo: Repo,
 ) -> None:
+    base = repo.head()
     edit = f"printf 'VALUE = 1  # mine\\n' > {repo.path}/src/util.py"
     done = apply(repo, UTIL_PATCH, "--check", edit)
     assert done.returncode == 0, done.stderr
     root = repo.path.resolve()
+    command = (
+        f"git checkout --detach && git reset --soft {base[:12]} && git stash && git checkout"
+        " main && git stash pop"
+    )
     assert done.stdout == SUMMARY + (
         f"note: the checkout at {root} does not show main's version of src/util.py (your"
-        " uncommitted changes there were made on an older version, and are left as they are:"
-        " 'git diff -- src/util.py' shows them; merge them first); run 'git checkout HEAD --"
-        " src/util.py' to bring it in line\n"
+        " uncommitted changes there were made on an older version, and are left as they are;"
+        " the command that follows keeps them, a conflict marked in the file and kept in the"
+        f" stash); run '{command}' to bring it in line\n"
     )
     assert (repo.path / "src/util.py").read_text() == "VALUE = 1  # mine\n"
     code, out = recover(repo)
     assert code == 4, out
     assert "checkout behind: your uncommitted changes there were made on an older version" in out
-    assert "run 'git checkout HEAD -- src/util.py'" in out
-    repo.git("checkout", "HEAD", "--", "src/util.py")
+    assert f"run '{command}'" in out
+    # The command: the edit and the branch's change both touch the line, so it is marked as a
+    # conflict there (and kept in the stash), on the branch's tip; nothing is lost.
+    ran = subprocess.run(["sh", "-c", command], cwd=repo.path, capture_output=True, text=True)
+    assert ran.returncode != 0
+    assert repo.git("symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    marked = (repo.path / "src/util.py").read_text()
+    assert "VALUE = 1  # mine" in marked and "VALUE = 2" in marked and "<<<<<<<" in marked
+    assert "+VALUE = 1  # mine" in repo.git("stash", "show", "-p")
+    # The user resolves it: the checkout now shows the branch, their edit on top.
+    (repo.path / "src/util.py").write_text("VALUE = 2  # mine\n")
+    repo.git("reset", "-q", "--", "src/util.py")
+    repo.git("stash", "drop", "-q")
     code, out = recover(repo)
     assert code == 0, out
-    assert repo.git("status", "--porcelain") == ""
+    assert repo.git("status", "--porcelain") == " M src/util.py\n"
 
 
 def test_the_mcp_text_and_structured_result_say_the_checkout_is_behind(

@@ -9,6 +9,7 @@ the older version is refused, not committed."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -124,21 +125,24 @@ def _moved_by_a_fetch(repo: Repo, tmp_path: Path) -> None:
     repo.git("fetch", "-q", "--update-head-ok", str(other), "main:main")
 
 
-def _side_commit(repo: Repo, tmp_path: Path) -> str:
-    """A commit on main's tip that changes src/util.py, made without touching the checkout."""
+def _side_commit(
+    repo: Repo, tmp_path: Path, path: str = "src/util.py", text: str = "VALUE = 2\n"
+) -> str:
+    """A commit on main's tip that makes ``path`` ``text``, made without touching the
+    checkout."""
     work = tmp_path / "side-index"
     env = {**os.environ, "GIT_INDEX_FILE": str(work)}
     git = ["git", "-C", str(repo.path)]
     subprocess.run([*git, "read-tree", "HEAD"], env=env, check=True)
     blob = subprocess.run(
         [*git, "hash-object", "-w", "--stdin"],
-        input="VALUE = 2\n",
+        input=text,
         text=True,
         capture_output=True,
         check=True,
     ).stdout.strip()
     subprocess.run(
-        [*git, "update-index", "--cacheinfo", f"100644,{blob},src/util.py"], env=env, check=True
+        [*git, "update-index", "--cacheinfo", f"100644,{blob},{path}"], env=env, check=True
     )
     tree = subprocess.run(
         [*git, "write-tree"], env=env, capture_output=True, text=True, check=True
@@ -189,6 +193,7 @@ def test_a_path_the_call_does_not_touch_is_caught_up_too(repo: Repo, tmp_path: P
 def test_an_edit_made_on_the_older_version_is_refused_never_committed(
     repo: Repo, tmp_path: Path, dirty: str
 ) -> None:
+    shown = repo.head()
     _moved_by_update_ref(repo, tmp_path)
     moved = repo.head()
     (repo.path / "src/util.py").write_text("VALUE = 1  # mine\n")
@@ -199,8 +204,10 @@ def test_an_edit_made_on_the_older_version_is_refused_never_committed(
     assert refused.stderr == (
         f"error: src/util.py has uncommitted changes in the checkout at {root}, made on an"
         " older version of it than the branch has (the checkout has not caught up with the"
-        " branch); bring them onto the branch's version ('git diff -- src/util.py' shows them;"
-        " 'git checkout HEAD -- src/util.py' takes the branch's), then repeat the call\n"
+        " branch); bring the checkout up to the branch, keeping your changes ('git checkout"
+        f" --detach && git reset --soft {shown[:12]} && git stash && git checkout main && git"
+        " stash pop': a conflict leaves them marked in the file, and in the stash), then"
+        " repeat the call\n"
     )
     assert repo.head() == moved
     assert (repo.path / "src/util.py").read_text() == "VALUE = 1  # mine\n"
@@ -301,3 +308,136 @@ def test_a_branch_moved_back_under_the_checkout_is_not_fast_forwarded_over_it(
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
     assert "does not show main's version of src/util.py" in done.stdout
     assert repo.git("status", "--porcelain") == "M  src/util.py\n"
+
+
+def _second_worktree_of_main(repo: Repo, tmp_path: Path) -> Path:
+    """main checked out a second time (``git worktree add -f``), and the user's commit there:
+    the branch moves with that work tree only; the first still shows where it was."""
+    second = tmp_path / "second"
+    repo.git("worktree", "add", "-q", "-f", str(second), "main")
+    (second / "src/util.py").write_text("VALUE = 2\n")
+    subprocess.run(["git", "-C", str(second), "commit", "-qam", "the user's commit"], check=True)
+    return second
+
+
+@pytest.mark.parametrize("dirty", ["refuse", "commit"])
+def test_a_commit_in_another_worktree_of_the_branch_is_not_taken_for_this_ones_edit(
+    repo: Repo, tmp_path: Path, dirty: str
+) -> None:
+    """The reflog's "commit" entry moved the work tree where git commit ran, not this one: this
+    one is caught up, and its older file is never committed back over the user's commit."""
+    second = _second_worktree_of_main(repo, tmp_path)
+    users = repo.head()
+    assert repo.git("status", "--porcelain") == "M  src/util.py\n"
+    done = apply(repo, ON_NEW, "--dirty", dirty)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    assert not any(s.startswith(SNAPSHOT) for s in subjects(repo))
+    assert repo.git("rev-parse", "HEAD~1").strip() == users
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 2\nOTHER = 3\n"
+    for worktree in (repo.path, second):
+        assert (worktree / "src/util.py").read_text() == "VALUE = 2\nOTHER = 3\n"
+    assert repo.git("status", "--porcelain") == ""
+    assert (
+        subprocess.run(
+            ["git", "-C", str(second), "status", "--porcelain"], capture_output=True, text=True
+        ).stdout
+        == ""
+    )
+
+
+def test_an_edit_in_the_worktree_that_made_the_commit_is_judged_on_what_it_shows(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """Each work tree is judged by what it shows: the user's staged edit in the work tree that
+    made the commit was made on the branch's version (not on an older one, as the other work
+    tree's file is), and --dirty commit snapshots it; the other work tree is caught up."""
+    second = _second_worktree_of_main(repo, tmp_path)
+    users = repo.head()
+    (second / "src/util.py").write_text("VALUE = 2\nMINE = 1\n")
+    subprocess.run(["git", "-C", str(second), "add", "src/util.py"], check=True)
+    done = apply(repo, ON_NEW, "--dirty", "commit")
+    assert done.returncode == 0, done.stderr
+    assert subjects(repo)[1].startswith(SNAPSHOT)
+    assert repo.git("rev-parse", "HEAD~2").strip() == users
+    assert repo.git("show", "HEAD~1:src/util.py") == "VALUE = 2\nMINE = 1\n"
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 2\nOTHER = 3\nMINE = 1\n"
+    for worktree in (repo.path, second):
+        assert (worktree / "src/util.py").read_text() == "VALUE = 2\nOTHER = 3\nMINE = 1\n"
+    assert repo.git("status", "--porcelain") == ""
+
+
+LINES = "".join(f"{n}\n" for n in range(1, 10))
+ON_FIVE = "*** Begin Patch\n*** Update File: f.txt\n@@\n 4\n-5\n+FIVE\n 6\n*** End Patch\n"
+
+
+def _catch_up_hint(stderr: str) -> str:
+    """The commands the refusal of a change made on an older version gives."""
+    found = re.search(r"keeping your changes \('(.+?)': a conflict", stderr)
+    assert found is not None, stderr
+    return found.group(1)
+
+
+def _sh(repo: Repo, command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sh", "-c", command], cwd=repo.path, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_the_hint_for_an_edit_made_on_the_older_version_keeps_it_and_catches_up(
+    tmp_path: Path, staged: bool
+) -> None:
+    """The refusal's commands bring the checkout up to the branch with the user's edit on top
+    (staged or not): never 'git stash' alone (HEAD moved already: the stash would record the
+    edit as undoing the branch's commit), never a command that discards it."""
+    repo = make_repo(tmp_path / "r", {"f.txt": LINES, "g.txt": "g\n"})
+    repo.git(
+        "update-ref",
+        "refs/heads/main",
+        _side_commit(repo, tmp_path, "f.txt", LINES.replace("8\n", "EIGHT\n")),
+    )
+    moved = repo.head()
+    (repo.path / "f.txt").write_text(LINES.replace("1\n", "ONE\n", 1))
+    if staged:
+        repo.git("add", "f.txt")
+    refused = apply(repo, ON_FIVE, "--dirty", "commit")
+    assert refused.returncode == 4, refused.stderr
+    done = _sh(repo, _catch_up_hint(refused.stderr))
+    assert done.returncode == 0, done.stderr
+    assert repo.git("symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert repo.head() == moved
+    assert (repo.path / "f.txt").read_text() == LINES.replace("1\n", "ONE\n", 1).replace(
+        "8\n", "EIGHT\n"
+    )
+    assert repo.git("status", "--porcelain") == " M f.txt\n"
+    assert repo.git("stash", "list") == ""
+    # Now the edit is one on the branch's version: --dirty commit snapshots it, the call lands.
+    again = apply(repo, ON_FIVE, "--dirty", "commit")
+    assert again.returncode == 0, again.stderr
+    assert repo.git("rev-parse", "HEAD~2").strip() == moved
+    assert repo.git("show", "HEAD:f.txt") == "ONE\n2\n3\n4\nFIVE\n6\n7\nEIGHT\n9\n"
+    assert repo.git("status", "--porcelain") == ""
+
+
+def test_the_hint_for_an_edit_that_conflicts_with_the_branch_keeps_it_marked_and_stashed(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "r", {"f.txt": LINES})
+    repo.git(
+        "update-ref",
+        "refs/heads/main",
+        _side_commit(repo, tmp_path, "f.txt", LINES.replace("8\n", "EIGHT\n")),
+    )
+    moved = repo.head()
+    (repo.path / "f.txt").write_text(LINES.replace("8\n", "mine\n"))
+    refused = apply(repo, ON_FIVE)
+    assert refused.returncode == 4, refused.stderr
+    done = _sh(repo, _catch_up_hint(refused.stderr))
+    assert done.returncode != 0
+    assert repo.git("symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert repo.head() == moved
+    text = (repo.path / "f.txt").read_text()
+    assert "<<<<<<<" in text and "mine\n" in text and "EIGHT\n" in text
+    assert len(repo.git("stash", "list").splitlines()) == 1
+    assert "+mine" in repo.git("stash", "show", "-p")

@@ -6,6 +6,7 @@ another."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -163,3 +164,96 @@ def test_a_call_made_on_one_clone_is_shown_on_another(
     assert call_id in logged.stdout
     audited = run_cli("audit", "--repo", str(clone), *fleet)
     assert audited.returncode == 0, audited.stdout + audited.stderr
+
+
+@pytest.mark.parametrize("then", ["repeat", "recover"])
+@pytest.mark.parametrize("fault", ["after-publish", "after-push-objects"])
+def test_a_call_another_clone_recovered_is_brought_into_this_clones_checkout(
+    served: Served, pg_url: str, tmp_path: Path, fault: str, then: str
+) -> None:
+    """A clone killed mid-call, its call settled by another clone's recover (as the README
+    says to): that recover's ``synced`` is about its own checkout. The repeat, or a recover,
+    in the killed clone brings its checkout up to the call's commit: nothing left there that
+    the next 'git commit' would revert."""
+    fleet = ("--ledger", pg_url, "--remote", "origin")
+    mine, other = served.clone, served.another_clone(tmp_path / "other")
+    killed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(mine.path),
+        *fleet,
+        input=PATCH,
+        env={"APPLYONCE_FAULT": fault},
+    )
+    assert killed.returncode == -9
+    recovered = run_cli("recover", "--repo", str(other.path), *fleet)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    [call] = server_calls(served)
+    if then == "repeat":
+        again = run_cli("apply", "-", "--repo", str(mine.path), *fleet, input=PATCH)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    else:
+        done = run_cli("recover", "--repo", str(mine.path), *fleet)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"the checkout at {mine.path.resolve()} brought up to main: src/util.py" in (
+            done.stdout
+        )
+    assert server_calls(served) == [call]  # applied once
+    assert mine.head() == served.server_git("rev-parse", "main").strip()
+    assert (mine.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert mine.git("status", "--porcelain") == ""
+    settled = run_cli("recover", "--repo", str(mine.path), *fleet)
+    assert settled.returncode == 0, settled.stdout
+    assert "every call is settled" in settled.stdout
+
+
+@pytest.mark.parametrize("fault", ["after-publish", "after-push-objects"])
+def test_a_clone_whose_edit_keeps_out_a_call_another_clone_recovered_is_told_by_recover(
+    served: Served, pg_url: str, tmp_path: Path, fault: str
+) -> None:
+    """The killed clone's checkout holds the user's edit, made before the call, on the call's
+    file: its recover leaves the edit as it is, says the checkout is behind with a command
+    that keeps the edit, and does not call everything settled until it is in line."""
+    fleet = ("--ledger", pg_url, "--remote", "origin")
+    mine, other = served.clone, served.another_clone(tmp_path / "other")
+    base = mine.head()
+    killed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(mine.path),
+        *fleet,
+        input=PATCH,
+        env={"APPLYONCE_FAULT": fault},
+    )
+    assert killed.returncode == -9
+    (mine.path / "src/util.py").write_text("VALUE = 1\nMINE = 1\n")
+    assert run_cli("recover", "--repo", str(other.path), *fleet).returncode == 0
+    done = run_cli("recover", "--repo", str(mine.path), *fleet)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "not everything is settled" in done.stdout
+    # The branch here follows the remote's only in the sync, which the kill cut short: it did
+    # not move; the other clone's recover moved the remote's past it.
+    command = "git pull --ff-only --autostash origin main"
+    assert "main here has not followed origin's: the checkout holds changes of yours" in (
+        done.stdout
+    )
+    assert mine.head() == base
+    assert f"run '{command}' to bring it in line" in done.stdout
+    assert (mine.path / "src/util.py").read_text() == "VALUE = 1\nMINE = 1\n"
+    # The command: the edit and the call's change touch neighbouring lines, so git marks them
+    # as a conflict in the file, on the branch's tip, and keeps the edit in the stash.
+    subprocess.run(["sh", "-c", command], cwd=mine.path, capture_output=True, check=False)
+    assert mine.git("symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert mine.head() == served.server_git("rev-parse", "main").strip()
+    marked = (mine.path / "src/util.py").read_text()
+    assert "<<<<<<<" in marked and "VALUE = 2" in marked and "MINE = 1" in marked
+    assert "+MINE = 1" in mine.git("stash", "show", "-p")
+    (mine.path / "src/util.py").write_text("VALUE = 2\nMINE = 1\n")
+    mine.git("reset", "-q", "--", "src/util.py")
+    mine.git("stash", "drop", "-q")
+    settled = run_cli("recover", "--repo", str(mine.path), *fleet)
+    assert settled.returncode == 0, settled.stdout
+    assert mine.git("status", "--porcelain") == " M src/util.py\n"

@@ -56,6 +56,7 @@ from applyonce.flow.verify import (
     stored_receipt,
     verify_against_git,
 )
+from applyonce.git.checkouts import SyncReport
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.git.publisher import PublishUnknownError, TipMovedError
 from applyonce.git.store import GitTree
@@ -294,8 +295,13 @@ def _finished(
             return reopened
     check_still_on_branch(ctx, receipt)
     confirm_adopted(ctx, receipt, args)
-    unsynced = receipt.status == "committed" and claim.row is not None and not claim.row.synced
-    reports = sync_after_publish(ctx, receipt) if unsynced else []
+    reports: list[SyncReport] = []
+    if receipt.status == "committed":
+        # Its sync recorded as done or not, this clone's checkouts are judged by what they show
+        # (a ledger the clones share records another clone's sync as well): brought up to the
+        # branch, as before a new call, or said to be behind.
+        unsynced = claim.row is not None and not claim.row.synced
+        reports = sync_after_publish(ctx, receipt, record=unsynced)
     return CallOutcome(
         receipt,
         tuple(reports),

@@ -125,6 +125,8 @@ def _report_of(found: dict[str, Any]) -> SyncReport:
         failed=found.get("failed"),
         behind=tuple(str(p) for p in found["behind"] or ()) if "behind" in found else left,
         unfollowed=found.get("unfollowed"),
+        since=found.get("since"),
+        diverged=bool(found.get("diverged")),
     )
 
 

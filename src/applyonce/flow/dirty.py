@@ -73,10 +73,14 @@ def take_dirty(
             cannot be committed as it is (see ``Checkouts.dirty_versions``).
     """
     if mode == "refuse":
-        ctx.checkouts.find_dirty_paths(ref, base_tree, paths, base_commit=base, shown=shown)
+        ctx.checkouts.find_dirty_paths(
+            ref, base_tree, paths, base_commit=base, shown=shown, remote=ctx.remote
+        )
         return None
     ctx.store.written.reset()  # the snapshot's objects are the first of this staging
-    dirty = ctx.checkouts.dirty_versions(ref, base_tree, paths, base_commit=base, shown=shown)
+    dirty = ctx.checkouts.dirty_versions(
+        ref, base_tree, paths, base_commit=base, shown=shown, remote=ctx.remote
+    )
     if not dirty:
         return None
     versions = {d.path: d.current for d in dirty}

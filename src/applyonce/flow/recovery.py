@@ -18,10 +18,14 @@ For a call that is not terminal and whose owner is gone:
 Committed calls without a ``synced`` event get their checkout sync; one whose checkout still does
 not show its commit after it (the user's git holds ``index.lock``, a file holds the user's edits
 made on the version before it) is reported as ``checkout behind`` with the command that brings
-the checkout in line, and nothing is said to be settled. Records lost or tampered with
-are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of killed writers removed
-(:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run concurrently with itself
-and with ``apply``: each call is taken over in the ledger before it is touched.
+the checkout in line, and nothing is said to be settled. Then every checkout of this clone is
+brought up to its branch as a call would first (:func:`~applyonce.flow.sync.catch_up_checkouts`),
+whatever the ledger records: in a ledger that clones share, a ``synced`` event may be another
+clone's (its recover finished the call), and says nothing of this clone's checkout. Records
+lost or tampered with are rebuilt from Git (:mod:`applyonce.flow.repair`), and the debris of
+killed writers removed (:mod:`applyonce.flow.debris`). Recovery is idempotent and safe to run
+concurrently with itself and with ``apply``: each call is taken over in the ledger before it is
+touched.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from applyonce.flow.recovery_report import HELD, Outcome, RecoveryReport
 from applyonce.flow.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.sync import (
     behind_of,
+    catch_up_checkouts,
     publishing,
     resume_catch_up,
     sync_after_publish,
@@ -104,6 +109,7 @@ def recover(
     pending_module.settle_pending(ctx, pending, report)
     repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
+    _catch_up_checkouts(ctx, report)
     # Last: a killed call's pack stays kept from git's housekeeping until it is settled.
     report.removed.extend(remove_dead_keeps_of(ctx))
     return report
@@ -247,6 +253,39 @@ def _sync_unsynced(ctx: Context, report: RecoveryReport) -> None:
             else "checkout behind; run 'applyonce recover' again"
         )
         _say_behind(report, settled, receipt.call_id, why)
+
+
+def _catch_up_checkouts(ctx: Context, report: RecoveryReport) -> None:
+    """Bring this clone's checkouts up to their branches as a call would first (with a remote,
+    a branch behind the remote's by calls only up to it: see
+    :func:`~applyonce.flow.sync.catch_up_checkouts`), whatever the ledger records: a ``synced``
+    event in a ledger the clones share may be another clone's (its recover, say), never a word
+    on this clone's checkout. One left behind is said, with what brings it in line, and
+    nothing is said to be settled."""
+    try:
+        caught_up = catch_up_checkouts(ctx)
+    except (ApplyOnceError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
+        report.notes.append(f"checkout not updated ({reason}); run 'applyonce recover' again")
+        report.unsynced = True
+        return
+    for ref, reports in caught_up.items():
+        branch = ref.removeprefix("refs/heads/")
+        for written in [r for r in reports if r.written]:
+            where = f"the checkout at {written.worktree}" if written.worktree else "the checkout"
+            report.notes.append(
+                f"{where} brought up to {branch}: "
+                + ", ".join(written.written[:10])
+                + (" …" if len(written.written) > 10 else "")
+            )
+        for behind in behind_of(ctx, ref, reports):
+            note = (
+                behind.line().removeprefix("note: ")
+                if behind.paths
+                else f"{behind.reason}; run '{behind.command}' to bring it in line"
+            )
+            report.notes.append(note)
+            report.unsynced = True
 
 
 def _say_behind(report: RecoveryReport, settled: dict[str, int], call_id: str, why: str) -> None:

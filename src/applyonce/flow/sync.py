@@ -7,7 +7,10 @@ as ``git merge --ff-only`` would: only the paths that hold a version the branch 
 tree and the index, never the user's edits. A call whose checkout does not show its commit after
 that (the user's git held ``index.lock``, a path held the user's edits, the branch here did not
 follow the remote's) stays unsynced in the ledger: the call says so (:class:`CheckoutBehind`),
-and ``applyonce recover`` and ``applyonce show`` report it again.
+and ``applyonce recover`` and ``applyonce show`` report it again. A repeat of a committed call
+syncs too, its sync recorded as done or not (:func:`sync_many` with ``record=False``): in a ledger
+that clones share, the record may be another clone's. Each such report comes with commands that
+keep the user's changes (:func:`behind_of`), never ones that take the branch's version over them.
 
 While a branch moves — a call's publish, the local branch following a remote's, a roll forward
 — and until the sync has written their indexes, its checkouts are held (:func:`holding_checkouts`:
@@ -43,10 +46,10 @@ from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.errors import ApplyOnceError, ConflictError
 from applyonce.faults import fault
 from applyonce.flow.context import LEDGER_FILE, Context
-from applyonce.flow.dirty import sync_base
+from applyonce.flow.dirty import is_snapshot_of, sync_base
 from applyonce.flow.lag import note_followed, paths_to_bring, shown_by_checkouts
 from applyonce.flow.options import CheckoutBehind
-from applyonce.git.checkouts import HeldIndexes, SyncReport
+from applyonce.git.checkouts import HeldIndexes, SyncReport, keep_edits_command, pull_command
 from applyonce.git.publisher import LocalRefPublisher
 from applyonce.state.files import atomic_write, ensure_dir, remove_file
 from applyonce.state.ledger import Event, EventKind, RowChange
@@ -153,7 +156,7 @@ def bring_up(
     tip = ctx.store.tip(ref)
     if not checkouts or tip is None:
         return []
-    shown = shown_by_checkouts(ctx, ref, tip, extra=extra)
+    shown = shown_by_checkouts(ctx, ref, tip, extra=extra, checkouts=checkouts)
     if not shown.lags(tip):
         return []
     # Fast-forward only: a file that holds the version of a commit the branch moved away from
@@ -172,12 +175,20 @@ def bring_up(
 
 
 def sync_many(
-    ctx: Context, receipts: Sequence[Receipt], *, held: Held | None = None
+    ctx: Context,
+    receipts: Sequence[Receipt],
+    *,
+    held: Held | None = None,
+    record: bool = True,
 ) -> list[SyncReport]:
     """Bring the checkouts of the committed calls' branches to their tips (one pass per branch);
-    record a ``synced`` event for each call: synced when every checkout shows its commit.
-    ``held``: the checkouts of a branch held since it moved (:func:`publishing`), with the sync
-    lock; the others are held here before a local branch follows a remote's."""
+    with a remote as the commit point, move a checked-out branch that lags the remote's up to
+    it first, as a new call would (:func:`catch_up`); record a ``synced`` event for each call:
+    synced when every checkout shows its commit. ``held``: the checkouts of a branch held since
+    it moved (:func:`publishing`), with the sync lock; the others are held here before a local
+    branch follows a remote's. ``record``: False to record nothing (a call replayed whose sync
+    is recorded already: its record may be another clone's, in a ledger the clones share, and
+    this clone's checkouts are judged by what they show)."""
     reports: list[SyncReport] = []
     by_ref: dict[str, list[Receipt]] = {}
     for receipt in receipts:
@@ -190,6 +201,8 @@ def sync_many(
         for ref, group in by_ref.items():
             ref_reports, unfollowed = _sync_branch(ctx, ref, group, held)
             reports.extend(ref_reports)
+            if not record:
+                continue
             detail = {"reports": [r.__dict__ for r in ref_reports]}
             behind = {p for report in ref_reports for p in report.behind}
             failed = any(r.failed for r in ref_reports)
@@ -217,14 +230,16 @@ def _sync_branch(
 ) -> tuple[list[SyncReport], set[str]]:
     """:func:`sync_many` for the calls of ``group``, all on ``ref``, with the sync lock held:
     their branch here follows a remote's, and its checkouts are synced, held throughout
-    (``held``, or held here). Returns the reports, and the calls whose commit the branch here
-    does not hold (it did not follow the remote's)."""
+    (``held``, or held here); with a remote, the branch then follows the remote's further, to
+    other clones' commits, as before a new call. Returns the reports, and the calls whose commit
+    the branch here does not hold (it did not follow the remote's)."""
+    own_hold = held is None or held.ref != ref
     hold: contextlib.AbstractContextManager[Held | None]
-    if held is not None and held.ref == ref:
-        hold = contextlib.nullcontext(held)
-    else:
+    if own_hold:
         paths = sorted({p for r in group for p in touched_paths_of(r)})
         hold = holding_checkouts(ctx, ref, paths, locked=True)
+    else:
+        hold = contextlib.nullcontext(held)
     with hold as holds:
         checkouts = holds.indexes.checkouts if holds is not None else []
         # A checkout of a branch unborn here shows none of the remote's files: its branch is
@@ -236,16 +251,45 @@ def _sync_branch(
             or not checkouts
             or all(r.base_commit is None for r in group)
         ):
-            ctx.publisher.follow(ref, {r.commit for r in group if r.commit is not None})
+            ctx.publisher.follow(ref, _commits_of(ctx, group))
         if not checkouts:  # none (bare, another branch checked out): synced
             return [], set()
         extra = _bases_on_branch(ctx, ref, group)
         reports = bring_up(ctx, ref, extra=extra, held=holds)
-        unfollowed = _not_on_branch(ctx, ref, group)
-        if unfollowed:
-            branch = ref.removeprefix("refs/heads/")
-            reports.append(SyncReport(None, unfollowed=branch))
-        return reports, unfollowed
+    if ctx.remote is not None and own_hold:
+        # Other clones' commits on the remote's branch too (held anew: the hold above is over).
+        local, to = ctx.store.tip(ref), ctx.publisher.tip(ref)
+        reports += _follow_remote(ctx, ref, local, to, reports)
+    unfollowed = _not_on_branch(ctx, ref, group)
+    if unfollowed:
+        reports.append(_unfollowed(ctx, ref))
+    return reports, unfollowed
+
+
+def _unfollowed(ctx: Context, ref: str) -> SyncReport:
+    """The report of a branch here that did not follow the remote's to a call's commit: why
+    (the user's own commits on it, or their changes in the way)."""
+    local = ctx.store.tip(ref)
+    fetched = ctx.publisher.tip(ref)
+    diverged = (
+        local is not None
+        and fetched is not None
+        and ctx.store.has_object(fetched)
+        and not ctx.store.is_ancestor(local, fetched)
+    )
+    return SyncReport(None, unfollowed=ref.removeprefix("refs/heads/"), diverged=diverged)
+
+
+def _commits_of(ctx: Context, group: Sequence[Receipt]) -> set[str]:
+    """The commits the calls of ``group`` made: each one's own, and the snapshot of the user's
+    changes below it (``--dirty commit``), which the branch here passes over too."""
+    commits = {r.commit for r in group if r.commit is not None}
+    commits |= {
+        r.base_commit
+        for r in group
+        if r.base_commit is not None and is_snapshot_of(ctx, r.base_commit, r.call_id)
+    }
+    return commits
 
 
 def _bases_on_branch(ctx: Context, ref: str, group: Sequence[Receipt]) -> list[str | None]:
@@ -294,16 +338,20 @@ def clear_dead_syncs(ctx: Context) -> None:
 
 
 def sync_after_publish(
-    ctx: Context, receipt: Receipt, *, held: Held | None = None
+    ctx: Context, receipt: Receipt, *, held: Held | None = None, record: bool = True
 ) -> list[SyncReport]:
     """Sync after a publish (``held``: the checkouts held since, :func:`publishing`): the call
     has taken effect, so a sync failure is a warning (left for 'applyonce recover'), never a
-    failure of the call."""
+    failure of the call. ``record``: see :func:`sync_many`."""
     try:
-        return sync_many(ctx, [receipt], held=held)
+        return sync_many(ctx, [receipt], held=held, record=record)
     except (ApplyOnceError, OSError) as exc:
         reason = exc.one_line() if isinstance(exc, ApplyOnceError) else str(exc)
         return [SyncReport(None, (), (), failed=reason)]
+
+
+# Said of a command that brings a checkout in line: it never discards the user's changes.
+_KEEPS = "the command that follows keeps them, a conflict marked in the file and kept in the stash"
 
 
 def behind_of(ctx: Context, ref: str, reports: Sequence[SyncReport]) -> list[CheckoutBehind]:
@@ -323,26 +371,33 @@ def behind_of(ctx: Context, ref: str, reports: Sequence[SyncReport]) -> list[Che
                 )
             )
         if report.behind:
-            paths = " ".join(report.behind)
             behind.append(
                 CheckoutBehind(
                     report.worktree,
                     branch,
                     report.behind,
-                    "your uncommitted changes there were made on an older version, and are"
-                    f" left as they are: 'git diff -- {paths}' shows them; merge them first",
-                    f"git checkout HEAD -- {paths}",
+                    "your uncommitted changes there were made on an older version, and are left"
+                    f" as they are; {_KEEPS}",
+                    keep_edits_command(branch, report.since)
+                    if report.since is not None
+                    else "git status",
                 )
             )
         if report.unfollowed:
+            remote = ctx.remote or "the remote"
+            if report.diverged:
+                why = f"it holds commits of yours that {remote}'s has not; merge them"
+                command = f"git pull --no-rebase --autostash {remote} {branch}"
+            else:
+                why = f"the checkout holds changes of yours on files {remote}'s changed; {_KEEPS}"
+                command = pull_command(remote, branch)
             behind.append(
                 CheckoutBehind(
                     report.worktree,
                     branch,
                     (),
-                    f"{branch} here has not followed {ctx.remote}'s: it holds commits of yours,"
-                    f" or the checkout holds changes of yours on files {ctx.remote}'s changed",
-                    f"git pull {ctx.remote} {branch}",
+                    f"{branch} here has not followed {remote}'s: {why}",
+                    command,
                 )
             )
     return behind
@@ -387,13 +442,27 @@ def _catch_up(ctx: Context, ref: str, local: str | None, to: str | None) -> list
     reports = bring_up(ctx, ref)
     if reports and all(r.shows_tip for r in reports):
         _record_caught_up(ctx, ref, local)
+    return [*reports, *_follow_remote(ctx, ref, local, to, reports)]
+
+
+def _follow_remote(
+    ctx: Context, ref: str, local: str | None, to: str | None, reports: Sequence[SyncReport]
+) -> list[SyncReport]:
+    """With a remote as the commit point: move the checked-out ``ref`` from ``local`` up to
+    ``to`` (the remote's tip) and sync what the commits in between change, as ``git pull
+    --ff-only`` would; only where it lags (``local`` is an ancestor of ``to``), its checkouts
+    show ``local`` (``reports``: their sync up to it) and hold no edit of the user's on a path
+    those commits change. Journaled first (:func:`resume_catch_up`). Called with the sync lock
+    held. Returns the reports of the sync (none: it did not move)."""
     if ctx.remote is None or to is None or local is None or local == to:
-        return reports
-    if not ctx.store.is_ancestor(local, to) or not all(r.shows_tip for r in reports):
-        return reports  # the user's own commits are on it, or their edits: theirs to merge
+        return []
+    if not ctx.store.has_object(to) or not ctx.store.is_ancestor(local, to):
+        return []  # the user's own commits are on it: theirs to merge
+    if not all(r.shows_tip for r in reports):
+        return []  # their edits: theirs to merge
     paths = sorted(ctx.store.paths_changed(local, to))
     if ctx.checkouts.dirty_paths(ref, ctx.store.tree_at(local), paths):
-        return reports
+        return []
     journal = ctx.state_dir / CATCH_UP_FILE
     atomic_write(journal, orjson.dumps({"ref": ref, "from": local, "to": to}))
     assert ctx.index is not None  # open_context makes one
@@ -407,7 +476,7 @@ def _catch_up(ctx: Context, ref: str, local: str | None, to: str | None) -> list
         remove_file(journal, durable=True)
     if all(r.shows_tip for r in moved):
         _record_caught_up(ctx, ref, to)
-    return [*reports, *moved]
+    return moved
 
 
 def _record_caught_up(ctx: Context, ref: str, tip: str | None) -> None:
@@ -468,6 +537,54 @@ def _refuse_unshown(
             " overwriting a file of yours), then repeat the call",
             worktree=worktree,
         )
+
+
+def catch_up_checkouts(ctx: Context) -> dict[str, list[SyncReport]]:
+    """Bring every checkout of this repository up to its branch as :func:`catch_up` does before
+    a call, whatever the ledger records: a ``synced`` event in a ledger that clones share may
+    be another clone's, and this clone's checkouts are judged by what they show. With a remote
+    as the commit point, a branch here that lags the remote's by calls of the ledger only (one
+    whose publish was finished elsewhere, say) follows it as well, or is said not to; other
+    commits there are the user's to pull (a new call catches up with them). A checkout that
+    shows none of its branch's commits is left for the next call, which refuses it.
+
+    Returns:
+        The reports of each branch's sync (none where nothing lagged).
+
+    Raises:
+        ApplyOnceError: the remote cannot be asked.
+    """
+    reports: dict[str, list[SyncReport]] = {}
+    for ref in ctx.checkouts.checked_out():
+        local = ctx.store.tip(ref)
+        to = ctx.publisher.tip(ref) if ctx.remote is not None else None
+        if to is not None and not _calls_only(ctx, local, to):
+            to = None
+        with contextlib.suppress(UnshownBranchError):
+            found = catch_up(ctx, ref, to)
+            unshown = not all(r.shows_tip for r in found)
+            if to is not None and to != ctx.store.tip(ref) and not unshown:
+                found.append(_unfollowed(ctx, ref))
+            reports[ref] = found
+    return reports
+
+
+CALLS_ONLY_DEPTH = 1000  # commits read at most to tell a branch lags by calls only
+
+
+def _calls_only(ctx: Context, local: str | None, to: str) -> bool:
+    """Whether every commit from ``local`` to ``to`` is the commit of a committed call of the
+    ledger (at most :data:`CALLS_ONLY_DEPTH` of them)."""
+    if local is None or local == to or not ctx.store.is_ancestor(local, to):
+        return False
+    for depth, (commit, trailers) in enumerate(
+        ctx.store.walk_trailers(to, hide=local, key="Call-Id")
+    ):
+        rows = [ctx.ledger.get(call) for call in trailers.all("Call-Id")]
+        ours = [r for r in rows if r is not None and r.state == "committed"]
+        if depth >= CALLS_ONLY_DEPTH or not any(r.commit_id == commit for r in ours):
+            return False
+    return True
 
 
 def resume_catch_up(ctx: Context, *, locked: bool = False) -> list[SyncReport]:

@@ -41,13 +41,14 @@ from applyonce.git.indexlock import (
     skips_worktree,
     stage_file,
 )
-from applyonce.git.store import GitStore, GitTree, Version
+from applyonce.git.store import GitStore, GitTree, RefMove, Version, moves_of
 from applyonce.git.versions import versions_since
 from applyonce.git.workfiles import (
     SparseCheckout,
     checkout_bytes,
     file_mode,
     index_version,
+    is_unmerged,
     sparse_checkout_of,
     stage,
     trusts_filemode,
@@ -55,6 +56,7 @@ from applyonce.git.workfiles import (
 )
 from applyonce.state.files import (
     atomic_write,
+    blocking_parent,
     ensure_dir,
     fsync_dir,
     is_real_dir_chain,
@@ -95,10 +97,34 @@ class Shown:
 
     since: str | None
     tips: tuple[str, ...] = ()
+    # Where the branch is checked out in several work trees: what each of them (by its root)
+    # may show, when it is less than all of them together (``since`` and ``tips``) may.
+    each: tuple[tuple[str, Shown], ...] = ()
 
     def lags(self, tip: str | None) -> bool:
         """Whether a checkout may show something else than ``tip``."""
         return self.since != tip or any(t != tip for t in self.tips)
+
+    def of(self, worktree: str) -> Shown:
+        """What the checkout at ``worktree`` may show."""
+        return next((own for root, own in self.each if root == worktree), self)
+
+
+@dataclass(frozen=True)
+class CheckoutLog:
+    """A work tree's own record of how its checkout moved: its ``HEAD``'s reflog (a branch's
+    reflog is shared by every work tree that has it checked out; git writes each move also to
+    the ``HEAD`` log of the work tree whose command made it, and of no other)."""
+
+    worktree: str
+    moves: frozenset[tuple[str | None, str, str]]  # (old, new, message) of each entry
+    # The time of its oldest entry: the work tree was made then (None: not known), and showed
+    # what its branch was at that time.
+    started: int | None
+
+    def moved(self, move: RefMove) -> bool:
+        """Whether the branch move ``move`` was made by a command run in this work tree."""
+        return (move.old, move.new, move.message) in self.moves
 
 
 @dataclass(frozen=True)
@@ -116,25 +142,105 @@ class DirtyPath:
     # The change was made on another version of the path than the base's (the checkout lags
     # the branch there): committing it on the base would undo the branch's later change.
     on_older: bool = field(default=False, compare=False)
+    # The path has an unresolved merge conflict (its index entries are in stages 1-3).
+    unmerged: bool = field(default=False, compare=False)
+    # A folder of the path that is something else in the checkout (an untracked file or
+    # symlink, a file staged there), and what it is: the call's file cannot be written below it.
+    blocker: tuple[str, str] | None = field(default=None, compare=False)
+    # The commands that bring the checkout up to the branch keeping the user's changes (for a
+    # change ``on_older``; None: none is known).
+    catch_up: str | None = field(default=None, compare=False)
 
     def error(self) -> DirtyPathError:
-        if self.on_older:
+        """The refusal of this change, in words true to its case, with what to do."""
+        where = f"in the checkout at {self.worktree}"
+        if self.blocker is not None:
+            folder, what = self.blocker
+            staged = what == "a staged file"
             return DirtyPathError(
-                f"{self.path} has uncommitted changes in the checkout at {self.worktree}, made"
-                " on an older version of it than the branch has (the checkout has not caught"
-                " up with the branch)",
+                f"{folder} is {what} {where}, in the way of {self.path}",
                 path=self.path,
                 worktree=self.worktree,
-                hint=f"bring them onto the branch's version ('git diff -- {self.path}' shows"
-                f" them; 'git checkout HEAD -- {self.path}' takes the branch's), then repeat"
-                " the call",
+                hint=(
+                    f"unstage it ('git rm --cached {folder}') and move it away, then repeat"
+                    " the call"
+                    if staged
+                    else "move it away, then repeat the call"
+                ),
             )
-        state = "is untracked" if self.expected[0] is None else "has uncommitted changes"
+        if self.unmerged:
+            return DirtyPathError(
+                f"{self.path} has an unresolved merge conflict {where}",
+                path=self.path,
+                worktree=self.worktree,
+                hint=f"resolve the conflict ('git add {self.path}' or 'git rm {self.path}' once"
+                " resolved), then repeat the call",
+            )
+        if self.on_older:
+            return DirtyPathError(
+                f"{self.path} has uncommitted changes {where}, made on an older version of it"
+                " than the branch has (the checkout has not caught up with the branch)",
+                path=self.path,
+                worktree=self.worktree,
+                hint=(
+                    f"bring the checkout up to the branch, keeping your changes ('{self.catch_up}'"
+                    ": a conflict leaves them marked in the file, and in the stash), then repeat"
+                    " the call"
+                    if self.catch_up is not None
+                    else "merge them with the branch's version of the file, then repeat the call"
+                ),
+            )
+        kind = self.current[0]
+        if kind in ("directory", "special file"):
+            return DirtyPathError(
+                f"{self.path} is a {kind} {where}, where the call writes a file",
+                path=self.path,
+                worktree=self.worktree,
+                hint="move it away, then repeat the call",
+            )
+        if kind == "unreadable":
+            return DirtyPathError(
+                f"{self.path} cannot be read {where}",
+                path=self.path,
+                worktree=self.worktree,
+                hint="make it readable, or move it away, then repeat the call",
+            )
+        if self.expected[0] is None and self.staged[0] is None:
+            # 'git stash' leaves an untracked file where it is, and --dirty commit never
+            # commits one: only moving it, or the user's own 'git add', settles it.
+            what = "an untracked file that git ignores" if self.ignored else "untracked"
+            add = "'git add -f'" if self.ignored else "'git add'"
+            return DirtyPathError(
+                f"{self.path} is {what} {where}",
+                path=self.path,
+                worktree=self.worktree,
+                hint=f"move it away or {add} it, then repeat the call",
+            )
         return DirtyPathError(
-            f"{self.path} {state} in the checkout at {self.worktree}",
+            f"{self.path} has uncommitted changes {where}",
             path=self.path,
             worktree=self.worktree,
         )
+
+
+def keep_edits_command(branch: str, shown: str) -> str:
+    """The git commands that bring a checkout that shows ``shown`` (its index and files, while
+    ``branch`` moved on) to ``branch``'s tip, keeping the user's uncommitted changes: ``HEAD``
+    is pointed, detached, at what the checkout shows, so that ``git stash`` records the changes
+    against it; then the branch is checked out and the stash applied on it (a three-way merge:
+    a conflict leaves them marked in the file, and the stash is kept). ``git stash`` alone
+    would record them against the branch's tip, as if they undid its commits."""
+    return (
+        f"git checkout --detach && git reset --soft {shown[:12]} && git stash && git checkout"
+        f" {branch} && git stash pop"
+    )
+
+
+def pull_command(remote: str, branch: str) -> str:
+    """The git command that brings a checkout of ``branch`` up to ``remote``'s, keeping the
+    user's uncommitted changes (stashed and applied again: a conflict leaves them marked in the
+    file, and in the stash)."""
+    return f"git pull --ff-only --autostash {remote} {branch}"
 
 
 @dataclass(frozen=True)
@@ -150,6 +256,11 @@ class SyncReport:
     behind: tuple[str, ...] = ()
     # The branch (its short name) here did not follow the remote's to the call's commit.
     unfollowed: str | None = None
+    # What the checkout was brought from (the sync's base: the files it left hold the user's
+    # changes made on that version).
+    since: str | None = None
+    # With ``unfollowed``: the branch here holds commits the remote's does not (the user's).
+    diverged: bool = False
 
     @property
     def shows_tip(self) -> bool:
@@ -192,7 +303,15 @@ class Checkouts:
 
     def checkouts_of(self, ref: str) -> list[pygit2.Repository]:
         """The work trees (main and linked, from wherever we were opened) whose HEAD is ``ref``."""
-        found: list[pygit2.Repository] = []
+        return [repo for repo, head in self._work_trees() if head == ref]
+
+    def checked_out(self) -> list[str]:
+        """The branches the work trees (main and linked) have checked out, each once."""
+        return sorted({head for _, head in self._work_trees() if head is not None})
+
+    def _work_trees(self) -> list[tuple[pygit2.Repository, str | None]]:
+        """Each work tree (main and linked) with the branch its HEAD names (None: detached)."""
+        found: list[tuple[pygit2.Repository, str | None]] = []
         candidates: list[pygit2.Repository] = []
         seen: set[str] = set()
         main = pygit2.Repository(str(self.store.common_dir))
@@ -213,13 +332,24 @@ class Checkouts:
             if repo.is_bare:
                 continue
             head = repo.references.get("HEAD")
-            if (
-                head is not None
-                and head.type == pygit2.enums.ReferenceType.SYMBOLIC
-                and str(head.target) == ref
-            ):
-                found.append(repo)
+            symbolic = head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC
+            found.append((repo, str(head.target) if symbolic and head is not None else None))
         return found
+
+    def head_logs(self, checkouts: Sequence[pygit2.Repository], limit: int) -> list[CheckoutLog]:
+        """The ``HEAD`` reflog of each of ``checkouts`` (its last ``limit`` entries)."""
+        logs = []
+        for checkout in checkouts:
+            moves = moves_of(checkout, "HEAD", limit)
+            logs.append(
+                CheckoutLog(
+                    str(Path(checkout.workdir)),
+                    frozenset((m.old, m.new, m.message) for m in moves),
+                    # Read to its start only: an entry past the limit may be older.
+                    moves[-1].time if moves and len(moves) < limit else None,
+                )
+            )
+        return logs
 
     def empty_checkouts(self, checkouts: Sequence[pygit2.Repository], tip: GitTree) -> list[str]:
         """The work trees among ``checkouts`` whose index has no entry at all while the branch's
@@ -242,17 +372,22 @@ class Checkouts:
         *,
         base_commit: str | None = None,
         shown: Shown | None = None,
+        remote: str | None = None,
     ) -> None:
         """Refuse the call if the checkout of ``ref`` has user changes on ``paths``
         (``shown``: what the checkouts may show besides ``base_commit``, whose tree is
-        ``base``; a path they hold in one of those versions is not the user's).
+        ``base``; a path they hold in one of those versions is not the user's; ``remote``: the
+        remote whose branch ``base_commit`` is, see :meth:`_dirty`).
 
         Raises:
-            DirtyPathError: a touched path differs from the base (modified, staged, untracked).
+            DirtyPathError: a touched path differs from the base (modified, staged, untracked,
+                unmerged), or a folder of it is a file or symlink of the user's.
             UnsupportedIndexError: the checkout has a split index.
             FilterDriverError: a path's filter driver is missing or fails.
         """
-        for found in self._dirty(ref, base, paths, base_commit=base_commit, shown=shown):
+        for found in self._dirty(
+            ref, base, paths, base_commit=base_commit, shown=shown, remote=remote
+        ):
             raise found.error()
 
     def dirty_paths(
@@ -263,10 +398,13 @@ class Checkouts:
         *,
         base_commit: str | None = None,
         shown: Shown | None = None,
+        remote: str | None = None,
     ) -> list[str]:
         """The touched paths the checkouts of ``ref`` hold in a version of the user's (see
         :meth:`find_dirty_paths`; reads only)."""
-        found = self._dirty(ref, base, paths, base_commit=base_commit, shown=shown, writes=False)
+        found = self._dirty(
+            ref, base, paths, base_commit=base_commit, shown=shown, writes=False, remote=remote
+        )
         return sorted({dirty.path for dirty in found})
 
     def dirty_versions(
@@ -277,6 +415,7 @@ class Checkouts:
         *,
         base_commit: str | None = None,
         shown: Shown | None = None,
+        remote: str | None = None,
     ) -> list[DirtyPath]:
         """The user's changes on ``paths`` in the checkouts of ``ref`` (see
         :meth:`find_dirty_paths`), each as the version ``git commit -- PATH`` would commit
@@ -285,15 +424,20 @@ class Checkouts:
 
         Raises:
             DirtyPathError: a change that cannot be committed as it is: an untracked file (it
-                may hold anything, a credential say: only the user commits it), a directory or
+                may hold anything, a credential say: only the user commits it), a merge
+                conflict, a file or symlink where a folder of the path is, a directory or
                 an unreadable file where the path is, staged content that differs from the
                 work tree's (committing either would lose the other), two checkouts that
                 differ, or a change made on an older version of the path than the base's
                 (committing it would undo the branch's later change).
         """
         found: dict[str, DirtyPath] = {}
-        for dirty in self._dirty(ref, base, paths, base_commit=base_commit, shown=shown):
+        for dirty in self._dirty(
+            ref, base, paths, base_commit=base_commit, shown=shown, remote=remote
+        ):
             path = dirty.path
+            if dirty.blocker is not None or dirty.unmerged:
+                raise dirty.error()  # nothing there to commit as the path's file
             if dirty.current[0] in ("directory", "special file", "unreadable"):
                 raise DirtyPathError(
                     f"{path} is a {dirty.current[0]} in the checkout at {dirty.worktree},"
@@ -390,20 +534,34 @@ class Checkouts:
         base_commit: str | None = None,
         shown: Shown | None = None,
         writes: bool = True,
+        remote: str | None = None,
     ) -> list[DirtyPath]:
         """Each touched path that a checkout of ``ref`` holds in a version of the user's: one
         the base does not have, nor (where the checkout lags, see ``shown``) the commits it may
-        still show, in both the index and the work tree. Only the touched paths are looked at
-        (the index entry, the work-tree file). ``writes``: False to make no file at all (a dry
-        run)."""
+        still show, in both the index and the work tree; or has a conflict of the user's merge;
+        or cannot be written there (a folder of it is a file or symlink of the user's). Only the
+        touched paths are looked at (the index entry, the work-tree file, the folders on the
+        way). ``writes``: False to make no file at all (a dry run). ``remote``: the remote whose
+        branch ``base_commit`` is (``--remote``), for the command that catches a checkout up."""
         paths = list(paths)
         found: list[DirtyPath] = []
         checkouts = self.checkouts_of(ref)
-        known: dict[str, set[Version]] | None = None
-        if checkouts and shown is not None and shown.lags(base_commit):
-            known = versions_since(self.store, base_commit, shown.since, paths, also=shown.tips)
+        local = self.store.tip(ref)
+        # Per work tree (the branch may be checked out in several, each showing its own), the
+        # versions each path had in the commits it may show; one walk per distinct answer.
+        versions: dict[tuple[str | None, tuple[str, ...]], dict[str, set[Version]]] = {}
         for checkout in checkouts:
             root = Path(checkout.workdir)
+            own = shown.of(str(root)) if shown is not None else None
+            known: dict[str, set[Version]] | None = None
+            if own is not None and own.lags(base_commit):
+                key = (own.since, own.tips)
+                if key not in versions:
+                    versions[key] = versions_since(
+                        self.store, base_commit, own.since, paths, also=own.tips
+                    )
+                known = versions[key]
+            catch_up = _catch_up_command(ref, own, base_commit, local, remote)
             sparse = sparse_checkout_of(checkout)
             with reading_index(checkout, writes=writes, scratch_dir=self.scratch_dir) as index:
                 trusts_mode = trusts_filemode(checkout)
@@ -412,16 +570,20 @@ class Checkouts:
                         continue  # not a file: the planner refuses the operation itself
                     expected = base.version(path)
                     staged = index_version(index, path)
+                    blocker: tuple[str, str] | None = None
                     if _skips(sparse, index, root, path):  # git ignores the work tree there
                         current = staged
                     else:
+                        blocker = _blocker(index, root, path)
                         current = workdir_version(
                             checkout, root, path, staged, trusts_mode=trusts_mode
                         )
-                    if current == expected and staged == expected:
+                    unmerged = staged[0] is None and is_unmerged(index, path)
+                    settled = blocker is None and not unmerged
+                    if settled and current == expected and staged == expected:
                         continue
                     had = known[path] if known is not None else {expected}
-                    if staged in had and current in had:
+                    if settled and staged in had and current in had:
                         continue  # the checkout lags here: the branch's, not the user's
                     ignored = (
                         expected[0] is None and path not in index and checkout.path_is_ignored(path)
@@ -431,7 +593,18 @@ class Checkouts:
                     # there tells nothing of what it was made on).
                     on_older = staged != expected and (staged in had or had != {expected})
                     found.append(
-                        DirtyPath(path, str(root), current, staged, expected, ignored, on_older)
+                        DirtyPath(
+                            path,
+                            str(root),
+                            current,
+                            staged,
+                            expected,
+                            ignored,
+                            on_older,
+                            unmerged,
+                            blocker,
+                            catch_up,
+                        )
                     )
         return found
 
@@ -609,7 +782,7 @@ class Checkouts:
             if directory.is_dir():  # (not one the deletion left empty and pruned)
                 fsync_dir(directory)
         behind = tuple(p for p in left if index_version(index, p) != tip_tree.version(p))
-        return SyncReport(str(root), tuple(written), tuple(left), behind=behind)
+        return SyncReport(str(root), tuple(written), tuple(left), behind=behind, since=base_commit)
 
     def _plan_sync(
         self,
@@ -680,6 +853,38 @@ class Checkouts:
                 data = checkout_bytes(checkout, root, path, str(entry.id), autocrlf=autocrlf)
             planned.append((path, target, staged, current, data))
         return planned
+
+
+def _blocker(index: pygit2.Index, root: Path, path: str) -> tuple[str, str] | None:
+    """A folder of ``path`` that is something else in the checkout, and what: a file in the
+    index (staged), or, in the work tree, an untracked file or symlink (writing below a
+    symlink would write wherever it points). None: the path can be written as git would."""
+    parts = path.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if index_version(index, folder)[0] is not None or is_unmerged(index, folder):
+            return folder, "a staged file"
+    found = blocking_parent(root, path)
+    if found is None:
+        return None
+    what = "an untracked symbolic link" if (root / found).is_symlink() else "an untracked file"
+    return found, what
+
+
+def _catch_up_command(
+    ref: str, own: Shown | None, base: str | None, local: str | None, remote: str | None
+) -> str | None:
+    """The commands that bring a checkout of ``ref`` that may show ``own`` (besides ``base``,
+    the tip a call is judged on) up to ``base``, keeping the user's changes; None: none known.
+    With a remote, a checkout that shows the local branch, which lags the remote's, pulls; a
+    checkout that lags the local branch is first brought up to it."""
+    branch = ref.removeprefix("refs/heads/")
+    if own is None or not own.lags(base):
+        return None
+    if remote is not None and local is not None and local != base and own.since == local:
+        return pull_command(remote, branch)
+    shows: str | None = own.since if own.since != base else next(iter(own.tips), None)
+    return keep_edits_command(branch, shows) if shows is not None else None
 
 
 def _skips(sparse: SparseCheckout | None, index: pygit2.Index, root: Path, path: str) -> bool:

@@ -92,6 +92,29 @@ class RefMove:
     time: int
 
 
+def moves_of(repo: pygit2.Repository, ref: str, limit: int) -> list[RefMove]:
+    """The last ``limit`` moves of ``ref`` in ``repo``'s reflog, newest first (``HEAD`` of a
+    linked work tree's repository: that work tree's own log). None: no reflog, or unreadable."""
+    reference = repo.references.get(ref)
+    if reference is None:
+        return []
+    moves: list[RefMove] = []
+    with contextlib.suppress(pygit2.GitError, OSError, ValueError):
+        for entry in reference.log():
+            old = str(entry.oid_old)
+            moves.append(
+                RefMove(
+                    None if not old.strip("0") else old,
+                    str(entry.oid_new),
+                    entry.message or "",
+                    int(entry.committer.time),
+                )
+            )
+            if len(moves) >= limit:
+                break
+    return moves
+
+
 def _kind_of_mode(mode: int) -> EntryKind:
     if mode == MODE_TREE:
         return "dir"
@@ -296,24 +319,7 @@ class GitStore:
     def ref_moves(self, ref: str, limit: int) -> list[RefMove]:
         """The last ``limit`` moves of ``ref`` its reflog records, newest first (none: it has
         no reflog, e.g. ``core.logAllRefUpdates=false``, or cannot be read)."""
-        reference = self.repo.references.get(ref)
-        if reference is None:
-            return []
-        moves: list[RefMove] = []
-        with contextlib.suppress(pygit2.GitError, OSError, ValueError):
-            for entry in reference.log():
-                old = str(entry.oid_old)
-                moves.append(
-                    RefMove(
-                        None if not old.strip("0") else old,
-                        str(entry.oid_new),
-                        entry.message or "",
-                        int(entry.committer.time),
-                    )
-                )
-                if len(moves) >= limit:
-                    break
-        return moves
+        return moves_of(self.repo, ref, limit)
 
     @rereading
     def resolve_commit(self, rev: str) -> str:

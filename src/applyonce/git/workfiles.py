@@ -153,6 +153,12 @@ def index_version(index: pygit2.Index, path: str) -> Version:
     return (str(entry.id), int(entry.mode))
 
 
+def is_unmerged(index: pygit2.Index, path: str) -> bool:
+    """Whether ``path`` has an unresolved merge conflict in the index (entries in stages 1-3)."""
+    conflicts = index.conflicts
+    return conflicts is not None and path in conflicts
+
+
 def stage(index: pygit2.Index, full: Path, path: str, target: Version) -> None:
     """Record ``target`` (the commit's blob and mode) for ``path``, with the stat data of the work
     tree's file, as git checkout does. The mode is the commit's even under

@@ -134,16 +134,23 @@ def prune_empty_dirs(start: Path, stop: Path) -> None:
 
 def is_real_dir_chain(root: Path, relative: str) -> bool:
     """True when every existing parent of ``root/relative`` is a real directory, not a symlink."""
+    return blocking_parent(root, relative) is None
+
+
+def blocking_parent(root: Path, relative: str) -> str | None:
+    """The first parent of ``root/relative`` (relative to ``root``) that exists and is not a real
+    directory (a file, a symlink, …); None when there is none."""
     current = root
-    for part in relative.split("/")[:-1]:
+    parts = relative.split("/")[:-1]
+    for depth, part in enumerate(parts, 1):
         current = current / part
         try:
             st = os.lstat(current)
         except FileNotFoundError:
-            return True
+            return None
         if not stat.S_ISDIR(st.st_mode):
-            return False
-    return True
+            return "/".join(parts[:depth])
+    return None
 
 
 def pid_alive(pid: int) -> bool:
