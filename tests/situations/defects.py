@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 LOCAL = ("apply", "dirty-commit", "revert", "crash", "audit")
-REMOTE = ("remote-apply", "remote-crash")
+REMOTE = ("remote-apply", "remote-dirty-commit", "remote-crash")
 
 
 def row(state: str, *columns: str) -> tuple[str, ...]:

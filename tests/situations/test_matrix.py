@@ -14,8 +14,9 @@ Columns:
 * ``crash``: the call killed by SIGKILL right after its publish (``APPLYONCE_FAULT=after-publish``),
   then ``applyonce recover``, then the same call again, which must replay;
 * ``audit``: the call, then ``applyonce audit``, which must find it clean;
-* ``remote-apply``, ``remote-crash``: ``apply`` and ``crash`` with ``--remote origin`` (a bare repo
-  reached by a ``file://`` URL), where the state is a clone.
+* ``remote-apply``, ``remote-dirty-commit``, ``remote-crash``: ``apply``, ``dirty-commit`` and
+  ``crash`` with ``--remote origin`` (a bare repo reached by a ``file://`` URL), where the state is
+  a clone.
 
 A cell that fails on the current code carries ``xfail(strict=True)`` with its defects in one line
 each (tests/situations/defects.py): it must fail with one of their signatures, and it turns into
@@ -49,7 +50,16 @@ from tests.situations.promises import (
 )
 from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_loop
 
-COLUMNS = ("apply", "dirty-commit", "revert", "crash", "audit", "remote-apply", "remote-crash")
+COLUMNS = (
+    "apply",
+    "dirty-commit",
+    "revert",
+    "crash",
+    "audit",
+    "remote-apply",
+    "remote-dirty-commit",
+    "remote-crash",
+)
 
 
 class UnexpectedFailure(Exception):
@@ -280,6 +290,7 @@ COMMANDS: dict[str, Callable[[Cell], str]] = {
     "crash": column_crash,
     "audit": column_audit,
     "remote-apply": column_apply,
+    "remote-dirty-commit": column_dirty_commit,
     "remote-crash": column_crash,
 }
 
@@ -289,7 +300,7 @@ def _cells() -> Iterator[Any]:  # pytest.param's ParameterSet
         for column in COLUMNS:
             if column.startswith("remote-") and not state.remote:
                 continue
-            if column == "dirty-commit" and not state.dirty:
+            if column.endswith("dirty-commit") and not state.dirty:
                 continue
             if state.short and column in ("revert", "audit", "remote-crash"):
                 continue
