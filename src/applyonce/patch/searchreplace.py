@@ -96,20 +96,10 @@ AMBIGUOUS_HINT = (
 
 
 def looks_like_search_replace(text: str) -> bool:
-    """True when ``text`` has a ``SEARCH`` marker line followed by a ``=======`` line and a
-    ``REPLACE`` marker line (a unified diff's lines start with ``' '``, ``-`` or ``+`` and a
-    Codex patch's with ``+`` as well, so neither has a bare ``<<<<<<< SEARCH`` line)."""
-    if "SEARCH" not in text or "REPLACE" not in text:
-        return False
-    state = 0
-    for line in _split_patch_lines(text):
-        if state == 0 and _SEARCH.match(line):
-            state = 1
-        elif state == 1 and _DIVIDER.match(line):
-            state = 2
-        elif state == 2 and _REPLACE.match(line):
-            return True
-    return False
+    """True when ``text`` has a ``<<<<<<< SEARCH`` (or ``------- SEARCH``) line: the parser then
+    says what else a block lacks. A unified diff's lines start with ``' '``, ``-`` or ``+``, and
+    a Codex patch's with ``+`` as well, so neither has such a line."""
+    return "SEARCH" in text and any(_SEARCH.match(line) for line in _split_patch_lines(text))
 
 
 def parse_search_replace(text: str) -> Patch:
