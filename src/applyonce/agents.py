@@ -238,14 +238,21 @@ class PatchRunner:
         )
 
     def dry_run(
-        self, patch: str, *, tool_call_id: str | None = None, attempt: int | None = None
+        self,
+        patch: str,
+        *,
+        tool_call_id: str | None = None,
+        attempt: int | None = None,
+        format: PatchFormat | None = None,
     ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
-        object, no receipt, no ledger entry). A refusal is an error output."""
+        object, no receipt, no ledger entry). A refusal is an error output. ``format``: the
+        patch's format, where the caller knows it (default: the options')."""
         options = dataclasses.replace(
             self.options,
             attempt=self.options.attempt if attempt is None else attempt,
             tool_call_id=tool_call_id,
+            format=format or self.options.format,
         )
         try:
             with self.using() as executor:

@@ -15,7 +15,9 @@ APP = "import os\r\n\r\n\r\ndef greet(name):\r\n    return 'hello ' + name\r\n\r
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
-    return make_repo(tmp_path / "repo", {"src/app.py": APP, "README.md": "# demo\n\nx = 1\nx = 1\n"})
+    return make_repo(
+        tmp_path / "repo", {"src/app.py": APP, "README.md": "# demo\n\nx = 1\nx = 1\n"}
+    )
 
 
 def apply(repo: Repo, patch: str, *args: str):  # type: ignore[no-untyped-def]
@@ -73,9 +75,12 @@ def test_blocks_on_several_files_are_one_commit_with_the_files_own_endings(
     assert repo.commit_count() == 2
     files = repo.files()
     # CRLF kept, and the missing final newline too.
-    assert files["src/app.py"] == APP.replace(
-        "return 'hello ' + name", "return f'hello {name}!'"
-    ).replace("VALUE = 1", "VALUE = 2").encode()
+    assert (
+        files["src/app.py"]
+        == APP.replace("return 'hello ' + name", "return f'hello {name}!'")
+        .replace("VALUE = 1", "VALUE = 2")
+        .encode()
+    )
     assert files["tests/test_app.py"] == b"from src.app import greet\n"
     # The same call again is a replay, not a second commit.
     again = apply(repo, PATCH)

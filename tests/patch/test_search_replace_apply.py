@@ -40,8 +40,7 @@ def test_search_found_twice_is_refused_naming_both_places() -> None:
         run(data, ("x = 1", "x = 3"))
     message = str(info.value)
     assert message == (
-        "f.py: block 1: the SEARCH lines match at 2 places (lines 1, 3; first SEARCH line: "
-        "'x = 1')"
+        "f.py: block 1: the SEARCH lines match at 2 places (lines 1, 3; first SEARCH line: 'x = 1')"
     )
     assert info.value.kind == "ambiguous-context"
     assert info.value.details["candidates"] == [1, 3]
@@ -71,7 +70,7 @@ def test_search_not_found_is_a_hunk_mismatch_with_the_nearest_lines() -> None:
 
 def test_a_block_already_applied_says_so() -> None:
     data = b"a\nB\nc\n"
-    with pytest.raises(HunkApplyError, match="already at f.py:2 — was this patch applied"):
+    with pytest.raises(HunkApplyError, match=r"already at f\.py:2 — was this patch applied"):
         run(data, ("b", "B"))
 
 

@@ -61,7 +61,9 @@ def only_update(text: str) -> UpdateFile:
     return op
 
 
-@pytest.mark.parametrize("text", [AIDER, CLINE, ROO, AIDER.replace("```python\n", "").replace("```\n", "")])
+@pytest.mark.parametrize(
+    "text", [AIDER, CLINE, ROO, AIDER.replace("```python\n", "").replace("```\n", "")]
+)
 def test_the_three_spellings_are_one_change(text: str) -> None:
     op = only_update(text)
     assert op.path == "src/app.py"
@@ -111,7 +113,9 @@ def test_file_names_lose_the_decorations_models_put_around_them() -> None:
 
 
 def test_an_empty_search_creates_the_file_and_refuses_an_existing_one() -> None:
-    (op,) = parse("docs/new.md\n<<<<<<< SEARCH\n=======\n# New\n\ntext\n>>>>>>> REPLACE\n").operations
+    (op,) = parse(
+        "docs/new.md\n<<<<<<< SEARCH\n=======\n# New\n\ntext\n>>>>>>> REPLACE\n"
+    ).operations
     assert isinstance(op, AddFile)
     assert op.content == "# New\n\ntext\n"
     assert op.refuse_existing

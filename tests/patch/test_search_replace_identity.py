@@ -24,7 +24,9 @@ GIT = (
     "@@ -1,2 +1,2 @@\n def greet(name):\n-    return 'hello ' + name\n"
     "+    return f'Hello, {name}!'\n"
 )
-EDIT_JSON = '[{"command": "str_replace", "path": "src/app.py", "old_str": "hello", "new_str": "Hello"}]'
+EDIT_JSON = (
+    '[{"command": "str_replace", "path": "src/app.py", "old_str": "hello", "new_str": "Hello"}]'
+)
 
 
 def args(text: str) -> ApplyPatchArgs:

@@ -69,7 +69,9 @@ def apply(
     tool_call_id: Annotated[
         str | None, typer.Option(metavar="ID", help="The model's tool-call ID, recorded.")
     ] = None,
-    format: Annotated[str, typer.Option(help="auto, codex, unified, edit-json or search-replace.")] = "auto",
+    format: Annotated[
+        str, typer.Option(help="auto, codex, unified, edit-json or search-replace.")
+    ] = "auto",
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,

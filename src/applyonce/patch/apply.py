@@ -72,8 +72,8 @@ from applyonce.patch.match import (
 )
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
 from applyonce.patch.repair import hunk_not_found
-from applyonce.patch.searchreplace import apply_blocks
 from applyonce.patch.search import find_ids, intern_into
+from applyonce.patch.searchreplace import apply_blocks
 
 
 @dataclass(frozen=True)

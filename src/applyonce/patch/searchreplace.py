@@ -102,6 +102,26 @@ def looks_like_search_replace(text: str) -> bool:
     return "SEARCH" in text and any(_SEARCH.match(line) for line in _split_patch_lines(text))
 
 
+def blocks_for(path: str, diff: str) -> str:
+    """The patch text of a tool call that gives the file apart from its blocks (Cline's
+    ``replace_in_file``, Roo's ``apply_diff``): ``path`` on the line before every ``SEARCH``
+    marker, so every block edits that file whatever else the diff's lines say.
+
+    Raises:
+        PatchSyntaxError: ``path`` is not one line.
+    """
+    if not path.strip() or "\n" in path or "\r" in path:
+        raise PatchSyntaxError(
+            "the path must be one line, not empty", hint="give the file's path relative to the root"
+        )
+    out: list[str] = []
+    for line in _split_patch_lines(diff):
+        if _SEARCH.match(line):
+            out.append(path)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def parse_search_replace(text: str) -> Patch:
     """Parse SEARCH/REPLACE blocks into a :class:`Patch`.
 
