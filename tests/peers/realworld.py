@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     import pygit2
 
-BUNDLE = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "packaging.bundle"
+# Beside the repository; APPLYONCE_REALWORLD_BUNDLE names another place (a git worktree's
+# checkout sits one directory deeper than the repository it belongs to).
+BUNDLE = Path(
+    os.environ.get("APPLYONCE_REALWORLD_BUNDLE")
+    or Path(__file__).resolve().parents[3] / "shared" / "realworld" / "packaging.bundle"
+)
 Format = Literal["unified", "codex", "search-replace"]
 Via = Literal["api", "cli"]
 

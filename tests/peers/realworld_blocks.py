@@ -31,7 +31,9 @@ from tests.peers.realworld import (
 )
 
 NO_BLOCKS = "no SEARCH/REPLACE spelling: "
-_MARKER = re.compile(r"^(?:<{5,9} SEARCH>?|-{5,9} SEARCH|={5,9}|>{5,9} REPLACE|\+{5,9} REPLACE)\s*$")
+_MARKER = re.compile(
+    r"^(?:<{5,9} SEARCH>?|-{5,9} SEARCH|={5,9}|>{5,9} REPLACE|\+{5,9} REPLACE)\s*$"
+)
 SPELLINGS = ("aider", "cline", "roo")
 
 
@@ -53,7 +55,9 @@ def _one_ending(ends: list[str]) -> str | None:
     return next(iter(found), None)
 
 
-def _render(path: str, search: list[str], replace: list[str], spelling: str, line: int) -> list[str]:
+def _render(
+    path: str, search: list[str], replace: list[str], spelling: str, line: int
+) -> list[str]:
     for text in (*search, *replace):
         if _MARKER.match(text):
             raise Inexpressible("a line reads as a block marker")
@@ -93,7 +97,7 @@ def to_search_replace(
                 raise Inexpressible("CRLF line endings")
             if text and not text.endswith("\n"):
                 raise Inexpressible("no final newline")
-            out += _render(fp.new_path, [], text.split("\n")[:-1], spelling, 0) + [""]
+            out += [*_render(fp.new_path, [], text.split("\n")[:-1], spelling, 0), ""]
             continue
         if fp.new_path != fp.old_path:
             raise Inexpressible("rename")
@@ -127,7 +131,7 @@ def to_search_replace(
                     raise Inexpressible("no unique frame")  # cannot happen: the whole file
                 extra = extra * 2 + 1
             replace = current[s:lo] + new + current[hi:e]
-            out += _render(fp.old_path, search, replace, spelling, s + 1) + [""]
+            out += [*_render(fp.old_path, search, replace, spelling, s + 1), ""]
             current[s:e] = replace
             shift += len(new) - (b - a)
         if current != new_bodies:
