@@ -14,6 +14,7 @@ from typing import Any
 import mcp_types as types
 from mcp import ClientSession
 
+from applyonce.agents import ToolCallAdapter
 from applyonce.schemas import mcp_tools, schema_for
 from tests.adapters.test_mcp_server import text_of, with_session
 from tests.conftest import Repo, run_cli
@@ -121,3 +122,55 @@ def test_mcp_without_the_flag_does_not_serve_replace_in_file(repo: Repo, tmp_pat
         "error: unknown tool 'replace_in_file'; the tools here are apply_patch, patch_receipt "
         "and revert_patch\n"
     )
+
+
+# ------------------------------------------------------------------ ToolCallAdapter
+
+
+def replace_block(arguments: object, id: str = "toolu_R1") -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": "replace_in_file", "input": arguments}
+
+
+def test_the_adapter_answers_replace_in_file_once(repo: Repo) -> None:
+    adapter = ToolCallAdapter(repo.path, replace_name="replace_in_file")
+    block = replace_block({"path": "src/util.py", "diff": DIFF})
+    [first] = adapter.run([block])
+    assert first == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_R1",
+        "content": "Success. Updated the following files:\nM src/util.py\n",
+        "is_error": False,
+    }
+    assert ToolCallAdapter(repo.path, replace_name="replace_in_file").run([block]) == [first]
+    assert repo.commit_count() == 2
+    assert repo.files()["src/util.py"] == b"VALUE = 2\n"
+
+
+def test_the_adapter_refuses_bad_replace_in_file_calls_without_writing(repo: Repo) -> None:
+    adapter = ToolCallAdapter(repo.path, replace_name="replace_in_file")
+    before = repo.files()
+    [bad_args, bad_path, missing] = adapter.run(
+        [
+            replace_block({"path": "src/util.py"}, "t1"),
+            replace_block({"path": "a\nb", "diff": DIFF}, "t2"),
+            replace_block({"path": "src/util.py", "diff": DIFF.replace("VALUE = 1", "NOPE")}, "t3"),
+        ]
+    )
+    assert bad_args["is_error"] and bad_args["content"].startswith(
+        "error: bad tool arguments: diff: Field required"
+    )
+    assert bad_path["is_error"] and bad_path["content"].startswith(
+        "error: the path must be one line"
+    )
+    assert missing["is_error"] and missing["content"].startswith(
+        "error: src/util.py: block 1: the SEARCH lines are not in the file"
+    )
+    assert repo.commit_count() == 1
+    assert repo.files() == before
+
+
+def test_without_replace_name_the_call_is_another_tool(repo: Repo) -> None:
+    [result] = ToolCallAdapter(repo.path).run([replace_block({"path": "x", "diff": DIFF})])
+    assert result["is_error"]
+    assert result["content"].startswith("error: unknown tool 'replace_in_file'")
+    assert repo.commit_count() == 1
