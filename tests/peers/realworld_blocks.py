@@ -11,13 +11,15 @@ What blocks cannot say is named (:class:`~tests.peers.realworld.Inexpressible`) 
 skipped for this format with the reason: deletions, renames, modes, symlinks, submodules, binary
 or non-UTF-8 content, a lone ``\\r``, files of mixed line endings or whose ending changes, a
 final newline added or removed (blocks keep a file's final-newline state), an edit of an empty
-file, and a block line that reads as a marker (``=======`` in an rst heading). Independent of
+file, a block line that reads as a ``SEARCH``/``REPLACE`` marker, and a SEARCH line that reads as
+the ``=======`` divider (an rst heading's underline; in the REPLACE part such a line is content). Independent of
 applyonce's parser on purpose: the marker rule is written here from the formats' descriptions.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 
 from tests.peers.realworld import (
@@ -31,9 +33,10 @@ from tests.peers.realworld import (
 )
 
 NO_BLOCKS = "no SEARCH/REPLACE spelling: "
-_MARKER = re.compile(
-    r"^(?:<{5,9} SEARCH>?|-{5,9} SEARCH|={5,9}|>{5,9} REPLACE|\+{5,9} REPLACE)\s*$"
-)
+# What ends or opens a part of a block; the divider ends the SEARCH part only (after it, the
+# parser looks for the REPLACE marker, so a divider line there is content).
+_MARKER = re.compile(r"^(?:<{5,9} SEARCH>?|-{5,9} SEARCH|>{5,9} REPLACE|\+{5,9} REPLACE)\s*$")
+_DIVIDER = re.compile(r"^={5,9}\s*$")
 SPELLINGS = ("aider", "cline", "roo")
 
 
@@ -61,6 +64,8 @@ def _render(
     for text in (*search, *replace):
         if _MARKER.match(text):
             raise Inexpressible("a line reads as a block marker")
+    if any(_DIVIDER.match(text) for text in search):
+        raise Inexpressible("a SEARCH line reads as the divider")
     if spelling == "cline":
         return [path, "------- SEARCH", *search, "=======", *replace, "+++++++ REPLACE"]
     if spelling == "roo":
@@ -70,15 +75,17 @@ def _render(
 
 
 def to_search_replace(
-    diff: bytes, old_blob: Callable[[str], bytes], *, first_spelling: int = 0
+    diff: bytes, old_blob: Callable[[str], bytes], *, first_spelling: int | None = None
 ) -> str:
-    """SEARCH/REPLACE text of the change ``diff`` makes (``old_blob(path)``: a base file).
+    """SEARCH/REPLACE text of the change ``diff`` makes (``old_blob(path)``: a base file). The
+    files take the spellings in turn from ``first_spelling`` (default: one the diff picks, so
+    single-file commits spread over the three too).
 
     Raises:
         Inexpressible: the change has no SEARCH/REPLACE spelling (the reason).
     """
     out: list[str] = ["Blocks cut from a real commit:", ""]
-    turn = first_spelling
+    turn = zlib.crc32(diff) if first_spelling is None else first_spelling
     for fp in parse_git_diff(diff):
         for mode, reason in (("160000", "submodule"), ("120000", "symlink")):
             if mode in fp.modes:
