@@ -7,6 +7,7 @@ import pytest
 
 from applyonce.patch import HunkApplyError, MatchLevel, UpdateFile, apply_hunks, parse
 from applyonce.patch.match import AmbiguousContextError, BinaryFileError
+from applyonce.patch.search import interned
 
 
 def blocks(*pairs: tuple[str, str]) -> str:
@@ -112,3 +113,16 @@ def test_binary_and_non_utf8_files_are_refused() -> None:
 
 def test_a_block_that_removes_lines() -> None:
     assert run(b"a\nb\nc\n", ("b", ""))[0] == b"a\nc\n"
+
+
+def test_each_line_is_hashed_once_however_many_blocks() -> None:
+    # Blocks search the file as the blocks before left it: its line ids are kept up to date as
+    # blocks replace lines, never made again per block (that would be blocks x file).
+    n, k = 3000, 300
+    data = "".join(f"line {i}\n" for i in range(n)).encode()
+    pairs = [(f"line {i * 10}", f"LINE {i * 10}\nmore {i}") for i in range(k)]
+    before = interned()
+    new, levels = run(data, *pairs)
+    assert levels == [MatchLevel.EXACT] * k
+    assert interned() - before == n + 2 * k  # the file once, then each block's new lines
+    assert new.count(b"\nmore ") == k

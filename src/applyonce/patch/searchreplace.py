@@ -65,11 +65,13 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from applyonce.patch.codex import PatchSyntaxError, _split_patch_lines
 from applyonce.patch.editjson import _path_key
-from applyonce.patch.match import AmbiguousContextError, _matches, _Text, decode_text
+from applyonce.patch.match import _NORMALISERS, AmbiguousContextError, decode_text
 from applyonce.patch.model import (
     AddFile,
     FileOp,
@@ -81,6 +83,7 @@ from applyonce.patch.model import (
     has_raw_bytes,
 )
 from applyonce.patch.repair import hunk_not_found
+from applyonce.patch.search import intern_into
 
 _SEARCH = re.compile(r"^(?:<{5,9} SEARCH>?|-{5,9} SEARCH)\s*$")
 _DIVIDER = re.compile(r"^={5,9}\s*$")
@@ -257,6 +260,65 @@ def _operations(blocks: list[tuple[str, int, list[str], list[str]]]) -> list[Fil
 # ---------------------------------------------------------------- applying the blocks
 
 
+@dataclass
+class _Lines:
+    """The file as the blocks before left it, with each ladder level's line ids (made the first
+    time a block is searched at that level) and how often each id occurs, kept up to date as
+    blocks replace lines: a line is normalised and hashed once, not once per block."""
+
+    bodies: list[str]
+    ends: list[str]
+    _ids: dict[MatchLevel, tuple[list[int], dict[str, int], Counter[int]]] = field(
+        default_factory=dict
+    )
+
+    def _index(self, level: MatchLevel) -> tuple[list[int], dict[str, int], Counter[int]]:
+        if level not in self._ids:
+            normalise = _NORMALISERS[level]
+            table: dict[str, int] = {}
+            ids = intern_into(table, [normalise(b) for b in self.bodies])
+            self._ids[level] = ids, table, Counter(ids)
+        return self._ids[level]
+
+    def level_ids(self, level: MatchLevel) -> tuple[list[int], dict[str, int]]:
+        """The lines' ids at ``level`` and the key -> id table (``repair.LevelIds``)."""
+        ids, table, _counts = self._index(level)
+        return ids, table
+
+    def find(self, old: Sequence[str], level: MatchLevel, limit: int) -> list[int]:
+        """The first ``limit`` places of ``old`` at ``level``, overlapping ones included. The
+        file is scanned (in C, ``list.index``) for the SEARCH line it has fewest of, and the
+        whole SEARCH compared at each of its places only."""
+        ids, table, counts = self._index(level)
+        normalise = _NORMALISERS[level]
+        pattern = [table.get(normalise(line), -1) for line in old]
+        if not pattern or -1 in pattern:
+            return []
+        k = min(range(len(pattern)), key=lambda i: counts[pattern[i]])
+        anchor, m = pattern[k], len(pattern)
+        found: list[int] = []
+        at = k - 1
+        while len(found) < limit:
+            try:
+                at = ids.index(anchor, at + 1)
+            except ValueError:
+                break
+            start = at - k
+            if ids[start : start + m] == pattern:
+                found.append(start)
+        return found
+
+    def replace(self, start: int, stop: int, bodies: list[str], ends: list[str]) -> None:
+        self.bodies[start:stop] = bodies
+        self.ends[start:stop] = ends
+        for level, (ids, table, counts) in self._ids.items():
+            counts.subtract(ids[start:stop])
+            normalise = _NORMALISERS[level]
+            new = intern_into(table, [normalise(b) for b in bodies])
+            counts.update(new)
+            ids[start:stop] = new
+
+
 def apply_blocks(
     data: bytes, hunks: Sequence[Hunk], *, path: str
 ) -> tuple[bytes, list[MatchLevel]]:
@@ -273,22 +335,22 @@ def apply_blocks(
     """
     text = decode_text(data, path=path)
     newline = text.dominant_end()
-    bodies, ends = list(text.bodies), list(text.ends)
+    lines = _Lines(list(text.bodies), list(text.ends))
+    bodies, ends = lines.bodies, lines.ends
     levels: list[MatchLevel] = []
     for index, hunk in enumerate(hunks, start=1):
-        current = _Text(bom=text.bom, bodies=bodies, ends=ends)
         old, new = hunk.old_lines, hunk.new_lines
         where = f"{path}: block {index}"
         found: list[int] = []
         level = MatchLevel.EXACT
         for level in MatchLevel:
-            found = _matches(current, old, 0, level, at_end=False, limit=11)
+            found = lines.find(old, level, limit=11)
             if found:
                 break
         if not found:
             raise hunk_not_found(
                 bodies,
-                current.ids,
+                lines.level_ids,
                 hunk,
                 0,
                 path=path,
@@ -318,8 +380,7 @@ def apply_blocks(
                 out_ends[-1] = ""
             elif start:
                 ends[start - 1] = ""
-        bodies[start:stop] = out_bodies
-        ends[start:stop] = out_ends
+        lines.replace(start, stop, out_bodies, out_ends)
         levels.append(level)
     return text.encode(bodies, ends), levels
 
