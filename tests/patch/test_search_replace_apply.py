@@ -4,6 +4,8 @@ before left it, on the matching ladder; byte-exact line endings; the repair data
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from applyonce.patch import HunkApplyError, MatchLevel, UpdateFile, apply_hunks, parse
 from applyonce.patch.match import AmbiguousContextError, BinaryFileError
@@ -126,3 +128,44 @@ def test_each_line_is_hashed_once_however_many_blocks() -> None:
     assert levels == [MatchLevel.EXACT] * k
     assert interned() - before == n + 2 * k  # the file once, then each block's new lines
     assert new.count(b"\nmore ") == k
+
+
+PROPERTY = settings(derandomize=True, max_examples=150, deadline=None)
+
+
+@PROPERTY
+@given(
+    count=st.integers(1, 30),
+    data=st.data(),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    final_newline=st.booleans(),
+)
+def test_a_block_writes_what_the_codex_hunk_of_its_lines_writes(
+    count: int, data: st.DataObject, newline: str, final_newline: bool
+) -> None:
+    """Where a block's SEARCH lines are at one place, it changes the file as the Codex hunk that
+    removes them and adds its REPLACE lines does (the same endings, the same bytes), and its
+    REPLACE lines are there afterwards."""
+    lines = [f"line {i}" for i in range(count)]
+    # A file without a final newline: Codex gives a changed last line an ending, a block keeps
+    # the file's state, so the window stops before the last line there.
+    last = count if final_newline else count - 1
+    start = data.draw(st.integers(0, max(last - 1, 0)))
+    stop = data.draw(st.integers(min(start + 1, last), last))
+    if stop <= start:
+        return
+    replace = data.draw(st.lists(st.sampled_from(["x", "", "  y", "line 0"]), max_size=4))
+    text = newline.join(lines) + (newline if final_newline else "")
+    search = lines[start:stop]
+    block = "f.py\n<<<<<<< SEARCH\n" + "".join(s + "\n" for s in search) + "=======\n"
+    block += "".join(r + "\n" for r in replace) + ">>>>>>> REPLACE\n"
+    codex = "*** Begin Patch\n*** Update File: f.py\n@@\n"
+    codex += "".join(f"-{s}\n" for s in search) + "".join(f"+{r}\n" for r in replace)
+    codex += "*** End Patch\n"
+    (sr_op,) = parse(block).operations
+    (codex_op,) = parse(codex).operations
+    assert isinstance(sr_op, UpdateFile) and isinstance(codex_op, UpdateFile)
+    got = apply_hunks(text.encode(), sr_op.hunks, path="f.py")[0]
+    assert got == apply_hunks(text.encode(), codex_op.hunks, path="f.py")[0]
+    want = lines[:start] + replace + lines[stop:]
+    assert got.decode() == newline.join(want) + (newline if final_newline and want else "")
