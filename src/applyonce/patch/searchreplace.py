@@ -27,14 +27,16 @@ Grammar (one item per line; ``NL`` is the end of a line)::
   opens the block, names the file, as Aider reads it (``#``, ``:``, backticks and ``*`` around it
   are dropped). A block without such a line edits the file of the block before it. Cline and Roo
   pass the path beside the diff (their tool's ``path`` argument): the adapters put it on the
-  line before the first block.
+  line before every ``SEARCH`` marker (:func:`blocks_for`), so no line of the diff can name
+  another file.
 * **text outside the blocks** — prose and the fences around a block are skipped, as Aider skips
   them; every marker line allows trailing whitespace.
 * **an empty SEARCH** creates the file with the REPLACE text (Aider's convention); a path that is
   already there refuses the patch (``already-exists``): a block never overwrites a file by
   surprise, unlike Aider, which appends to it. It must be the path's only block.
-* **``:start_line:N``** (Roo) is read and checked, but only as a hint: the SEARCH text must be
-  found exactly once anyway, so the number decides nothing and is not part of the identity.
+* **``:start_line:N``** (Roo; and ``:end_line:N``) is read, but only as a hint: the SEARCH text
+  must be found exactly once anyway, so the number decides nothing and is not part of the
+  identity.
 * **several blocks and several files in one call, all or nothing**: the blocks of one path, in the
   order written, become one :class:`UpdateFile` at the place of its first block.
 * **CRLF patch text** is read as LF; the files keep their own line endings.
@@ -44,10 +46,13 @@ blocks before it left it (as Aider and Cline apply them); its SEARCH lines must 
 once** in that whole text at the first level of the matching ladder (``match.py``) that finds
 them at all. Found at several places: refused, naming them (``ambiguous-context``); not found:
 refused with the nearest region of the file and whether the REPLACE lines are there already
-(``hunk-mismatch``, the repair data of ``repair.py``). Lines equal in SEARCH and REPLACE keep the
-file's own bytes; replaced lines take the file's dominant line ending (a CRLF file stays CRLF);
-a file without a final newline keeps that state; a byte order mark is kept; binary and non-UTF-8
-files are refused.
+(``hunk-mismatch``, the repair data of ``repair.py``). Lines that SEARCH and REPLACE both have, at
+matching places (a line diff of the two), keep the file's own bytes; the other REPLACE lines take
+the file's dominant line ending (a CRLF file stays CRLF); a file without a final newline keeps
+that state, also when a block changes its last line; a byte order mark is kept; binary and
+non-UTF-8 files are refused. Each line of the file is normalised and hashed once per ladder level
+whatever the number of blocks; a SEARCH is found by a scan (in C) for the line of it the file has
+fewest of.
 
 **Identity.** A block is a :class:`Hunk` of ``-`` (SEARCH) and ``+`` (REPLACE) lines marked
 ``block`` (dumped, so part of the call's identity). A Codex update of the same lines is another
