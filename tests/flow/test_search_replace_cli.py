@@ -115,7 +115,10 @@ def test_an_empty_search_on_an_existing_file_is_refused(repo: Repo) -> None:
     before, head = repo.files(), repo.head()
     patch = PATCH.replace("tests/test_app.py", "README.md")
     message = assert_refused(repo, apply(repo, patch), before, head)
-    assert message.startswith("cannot add README.md: it already exists")
+    assert message == (
+        "cannot add README.md: it already exists; send a modification diff for it instead "
+        "('--- a/PATH', '+++ b/PATH'), or blocks whose SEARCH holds the lines to change"
+    )
 
 
 def test_an_unknown_format_names_search_replace(repo: Repo) -> None:
