@@ -17,6 +17,7 @@ from applyonce.schemas import PatchArguments, ReplaceArguments
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
 _Args = TypeVar("_Args", PatchArguments, ReplaceArguments)
+_REPLACE_HINT = 'call replace_in_file with {"path": "...", "diff": "<<<<<<< SEARCH ..."}'
 
 
 class ToolInputError(ApplyOnceError):
@@ -91,24 +92,27 @@ class ToolCall:
         """
         if self.freeform:
             raise ToolInputError(
-                "replace_in_file takes a path and a diff, not free text",
-                hint='call replace_in_file with {"path": "...", "diff": "<<<<<<< SEARCH ..."}',
+                "replace_in_file takes a path and a diff, not free text", hint=_REPLACE_HINT
             )
-        return self._validated(ReplaceArguments)
+        return self._validated(ReplaceArguments, hint=_REPLACE_HINT)
 
-    def _validated(self, model: type[_Args]) -> _Args:
+    def _validated(self, model: type[_Args], hint: str | None = None) -> _Args:
         arguments = self.arguments
         if isinstance(arguments, str | bytes):
             try:
                 arguments = orjson.loads(arguments)
             except orjson.JSONDecodeError as exc:
-                raise ToolInputError(f"the tool arguments are not valid JSON ({exc})") from None
+                raise ToolInputError(
+                    f"the tool arguments are not valid JSON ({exc})", hint=hint
+                ) from None
         try:
             return model.model_validate(arguments)
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-            raise ToolInputError(f"bad tool arguments: {where}: {problem['msg']}") from None
+            raise ToolInputError(
+                f"bad tool arguments: {where}: {problem['msg']}", hint=hint
+            ) from None
 
 
 def _plain(obj: Any) -> Any:

@@ -156,8 +156,9 @@ def test_the_adapter_refuses_bad_replace_in_file_calls_without_writing(repo: Rep
             replace_block({"path": "src/util.py", "diff": DIFF.replace("VALUE = 1", "NOPE")}, "t3"),
         ]
     )
-    assert bad_args["is_error"] and bad_args["content"].startswith(
-        "error: bad tool arguments: diff: Field required"
+    assert bad_args["is_error"] and bad_args["content"] == (
+        "error: bad tool arguments: diff: Field required; call replace_in_file with "
+        '{"path": "...", "diff": "<<<<<<< SEARCH ..."}\n'
     )
     assert bad_path["is_error"] and bad_path["content"].startswith(
         "error: the path must be one line"
