@@ -87,6 +87,16 @@ def test_a_block_holding_diff_lines_is_still_blocks() -> None:
     assert only_update(text).hunks[0].old_lines == ["--- a/x", "+++ b/x", "@@ -1 +1 @@"]
 
 
+def test_the_diff_of_a_file_losing_a_cline_marker_stays_a_unified_diff() -> None:
+    diff = (
+        "diff --git a/t.txt b/t.txt\n--- a/t.txt\n+++ b/t.txt\n@@ -1,3 +1,2 @@\n"
+        "-------- SEARCH\n a\n b\n"
+    )
+    assert detect_format(diff) == "unified"
+    # Without any header of a diff, the line is Cline's marker.
+    assert detect_format(CLINE) == "search-replace"
+
+
 def test_a_codex_patch_adding_blocks_to_a_file_stays_codex() -> None:
     text = "*** Begin Patch\n*** Add File: x.md\n+<<<<<<< SEARCH\n+=======\n+>>>>>>> REPLACE\n*** End Patch\n"
     assert detect_format(text) == "codex"

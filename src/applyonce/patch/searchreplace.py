@@ -96,6 +96,7 @@ _REPLACE = re.compile(r"^(?:>{5,9} REPLACE|\+{5,9} REPLACE)\s*$")
 _START_LINE = re.compile(r"^:start_line:\s*(\d+)\s*$")
 _END_LINE = re.compile(r"^:end_line:\s*(\d+)\s*$")
 _SEPARATOR = re.compile(r"^-{5,9}\s*$")
+_DIFF_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _FENCE = "```"
 
 AMBIGUOUS_HINT = (
@@ -104,10 +105,20 @@ AMBIGUOUS_HINT = (
 
 
 def looks_like_search_replace(text: str) -> bool:
-    """True when ``text`` has a ``<<<<<<< SEARCH`` (or ``------- SEARCH``) line: the parser then
-    says what else a block lacks. A unified diff's lines start with ``' '``, ``-`` or ``+``, and
-    a Codex patch's with ``+`` as well, so neither has such a line."""
-    return "SEARCH" in text and any(_SEARCH.match(line) for line in _split_patch_lines(text))
+    """True when ``text`` has a ``<<<<<<< SEARCH`` line, or a ``------- SEARCH`` line and no line
+    of a unified diff's headers (``diff --git``, ``@@ -N +N @@``): the parser then says what else
+    a block lacks. A unified diff's lines start with ``' '``, ``-`` or ``+`` and a Codex patch's
+    with ``+`` as well, so neither has a bare ``<<<<<<< SEARCH`` line; but the diff of a file
+    whose line ``------- SEARCH`` is removed has a line ``-------- SEARCH``."""
+    if "SEARCH" not in text:
+        return False
+    lines = _split_patch_lines(text)
+    markers = [line for line in lines if _SEARCH.match(line)]
+    if any(line.startswith("<") for line in markers):
+        return True
+    return bool(markers) and not any(
+        line.startswith("diff --git ") or _DIFF_HUNK.match(line) for line in lines
+    )
 
 
 def blocks_for(path: str, diff: str) -> str:
