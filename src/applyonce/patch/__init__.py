@@ -8,11 +8,12 @@ Formats (``parse(text, format)``):
     search-replace  SEARCH/REPLACE blocks (Aider, Cline, Roo)                 (searchreplace.py)
 
 ``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
-without a heredoc wrapper) is Codex; a ``<<<<<<< SEARCH`` (or ``------- SEARCH``) line is
-SEARCH/REPLACE blocks (tried before unified diffs: a diff's lines are prefixed, so it has no bare
-marker line, while a block may hold a ``@@ -`` line of a file it edits); a line starting ``diff
---git ``, a ``--- `` line followed by a ``+++ `` line, or a line starting ``@@ -`` is a unified
-diff; text starting with ``[`` or ``{`` is
+without a heredoc wrapper) is Codex; a ``<<<<<<< SEARCH`` line, or a ``------- SEARCH`` line in
+a text without a ``diff --git`` or ``@@ -N +N @@`` line, is SEARCH/REPLACE blocks (tried before
+unified diffs: a diff's lines are prefixed, so it has no bare ``<<<<<<< SEARCH`` line, while a
+block may hold a ``@@ -`` line of a file it edits); a line starting ``diff --git ``, a ``--- ``
+line followed by a ``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting
+with ``[`` or ``{`` is
 edit-json. Every format parses into the same model (``model.py``), so an addition, a deletion or a
 pure rename has one identity whichever format spelled it (an update in a unified diff also carries
 its line numbers).
