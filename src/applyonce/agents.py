@@ -52,6 +52,7 @@ from applyonce.executor import (
     UnknownOutcomeError,
 )
 from applyonce.patch import PatchFormat
+from applyonce.patch.searchreplace import blocks_for
 from applyonce.schemas import TEXT_EDITOR_NAME, TOOL_NAME
 from applyonce.state.ledger import CallBusyError
 from applyonce.texteditor import command_input, edit_document, edit_result, view_result
@@ -238,14 +239,21 @@ class PatchRunner:
         )
 
     def dry_run(
-        self, patch: str, *, tool_call_id: str | None = None, attempt: int | None = None
+        self,
+        patch: str,
+        *,
+        tool_call_id: str | None = None,
+        attempt: int | None = None,
+        format: PatchFormat | None = None,
     ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
-        object, no receipt, no ledger entry). A refusal is an error output."""
+        object, no receipt, no ledger entry). A refusal is an error output. ``format``: the
+        patch's format, where the caller knows it (default: the options')."""
         options = dataclasses.replace(
             self.options,
             attempt=self.options.attempt if attempt is None else attempt,
             tool_call_id=tool_call_id,
+            format=format or self.options.format,
         )
         try:
             with self.using() as executor:
@@ -362,6 +370,10 @@ class ToolCallAdapter:
             get an error result. An exception it raises becomes an error result.
         tool_name: the name the patch tool was registered under.
         text_editor_name: the text editor tool's name (None: its calls go to ``fallback``).
+        replace_name: the name ``replace_in_file`` (``schema --tool search-replace``) was
+            registered under; None (the default): its calls go to ``fallback``. A call runs
+            as an ``apply_patch`` call of the text ``searchreplace.blocks_for`` makes of its
+            path and diff, in the ``search-replace`` format.
         max_characters: where a text editor view is truncated (the tool's ``max_characters``).
     """
 
@@ -376,12 +388,14 @@ class ToolCallAdapter:
         tool_name: str = TOOL_NAME,
         text_editor_name: str | None = TEXT_EDITOR_NAME,
         max_characters: int | None = None,
+        replace_name: str | None = None,
     ) -> None:
         self.runner = PatchRunner(repo, state_dir=state_dir, options=options)
         self.approve = approve
         self.fallback = fallback
         self.tool_name = tool_name
         self.text_editor_name = text_editor_name
+        self.replace_name = replace_name
         if max_characters is not None and max_characters < 1:
             raise UsageError(f"max_characters must be 1 or more, not {max_characters}")
         self.max_characters = max_characters
@@ -398,6 +412,8 @@ class ToolCallAdapter:
         """The result block for one tool call."""
         if call.name == self.text_editor_name:
             return self._text_editor(call)
+        if self.replace_name is not None and call.name == self.replace_name:
+            return self._replace_in_file(call)
         if call.name != self.tool_name:
             return self._fallback(call)
         try:
@@ -408,6 +424,23 @@ class ToolCallAdapter:
             arguments.patch,
             tool_call_id=call.id,
             approve=self._approver(call),
+            attempt=arguments.attempt,
+            summary=arguments.summary,
+        )
+        return call.result(output.text, is_error=output.is_error)
+
+    def _replace_in_file(self, call: ToolCall) -> dict[str, Any]:
+        """A ``replace_in_file`` call: its blocks, on its path, as one exactly-once call."""
+        try:
+            arguments = call.replace_arguments()
+            patch = blocks_for(arguments.path, arguments.diff)
+        except ApplyOnceError as exc:
+            return call.result(error_output(exc).text, is_error=True)
+        output = self.runner.run(
+            patch,
+            tool_call_id=call.id,
+            approve=self._approver(call),
+            format="search-replace",
             attempt=arguments.attempt,
             summary=arguments.summary,
         )
@@ -493,7 +526,8 @@ class ToolCallAdapter:
 
     def _fallback(self, call: ToolCall) -> dict[str, Any]:
         if self.fallback is None:
-            tools = ", ".join(filter(None, (self.tool_name, self.text_editor_name)))
+            names = (self.tool_name, self.text_editor_name, self.replace_name)
+            tools = ", ".join(filter(None, names))
             return call.result(
                 f"error: unknown tool {call.name!r}; the tools here are: {tools}\n",
                 is_error=True,

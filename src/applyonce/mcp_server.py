@@ -13,6 +13,10 @@ Three tools (definitions in :mod:`applyonce.schemas`):
 * ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
 * ``revert_patch(call_id)`` — undo a call's commit with one new commit, exactly once.
 
+With ``applyonce mcp --search-replace``, a fourth: ``replace_in_file(path, diff,
+tool_call_id?, dry_run?, attempt?)`` — SEARCH/REPLACE blocks on one file (Cline's tool of that
+name), run as an ``apply_patch`` call of the text ``searchreplace.blocks_for`` makes of them.
+
 Every result carries, beside its text, ``structuredContent`` valid against the tool's
 ``outputSchema`` (:mod:`applyonce.results`): status, commit, replayed, files, match levels, a
 bounded diff, and on failure the error's kind, message and hint.
@@ -47,6 +51,8 @@ from applyonce.agents import PatchRunner, ToolOutput, error_output
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import CallDiff, Executor, PlanView
 from applyonce.mcp_wire import CheckedLines, ServerAnswers, Unanswered, claimed_stdin
+from applyonce.patch import PatchFormat
+from applyonce.patch.searchreplace import blocks_for
 from applyonce.results import (
     DIFF_CAP,
     PatchResult,
@@ -56,9 +62,11 @@ from applyonce.results import (
 )
 from applyonce.schemas import (
     RECEIPT_TOOL_NAME,
+    REPLACE_TOOL_NAME,
     REVERT_TOOL_NAME,
     TOOL_NAME,
     McpPatchArguments,
+    McpReplaceArguments,
     ReceiptArguments,
     RevertArguments,
     dump,
@@ -116,9 +124,13 @@ class PatchServer:
     ``--check``) runs. ``apply_patch`` calls run one at a time: of two at once
     with the same patch, one runs and the other then replays its result, as a repeat does."""
 
-    def __init__(self, runner: PatchRunner) -> None:
+    def __init__(self, runner: PatchRunner, *, search_replace: bool = False) -> None:
         self.runner = runner
-        self.tools = [types.Tool.model_validate(dump(tool)) for tool in mcp_tools()]
+        self.search_replace = search_replace
+        self.tools = [
+            types.Tool.model_validate(dump(tool))
+            for tool in mcp_tools(search_replace=search_replace)
+        ]
         # tool_call_id -> call_id of this session's calls, so patch_receipt finds a call by the
         # ID the agent gave it even when the call was a repeat recorded under another one.
         self.by_tool_call_id: dict[str, str] = {}
@@ -148,9 +160,12 @@ class PatchServer:
                 return await self._patch_receipt(params.arguments)
             if params.name == REVERT_TOOL_NAME:
                 return await self._revert_patch(params.arguments)
+            if params.name == REPLACE_TOOL_NAME and self.search_replace:
+                return await self._replace_in_file(params.arguments)
+            names = [tool.name for tool in self.tools]
             return _refused(
                 f"error: unknown tool {params.name[:100]!r}; the tools here are "
-                f"{TOOL_NAME}, {RECEIPT_TOOL_NAME} and {REVERT_TOOL_NAME}\n",
+                f"{', '.join(names[:-1])} and {names[-1]}\n",
                 "unknown-tool",
             )
         except Exception as exc:  # a bug here must not take the server down
@@ -180,13 +195,34 @@ class PatchServer:
             call = McpPatchArguments.model_validate(arguments or {})
         except ValidationError as exc:
             return _bad_arguments(TOOL_NAME, exc)
+        return await self._apply(call.patch, call)
+
+    async def _replace_in_file(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            call = McpReplaceArguments.model_validate(arguments or {})
+            patch = blocks_for(call.path, call.diff)
+        except ValidationError as exc:
+            return _bad_arguments(REPLACE_TOOL_NAME, exc)
+        except ApplyOnceError as exc:
+            output = error_output(exc)
+            return _text(output.text, patch_result(None, error=output.error), is_error=True)
+        return await self._apply(patch, call, format="search-replace")
+
+    async def _apply(
+        self,
+        patch: str,
+        call: McpPatchArguments | McpReplaceArguments,
+        format: PatchFormat | None = None,
+    ) -> types.CallToolResult:
+        """Run (or, ``dry_run``, plan) ``patch`` as one call and answer with its result."""
         if call.dry_run:
             # Not behind the applies: it writes nothing.
             planned = await self._in_thread(
                 self.runner.dry_run,
-                call.patch,
+                patch,
                 tool_call_id=call.tool_call_id,
                 attempt=call.attempt,
+                format=format,
             )
             if isinstance(planned, ToolOutput):
                 return _text(planned.text, patch_result(None, error=planned.error), is_error=True)
@@ -195,10 +231,11 @@ class PatchServer:
             return _text(text, result)
         output, diff = await self._in_thread(
             self._run_with_diff,
-            call.patch,
+            patch,
             call.tool_call_id,
             call.attempt,
             call.summary,
+            format,
             one_at_a_time=True,
         )
         if call.tool_call_id is not None and output.receipt is not None:
@@ -219,10 +256,13 @@ class PatchServer:
         tool_call_id: str | None,
         attempt: int | None = None,
         summary: str | None = None,
+        format: PatchFormat | None = None,
     ) -> tuple[ToolOutput, CallDiff | None]:
         """Run the call, then read its diff from its commit. The call's outcome stands whatever
         happens to the diff: a diff that cannot be read is left out, never made an error."""
-        output = self.runner.run(patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary)
+        output = self.runner.run(
+            patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary, format=format
+        )
         if output.receipt is None or output.receipt.status != "committed":
             return output, None
         try:
@@ -315,8 +355,8 @@ class PatchServer:
         )
 
 
-async def _serve(runner: PatchRunner) -> None:
-    server = PatchServer(runner).build()
+async def _serve(runner: PatchRunner, search_replace: bool) -> None:
+    server = PatchServer(runner, search_replace=search_replace).build()
     # Two writers share the one wire: the server, and CheckedLines, which answers the malformed
     # lines it keeps from the SDK (which would drop them unanswered). Both send into one stream
     # that a single task copies to the transport; that task closes the transport's write side
@@ -346,13 +386,14 @@ async def _forward(outgoing: MemoryObjectReceiveStream[SessionMessage], write_st
             await write_stream.send(message)
 
 
-def serve(runner: PatchRunner) -> None:
-    """Serve ``apply_patch`` over stdio until the client closes standard input."""
+def serve(runner: PatchRunner, *, search_replace: bool = False) -> None:
+    """Serve ``apply_patch`` over stdio until the client closes standard input
+    (``search_replace``: and ``replace_in_file``)."""
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="applyonce mcp: %(levelname)s: %(message)s"
     )
     try:
-        anyio.run(_serve, runner)
+        anyio.run(_serve, runner, search_replace)
     finally:
         runner.close()
 

@@ -22,6 +22,9 @@ from applyonce.results import PatchResult, ReceiptResult, output_schema
 TOOL_NAME = TOOL
 RECEIPT_TOOL_NAME = "patch_receipt"
 REVERT_TOOL_NAME = "revert_patch"
+# SEARCH/REPLACE blocks on one file, in the shape of Cline's tool of that name (Roo's apply_diff
+# takes the same two arguments): opt-in, beside apply_patch, whose definition stays as it is.
+REPLACE_TOOL_NAME = "replace_in_file"
 
 EXAMPLE_PATCH = """\
 *** Begin Patch
@@ -73,6 +76,29 @@ ATTEMPT_FIELD_DESCRIPTION = (
     "result of the first one (e.g. after the change was undone); leave it out (or null) otherwise."
 )
 MAX_ATTEMPT = 2**53 - 1
+
+REPLACE_DESCRIPTION = """\
+Change one file by SEARCH/REPLACE blocks. All the blocks land as one Git commit, exactly once: \
+if any block does not apply, nothing changes and the error says which block failed. Sending the \
+same call again does not apply it twice: it returns the stored result of the first call.
+
+Each block (the diff may hold several, applied in order, each to the result of the one before):
+<<<<<<< SEARCH
+exact lines of the file, whitespace and all
+=======
+the lines to put in their place
+>>>>>>> REPLACE
+The SEARCH lines must match one place in the file only: a block whose SEARCH lines are at two \
+places is refused, never guessed; copy more lines around the change. Write whole lines. An \
+empty SEARCH creates the file with the REPLACE lines (refused if the file exists). \
+'------- SEARCH' / '+++++++ REPLACE' markers are accepted too.
+
+On success the result is 'Success. Updated the following files:' then one line per file. On \
+failure it starts with one line 'error: ...'; when SEARCH lines were not found, the nearest \
+lines of the file follow, numbered 'NN | text': copy the lines to change from there."""
+
+PATH_FIELD_DESCRIPTION = "The file to change, relative to the repository root."
+DIFF_FIELD_DESCRIPTION = "One or more SEARCH/REPLACE blocks."
 
 RECEIPT_DESCRIPTION = (
     "The verified receipt of one apply_patch call as JSON: status, commit, files and their "
@@ -149,6 +175,43 @@ class PatchArguments(_Arguments):
             "Optional: one line (at most 100 characters) saying what the change does; it becomes "
             "the commit's subject."
         ),
+    )
+
+
+class ReplaceArguments(_Arguments):
+    """The arguments a model gives ``replace_in_file``: a path and its blocks (the call runs as
+    the text :func:`applyonce.patch.searchreplace.blocks_for` makes of them)."""
+
+    path: str = Field(min_length=1, description=PATH_FIELD_DESCRIPTION)
+    diff: str = Field(description=DIFF_FIELD_DESCRIPTION)
+    attempt: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ATTEMPT,
+        description=ATTEMPT_FIELD_DESCRIPTION,
+    )
+    summary: str | None = Field(
+        default=None,
+        max_length=SUMMARY_LIMIT,
+        pattern=r"^[^\r\n]*\S[^\r\n]*$",
+        description=(
+            "Optional: one line (at most 100 characters) saying what the change does; it becomes "
+            "the commit's subject."
+        ),
+    )
+
+
+class McpReplaceArguments(ReplaceArguments):
+    """``replace_in_file`` over MCP: the caller may pass its tool-call ID, and ask a dry run."""
+
+    tool_call_id: str | None = Field(
+        default=None,
+        description="Optional: your ID for this tool call, recorded in the commit and receipt.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Optional: only show what the blocks would do (the file and its diff); "
+        "nothing is written and nothing is recorded.",
     )
 
 
@@ -305,6 +368,20 @@ def openai_tool(api: OpenAIApi = "responses", variant: OpenAIVariant = "function
     )
 
 
+def openai_replace_tool(api: OpenAIApi = "responses") -> BaseModel:
+    """The ``replace_in_file`` function tool for one OpenAI API (there is no grammar variant)."""
+    parameters = strict_parameters(ReplaceArguments)
+    if api == "responses":
+        return ResponsesFunctionTool(
+            name=REPLACE_TOOL_NAME, description=REPLACE_DESCRIPTION, parameters=parameters
+        )
+    return ChatFunctionTool(
+        function=ChatFunction(
+            name=REPLACE_TOOL_NAME, description=REPLACE_DESCRIPTION, parameters=parameters
+        )
+    )
+
+
 # --- Anthropic ----------------------------------------------------------------------------------
 
 
@@ -321,6 +398,14 @@ def anthropic_tool() -> AnthropicTool:
         name=TOOL_NAME,
         description=APPLY_PATCH_DESCRIPTION,
         input_schema=input_schema(PatchArguments),
+    )
+
+
+def anthropic_replace_tool() -> AnthropicTool:
+    return AnthropicTool(
+        name=REPLACE_TOOL_NAME,
+        description=REPLACE_DESCRIPTION,
+        input_schema=input_schema(ReplaceArguments),
     )
 
 
@@ -368,8 +453,25 @@ class McpTool(_Tool):
     annotations: McpToolAnnotations
 
 
-def mcp_tools() -> list[McpTool]:
-    """The tools ``applyonce mcp`` serves."""
+def mcp_replace_tool() -> McpTool:
+    """``replace_in_file`` as ``applyonce mcp --search-replace`` serves it."""
+    return McpTool(
+        name=REPLACE_TOOL_NAME,
+        description=REPLACE_DESCRIPTION,
+        input_schema=input_schema(McpReplaceArguments),
+        output_schema=output_schema(PatchResult),
+        annotations=McpToolAnnotations(
+            title="Change a file by SEARCH/REPLACE blocks as one commit, exactly once",
+            read_only_hint=False,
+            destructive_hint=True,  # a block may remove lines
+            idempotent_hint=True,  # a repeat returns the stored result and changes nothing
+            open_world_hint=False,
+        ),
+    )
+
+
+def mcp_tools(*, search_replace: bool = False) -> list[McpTool]:
+    """The tools ``applyonce mcp`` serves (``search_replace``: ``replace_in_file`` too, last)."""
     return [
         McpTool(
             name=TOOL_NAME,
@@ -410,12 +512,32 @@ def mcp_tools() -> list[McpTool]:
                 open_world_hint=False,
             ),
         ),
-    ]
+    ] + ([mcp_replace_tool()] if search_replace else [])
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
     """A tool definition as the JSON its API expects (protocol field names, no unset extras)."""
     return model.model_dump(mode="json", by_alias=True)
+
+
+def _replace_schema(target: str, api: str, variant: str | None) -> Any:
+    """``schema_for(target, tool="search-replace")``."""
+    if target == "openai":
+        if api not in ("responses", "chat"):
+            raise UsageError(f"unknown OpenAI API {api!r}", hint="use --api responses or chat")
+        if variant not in (None, "function"):
+            raise UsageError(
+                f"--tool search-replace has no {variant!r} variant",
+                hint="use --variant function, or leave it out",
+            )
+        return dump(openai_replace_tool(api))  # type: ignore[arg-type]
+    if variant is not None or api != "responses":
+        raise UsageError("--api and --variant are for --for openai only")
+    if target == "anthropic":
+        return dump(anthropic_replace_tool())
+    if target == "mcp":
+        return [dump(mcp_replace_tool())]
+    raise UsageError(f"unknown target {target!r}", hint="use --for openai, anthropic or mcp")
 
 
 def schema_for(
@@ -432,14 +554,18 @@ def schema_for(
         target: ``openai``, ``anthropic`` or ``mcp``.
         api: for OpenAI, ``responses`` or ``chat`` (Chat Completions).
         variant: for OpenAI, ``function`` or ``custom``; None prints both, keyed by variant.
-        tool: ``apply-patch``, or ``text-editor`` (Claude's text editor; ``anthropic`` only).
+        tool: ``apply-patch``, ``text-editor`` (Claude's text editor; ``anthropic`` only), or
+            ``search-replace`` (``replace_in_file``: a function tool for OpenAI, the tool for
+            Anthropic, the one tool ``applyonce mcp --search-replace`` adds for MCP).
         max_characters: with ``text-editor``, where a view is truncated.
 
     Raises:
         UsageError: an unknown target, API, variant or tool, or options that do not go together.
     """
-    if tool not in ("apply-patch", "text-editor"):
-        raise UsageError(f"unknown tool {tool!r}", hint="use --tool apply-patch or text-editor")
+    if tool not in ("apply-patch", "text-editor", "search-replace"):
+        raise UsageError(
+            f"unknown tool {tool!r}", hint="use --tool apply-patch, text-editor or search-replace"
+        )
     if tool == "text-editor":
         if target != "anthropic":
             raise UsageError(
@@ -453,6 +579,8 @@ def schema_for(
         return text_editor_tool(max_characters)
     if max_characters is not None:
         raise UsageError("--max-characters is for --tool text-editor only")
+    if tool == "search-replace":
+        return _replace_schema(target, api, variant)
     if target == "openai":
         if api not in ("responses", "chat"):
             raise UsageError(f"unknown OpenAI API {api!r}", hint="use --api responses or chat")

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import ValidationError
 
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.schemas import PatchArguments
+from applyonce.schemas import PatchArguments, ReplaceArguments
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
+_Args = TypeVar("_Args", PatchArguments, ReplaceArguments)
+_REPLACE_HINT = 'call replace_in_file with {"path": "...", "diff": "<<<<<<< SEARCH ..."}'
 
 
 class ToolInputError(ApplyOnceError):
@@ -79,18 +81,38 @@ class ToolCall:
             if not isinstance(self.arguments, str):
                 raise ToolInputError("the tool input is not text")
             return PatchArguments(patch=self.arguments)
+        return self._validated(PatchArguments)
+
+    def replace_arguments(self) -> ReplaceArguments:
+        """The arguments of a ``replace_in_file`` call.
+
+        Raises:
+            ToolInputError: the arguments are not :class:`ReplaceArguments` (a freeform call has
+                no path).
+        """
+        if self.freeform:
+            raise ToolInputError(
+                "replace_in_file takes a path and a diff, not free text", hint=_REPLACE_HINT
+            )
+        return self._validated(ReplaceArguments, hint=_REPLACE_HINT)
+
+    def _validated(self, model: type[_Args], hint: str | None = None) -> _Args:
         arguments = self.arguments
         if isinstance(arguments, str | bytes):
             try:
                 arguments = orjson.loads(arguments)
             except orjson.JSONDecodeError as exc:
-                raise ToolInputError(f"the tool arguments are not valid JSON ({exc})") from None
+                raise ToolInputError(
+                    f"the tool arguments are not valid JSON ({exc})", hint=hint
+                ) from None
         try:
-            return PatchArguments.model_validate(arguments)
+            return model.model_validate(arguments)
         except ValidationError as exc:
             problem = exc.errors()[0]
             where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-            raise ToolInputError(f"bad tool arguments: {where}: {problem['msg']}") from None
+            raise ToolInputError(
+                f"bad tool arguments: {where}: {problem['msg']}", hint=hint
+            ) from None
 
 
 def _plain(obj: Any) -> Any:

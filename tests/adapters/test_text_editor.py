@@ -390,7 +390,8 @@ def test_schema_prints_the_text_editor_definition() -> None:
         (["--for", "mcp", "--tool", "text-editor"],
          "error: --tool text-editor goes with --for anthropic, not --for mcp; it is "
          "Anthropic's own tool: use --for anthropic --tool text-editor\n"),
-        (["--tool", "bash"], "error: unknown tool 'bash'; use --tool apply-patch or text-editor\n"),
+        (["--tool", "bash"],
+         "error: unknown tool 'bash'; use --tool apply-patch, text-editor or search-replace\n"),
         (["--max-characters", "100"], "error: --max-characters is for --tool text-editor only\n"),
         (["--tool", "text-editor", "--max-characters", "0"],
          "error: --max-characters must be 1 or more, not 0\n"),

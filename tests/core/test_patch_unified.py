@@ -484,7 +484,7 @@ def test_auto_names_every_format_it_tried() -> None:
     with pytest.raises(PatchSyntaxError) as info:
         parse("please fix the bug\n")
     assert info.value.message == (
-        "the patch format was not recognised (tried: codex apply_patch, unified diff, edit-json)"
+        "the patch format was not recognised (tried: codex apply_patch, search/replace blocks, unified diff, edit-json)"
     )
 
 

@@ -7,14 +7,16 @@ Each folder under ``tests/scenarios`` follows the Codex layout:
 
   * ``patch.txt``  — a Codex ``apply_patch`` payload (``--format codex``),
   * ``patch.diff`` — a unified diff, ``git diff`` or ``diff -u`` output (``--format unified``),
-  * ``patch.json`` — text-editor commands (``--format edit-json``);
+  * ``patch.json`` — text-editor commands (``--format edit-json``),
+  * ``patch.blocks`` — SEARCH/REPLACE blocks (``--format search-replace``);
 
 * ``expected/`` — the files after (absent: an empty tree);
 * ``error.txt`` — only for refusals: the expected ``ApplyOnceError.kind`` on the first line, and on
   any further lines, texts the one-line error must contain. Then ``expected/`` equals ``input/``,
   and the test checks that nothing of the patch was applied.
 
-Folder names say the format after the number (``042_unified_…``, ``064_editjson_…``; the Codex ones
+Folder names say the format after the number (``042_unified_…``, ``064_editjson_…``,
+``099_blocks_…``; the Codex ones
 came first and have no tag). The engine under test is ``parse(text, format)`` + ``plan`` over a
 :class:`DirReader`; the resulting :class:`TreePlan` is applied to an in-memory snapshot and
 compared byte for byte. ``format="auto"`` must detect each scenario's format from its text.
@@ -43,6 +45,7 @@ PATCH_FILES: dict[str, PatchFormat] = {
     "patch.txt": "codex",
     "patch.diff": "unified",
     "patch.json": "edit-json",
+    "patch.blocks": "search-replace",
 }
 
 

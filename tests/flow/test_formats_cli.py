@@ -252,5 +252,5 @@ def test_explicit_format_that_does_not_fit_names_it(repo: Repo) -> None:
     assert message.startswith("the patch is not in the edit-json format (tried: edit-json)")
     message = assert_refused(repo, apply(repo, "make it better\n"), before, head, stateless=True)
     assert message.startswith(
-        "the patch format was not recognised (tried: codex apply_patch, unified diff, edit-json)"
+        "the patch format was not recognised (tried: codex apply_patch, search/replace blocks, unified diff, edit-json)"
     )

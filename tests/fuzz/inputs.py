@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from applyonce.patch import render_codex
 from tests.core.test_patch_properties import _patch as codex_model_patches
 
-FORMATS = ("codex", "unified", "edit-json")
+FORMATS = ("codex", "unified", "edit-json", "search-replace")
 
 # The base commit of the fuzz repository: path -> (bytes, mode). Symlinks are in SYMLINKS.
 BASE: dict[str, tuple[bytes, int]] = {
@@ -74,6 +74,7 @@ MARKERS = (
     "similarity index 100%", "index 0000000..1111111 100644",
     "Binary files a/bin.dat and b/bin.dat differ", "GIT binary patch", "literal 0",
     "From 1234567890abcdef Mon Sep 17 00:00:00 2001", "apply_patch <<'EOF'", "EOF", "<<<<<<< ours",
+    "<<<<<<< SEARCH", "------- SEARCH", ">>>>>>> REPLACE", "+++++++ REPLACE", ":start_line:2",
     "=======", ">>>>>>> theirs", '{"command": "create", "path": "x", "file_text": "x"}',
     '[{"command": "str_replace", "path": "src/util.py", "old_str": "VALUE", "new_str": "V"}]',
     '{"commands": []}', "[", "{", "]", "}", "", " ", "+", "-",
@@ -431,6 +432,29 @@ class Case:
         return self.data.decode("utf-8", "surrogateescape")
 
 
+def render_search_replace_ops(ops: list[Op], spelling: int = 0) -> str:
+    """SEARCH/REPLACE blocks: an add (or a copy) is a block with an empty SEARCH, an edit one
+    with a line of context around it (which may not be unique: then it is refused); deletes
+    and moves have no blocks and are left out."""
+    out: list[str] = ["Here are the blocks:", ""]
+    search, replace = [
+        ("<<<<<<< SEARCH", ">>>>>>> REPLACE"),
+        ("------- SEARCH", "+++++++ REPLACE"),
+    ][spelling % 2]
+    for op in ops:
+        if isinstance(op, Add | Copy):
+            path = op.path if isinstance(op, Add) else op.to
+            content = op.content if isinstance(op, Add) else base_text(op.path)
+            out += [path, "```", search, "=======", *content.splitlines(), replace, "```"]
+        elif isinstance(op, Edit):
+            old, _ = _edited(op)
+            lo, hi = max(op.start - 1, 0), min(op.stop + 1, len(old))
+            kept = [line.rstrip("\r\n") for line in old]
+            out += [op.path, search, *kept[lo:hi], "=======", *kept[lo : op.start]]
+            out += [*op.new, *kept[op.stop : hi], replace]
+    return "\n".join(out) + "\n"
+
+
 @st.composite
 def well_formed(draw: st.DrawFn) -> tuple[str, str]:
     """A patch in one of the formats, mostly against the base files: (format, text)."""
@@ -442,6 +466,8 @@ def well_formed(draw: st.DrawFn) -> tuple[str, str]:
         return fmt, render_codex_ops(ops)
     if fmt == "unified":
         return fmt, render_unified_ops(ops, draw(st.sampled_from([0, 1, 3])), draw(st.booleans()))
+    if fmt == "search-replace":
+        return fmt, render_search_replace_ops(ops, draw(st.integers(0, 1)))
     return fmt, render_edit_json_ops(ops, draw(st.booleans()))
 
 

@@ -39,8 +39,13 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     import pygit2
 
-BUNDLE = Path(__file__).resolve().parents[3] / "shared" / "realworld" / "packaging.bundle"
-Format = Literal["unified", "codex"]
+# Beside the repository; APPLYONCE_REALWORLD_BUNDLE names another place (a git worktree's
+# checkout sits one directory deeper than the repository it belongs to).
+BUNDLE = Path(
+    os.environ.get("APPLYONCE_REALWORLD_BUNDLE")
+    or Path(__file__).resolve().parents[3] / "shared" / "realworld" / "packaging.bundle"
+)
+Format = Literal["unified", "codex", "search-replace"]
 Via = Literal["api", "cli"]
 
 # A replay must not read the user's git config (a diff.noprefix or color setting would change the
@@ -678,11 +683,17 @@ def _replay_one(
     if fmt == "unified":
         data = diff
     else:
+        # SEARCH/REPLACE blocks: their generator (``realworld_blocks.py``) imports this module.
+        from tests.peers.realworld_blocks import NO_BLOCKS, to_search_replace
+
+        convert, no_spelling = (
+            (to_codex, NO_CODEX) if fmt == "codex" else (to_search_replace, NO_BLOCKS)
+        )
         try:
             tree = repo[parent or EMPTY_TREE].peel(pygit2.Tree)
-            data = to_codex(diff, lambda path: tree[path].data).encode("utf-8", "surrogateescape")
+            data = convert(diff, lambda path: tree[path].data).encode("utf-8", "surrogateescape")
         except Inexpressible as exc:
-            return Result(commit, fmt, "skipped", f"{NO_CODEX}{exc}"), dirty
+            return Result(commit, fmt, "skipped", f"{no_spelling}{exc}"), dirty
         refused = None
     _reset_to(clone, parent, clean=dirty)
     before = ("refs/heads/main", parent or "", "")

@@ -69,7 +69,9 @@ def apply(
     tool_call_id: Annotated[
         str | None, typer.Option(metavar="ID", help="The model's tool-call ID, recorded.")
     ] = None,
-    format: Annotated[str, typer.Option(help="auto, codex, unified or edit-json.")] = "auto",
+    format: Annotated[
+        str, typer.Option(help="auto, codex, unified, edit-json or search-replace.")
+    ] = "auto",
     check: CheckOpt = None,
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
@@ -106,9 +108,10 @@ def apply(
     """Apply a patch as one commit, exactly once."""
     from applyonce.executor import CallOptions, Executor
 
-    if format not in ("auto", "codex", "unified", "edit-json"):
+    if format not in ("auto", "codex", "unified", "edit-json", "search-replace"):
         raise UsageError(
-            f"unknown --format {format!r}", hint="use auto, codex, unified or edit-json"
+            f"unknown --format {format!r}",
+            hint="use auto, codex, unified, edit-json or search-replace",
         )
     options = CallOptions(
         branch=branch,

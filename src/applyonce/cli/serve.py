@@ -49,6 +49,13 @@ def mcp_command(
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
+    search_replace: Annotated[
+        bool,
+        typer.Option(
+            "--search-replace",
+            help="Serve replace_in_file too: SEARCH/REPLACE blocks on one file, as Cline's tool.",
+        ),
+    ] = False,
 ) -> None:
     """Serve apply_patch, patch_receipt and revert_patch to an MCP client over stdio.
 
@@ -81,7 +88,10 @@ def mcp_command(
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
     )
-    serve(PatchRunner(repo, state_dir=state_dir, options=options, ledger=ledger, remote=remote))
+    serve(
+        PatchRunner(repo, state_dir=state_dir, options=options, ledger=ledger, remote=remote),
+        search_replace=search_replace,
+    )
 
 
 @app.command("schema", epilog="Exit codes: 0 printed, 2 usage.")
@@ -98,7 +108,8 @@ def schema_command(
     tool: Annotated[
         str,
         typer.Option(
-            help="apply-patch, or text-editor (Claude's text editor tool; with --for anthropic)."
+            help="apply-patch, text-editor (Claude's text editor tool; with --for anthropic), "
+            "or search-replace (replace_in_file: SEARCH/REPLACE blocks on one file)."
         ),
     ] = "apply-patch",
     max_characters: Annotated[

@@ -62,10 +62,14 @@ class PlanError(ApplyOnceError):
 
 class AlreadyExistsError(PlanError):
     """A unified diff creates a path (a new file, a rename's or a copy's destination) that is
-    already there; ``git apply`` refuses that, and so does applyonce, rather than overwrite it."""
+    already there; ``git apply`` refuses that, and so does applyonce, rather than overwrite it.
+    So does a SEARCH/REPLACE block with an empty SEARCH (it creates its file)."""
 
     kind = "already-exists"
-    default_hint = "send a modification diff for it instead ('--- a/PATH', '+++ b/PATH')"
+    default_hint = (
+        "send a modification diff for it instead ('--- a/PATH', '+++ b/PATH'), or blocks whose "
+        "SEARCH holds the lines to change"
+    )
 
 
 @dataclass(frozen=True)

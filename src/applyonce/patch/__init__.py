@@ -5,10 +5,15 @@ Formats (``parse(text, format)``):
     codex      Codex ``apply_patch``: ``*** Begin Patch`` … ``*** End Patch``      (codex.py)
     unified    ``git diff`` / ``diff -u`` output                                 (unified.py)
     edit-json  text-editor commands (create, str_replace, insert, delete) as JSON (editjson.py)
+    search-replace  SEARCH/REPLACE blocks (Aider, Cline, Roo)                 (searchreplace.py)
 
 ``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
-without a heredoc wrapper) is Codex; a line starting ``diff --git ``, a ``--- `` line followed by a
-``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting with ``[`` or ``{`` is
+without a heredoc wrapper) is Codex; a ``<<<<<<< SEARCH`` line, or a ``------- SEARCH`` line in
+a text without a ``diff --git`` or ``@@ -N +N @@`` line, is SEARCH/REPLACE blocks (tried before
+unified diffs: a diff's lines are prefixed, so it has no bare ``<<<<<<< SEARCH`` line, while a
+block may hold a ``@@ -`` line of a file it edits); a line starting ``diff --git ``, a ``--- ``
+line followed by a ``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting
+with ``[`` or ``{`` is
 edit-json. Every format parses into the same model (``model.py``), so an addition, a deletion or a
 pure rename has one identity whichever format spelled it (an update in a unified diff also carries
 its line numbers).
@@ -48,6 +53,7 @@ from applyonce.patch.model import (
     StrReplaceCommand,
     UpdateFile,
 )
+from applyonce.patch.searchreplace import looks_like_search_replace, parse_search_replace
 from applyonce.patch.unified import (
     BinaryPatchError,
     UnsupportedModeError,
@@ -55,7 +61,7 @@ from applyonce.patch.unified import (
     parse_unified,
 )
 
-PatchFormat = Literal["auto", "codex", "unified", "edit-json"]
+PatchFormat = Literal["auto", "codex", "unified", "edit-json", "search-replace"]
 MAX_PATCH_BYTES = Limits().patch_bytes
 
 
@@ -66,6 +72,12 @@ _FORMATS: dict[str, tuple[str, Callable[[str], bool], Callable[[str], Patch], st
         looks_like_codex,
         parse_codex,
         "its first line must be '*** Begin Patch'",
+    ),
+    "search-replace": (
+        "search/replace blocks",
+        looks_like_search_replace,
+        parse_search_replace,
+        "it needs a '<<<<<<< SEARCH' line, a '=======' line and a '>>>>>>> REPLACE' line",
     ),
     "unified": (
         "unified diff",
@@ -114,7 +126,8 @@ def parse(text: str, format: PatchFormat = "auto", *, limits: Limits | None = No
         format = cast(PatchFormat, detected)
     elif format not in _FORMATS:
         raise PatchSyntaxError(
-            f"unknown patch format {format!r}", hint="use auto, codex, unified or edit-json"
+            f"unknown patch format {format!r}",
+            hint="use auto, codex, unified, edit-json or search-replace",
         )
     else:
         label, looks_like, _parser, shape = _FORMATS[format]
@@ -163,10 +176,12 @@ __all__ = [
     "detect_format",
     "looks_like_codex",
     "looks_like_edit_json",
+    "looks_like_search_replace",
     "looks_like_unified",
     "parse",
     "parse_codex",
     "parse_edit_json",
+    "parse_search_replace",
     "parse_unified",
     "render_codex",
 ]

@@ -73,6 +73,7 @@ from applyonce.patch.match import (
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
 from applyonce.patch.repair import hunk_not_found
 from applyonce.patch.search import find_ids, intern_into
+from applyonce.patch.searchreplace import apply_blocks
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,12 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
     Raises:
         BinaryFileError: the file is binary (or, for Codex hunks, not UTF-8 text).
         HunkApplyError: a hunk's context or anchor was not found.
-        AmbiguousContextError: a Codex hunk matches at more than one place.
+        AmbiguousContextError: a Codex hunk matches at more than one place, or a SEARCH/REPLACE
+            block's SEARCH lines do.
     """
+    if any(hunk.block for hunk in hunks):
+        # SEARCH/REPLACE blocks: each searched in the whole file (``searchreplace.py``).
+        return apply_blocks(data, hunks, path=path)
     if hunks and all(hunk.old_start is not None and hunk.new_start is not None for hunk in hunks):
         # As git reads a file: split at "\n" only, a "\r" part of its line, the bytes kept. A BOM
         # is content too when the diff shows one (git's diff of such a file does, on line 1) or

@@ -353,7 +353,7 @@ def render_codex(patch: Patch) -> str:
 
     Raises:
         ValueError: the patch says something Codex cannot (a copy, a file mode, a missing final
-            newline, text-editor commands).
+            newline, text-editor commands, SEARCH/REPLACE blocks).
     """
     out = [BEGIN]
     for op in patch.operations:
@@ -365,6 +365,8 @@ def render_codex(patch: Patch) -> str:
             h.old_no_final_newline or h.new_no_final_newline for h in op.hunks
         ):
             raise ValueError(f"a missing final newline in {op.path} has no Codex spelling")
+        if isinstance(op, UpdateFile) and any(h.block for h in op.hunks):
+            raise ValueError(f"a SEARCH/REPLACE block on {op.path} has no Codex spelling")
         if isinstance(op, AddFile):
             out.append(ADD + op.path)
             body = op.content[:-1] if op.content.endswith("\n") else op.content

@@ -5,9 +5,11 @@ spelled: two spellings of one change (CRLF patch text, a heredoc wrapper, padded
 models with equal dumps (``model_dump()``; only where a hunk sat in the text differs, and that is
 excluded), which is what makes the call identity stable (DESIGN §3). That holds across formats
 where nothing but the spelling differs: a Codex ``Add File``, the ``git diff`` of that addition and
-a text-editor ``create`` dump the same (so do deletions and pure renames). An update in a unified
-diff carries its line numbers, which a Codex update has not: where the context matches at several
-places they pick the place, so they are part of the change.
+a text-editor ``create`` dump the same (so do deletions and pure renames), and so does a
+SEARCH/REPLACE block with an empty SEARCH. An update in a unified diff carries its line numbers,
+which a Codex update has not: where the context matches at several places they pick the place, so
+they are part of the change; a SEARCH/REPLACE block is searched otherwise than a Codex hunk
+(``Hunk.block``), so it is another change too.
 
 Three kinds of fields:
 
@@ -125,10 +127,16 @@ class Hunk(_Frozen):
     so they are part of the change and of the call's identity (dumped when set): two diffs that
     differ only in their line numbers are two calls, and a Codex update (no line numbers) and the
     ``git diff`` of it are two calls too (adds, deletes and pure renames stay one).
+
+    ``block``: a SEARCH/REPLACE block (``searchreplace.py``): its old lines are searched in the
+    whole file as the blocks before it left it and must be found exactly once. That is another
+    meaning than a Codex hunk's (searched after the hunk before it), so it is part of the change
+    and of the identity (dumped when set): a block and the Codex hunk of the same lines are two
+    calls.
     """
 
     _dumped_only_when_set = frozenset(
-        {"old_no_final_newline", "new_no_final_newline", "old_start", "new_start"}
+        {"old_no_final_newline", "new_no_final_newline", "old_start", "new_start", "block"}
     )
 
     anchors: tuple[str, ...] = ()
@@ -141,6 +149,7 @@ class Hunk(_Frozen):
     source_line: int | None = Field(default=None, exclude=True, repr=False)
     old_start: int | None = Field(default=None, ge=0, repr=False)
     new_start: int | None = Field(default=None, ge=0, repr=False)
+    block: bool = Field(default=False, repr=False)
 
     @property
     def old_lines(self) -> list[str]:

@@ -1,0 +1,6 @@
+def greet(name):
+    return f"Hello, {name}!"
+
+
+def bye():
+    return "Goodbye"
