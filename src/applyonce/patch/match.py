@@ -216,40 +216,130 @@ def _matches(
     return find_indexed(ids, wanted, text.where(level), start, limit)
 
 
-def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:
+def _find_anchor(text: _Text, anchor: str, start: int) -> tuple[int, MatchLevel] | None:
     """The first line >= ``start`` matching ``anchor``, at the first ladder level that has one."""
     for level in MatchLevel:
         found = _matches(text, [anchor], start, level, at_end=False, limit=1)
         if found:
-            return found[0]
+            return found[0], level
     return None
 
 
-def _locate(
-    text: _Text, lines: Sequence[HunkLine], start: int, *, at_end: bool, where: str
-) -> tuple[int, MatchLevel] | None:
-    """Where a Codex hunk's old lines are, searching from ``start`` down the ladder.
+def block_end(bodies: Sequence[str], at: int) -> int:
+    """The end (exclusive) of the block line ``at`` opens: the lines after it up to the first
+    non-blank line indented no deeper than it (``class A:`` opens its body; a line followed by one
+    at its own level opens nothing)."""
+    line = bodies[at]
+    indent = len(line) - len(line.lstrip())
+    for j in range(at + 1, len(bodies)):
+        body = bodies[j]
+        stripped = body.lstrip()
+        if stripped and len(body) - len(stripped) <= indent:
+            return j
+    return len(bodies)
 
-    Raises:
-        AmbiguousContextError: at the first level that matches at all, they match more than once
-            (and the hunk changes lines: a context-only hunk changes nothing wherever it is).
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a hunk's ``@@`` anchors let it be, searched from a start line.
+
+    ``start``: the search start as Codex reads the anchors (past the first line matching each, in
+    turn). ``blocks``: the blocks the anchors open, nested in turn (every line matching the first
+    anchor opens one; a line matching the second inside one of them opens one inside it, …); a
+    hunk that starts in one of them is where the patch means it. Without anchors: none.
     """
-    old = [line.text for line in lines if line.kind != "+"]
-    context_only = all(line.kind == " " for line in lines)
+
+    start: int
+    blocks: tuple[tuple[int, int], ...] = ()
+
+    def holds(self, place: int) -> bool:
+        return any(lo <= place < hi for lo, hi in self.blocks)
+
+
+def anchor_scope(text: _Text, anchors: Sequence[str], start: int) -> Scope | str:
+    """The :class:`Scope` of ``anchors`` from line ``start``; the first anchor not found, if one
+    is not."""
+    cursor = start
+    blocks: list[tuple[int, int]] = [(start, len(text.bodies))]
+    for anchor in anchors:
+        found = _find_anchor(text, anchor, cursor)
+        if found is None:
+            return anchor
+        at, level = found
+        inner: list[tuple[int, int]] = []
+        for place in _matches(text, [anchor], start, level, at_end=False):
+            outer = next(((lo, hi) for lo, hi in blocks if lo <= place < hi), None)
+            if outer is not None:
+                inner.append((place + 1, min(block_end(text.bodies, place), outer[1])))
+        blocks = [(lo, hi) for lo, hi in inner if lo < hi]
+        cursor = at + 1
+    return Scope(cursor, tuple(blocks) if anchors else ())
+
+
+def candidates(
+    text: _Text, old: Sequence[str], scope: Scope, *, at_end: bool
+) -> tuple[list[int], MatchLevel] | None:
+    """Every place ``old`` matches from the scope's start, ascending, at the first ladder level
+    that matches at all: those in the anchors' blocks when some are there, else all of them."""
     for level in MatchLevel:
-        found = _matches(text, old, start, level, at_end=at_end)
-        if not found:
-            continue
-        if len(found) > 1 and not context_only:
-            shown = ", ".join(str(i + 1) for i in found[:10])
-            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
-            raise AmbiguousContextError(
-                f"{where}: the expected lines match at {len(found)} places "
-                f"(lines {shown}{more}; first expected line: {old[0][:60]!r})",
-                candidates=[i + 1 for i in found],
-                match_level=level.label,
+        found = _matches(text, old, scope.start, level, at_end=at_end)
+        if found:
+            inside = [place for place in found if scope.holds(place)]
+            return (inside or found), level
+    return None
+
+
+def ambiguity(
+    text: _Text, places: Sequence[int], length: int, level: MatchLevel, *, where: str
+) -> AmbiguousContextError:
+    """The refusal of a hunk whose ``length`` expected lines are at several ``places``: it names
+    them, and the nearest line before or after them that differs between them (the context line
+    that would decide)."""
+    shown = ", ".join(str(i + 1) for i in places[:10])
+    more = f" and {len(places) - 10} more" if len(places) > 10 else ""
+    message = f"{where}: the expected lines match at {len(places)} places (lines {shown}{more})"
+    hint = AmbiguousContextError.default_hint
+    decider = _deciding_offset(text.keys(level), places, length)
+    if decider is not None:
+        side, offset = decider
+        told = []
+        for place in places[:3]:
+            at = place + offset
+            inside = 0 <= at < len(text.bodies)
+            edge = "the start of the file" if side == "before" else "the end of the file"
+            told.append(f"{text.bodies[at][:60]!r} (line {at + 1})" if inside else edge)
+        message += f"; the nearest line {side} them that differs: {' vs '.join(told)}"
+        first = places[0] + offset
+        if 0 <= first < len(text.bodies):
+            hint = (
+                f"add the line {text.bodies[first][:60]!r} (line {first + 1}) as a context line "
+                f"{side} the hunk's lines to mean the place at line {places[0] + 1}, or an "
+                "'@@ <line>' anchor naming the def or class the change is in"
             )
-        return found[0], level
+    return AmbiguousContextError(
+        message,
+        hint=hint,
+        candidates=[i + 1 for i in places],
+        match_level=level.label,
+    )
+
+
+# How far from the places the line that tells them apart is looked for.
+_DECIDER_REACH = 200
+
+
+def _deciding_offset(
+    keys: Sequence[str], places: Sequence[int], length: int
+) -> tuple[str, int] | None:
+    """The nearest offset (from the places' first line) of a line before them or after them that is
+    not the same at every place (one past the file's edge counts as different), and its side; None
+    when there is none within reach."""
+    n = len(keys)
+    for k in range(1, _DECIDER_REACH + 1):
+        for side, offset in (("before", -k), ("after", length - 1 + k)):
+            seen = {keys[p + offset] if 0 <= p + offset < n else None for p in places}
+            if len(seen) > 1:
+                return side, offset
     return None
 
 
