@@ -198,8 +198,11 @@ SWITCHES: dict[str, str] = {
     ),
     "trailing_blank_separator": (
         "a hunk (without `*** End of File`) whose lines are `+` lines followed only by empty lines "
-        "(the patch text's own empty lines, not ` `) is a pure addition of the `+` lines (Codex takes the blanks as context: it inserts before the first blank "
-        "line from the search position, or at the search position when the file has none there)"
+        "(the patch text's own empty lines, not ` `) is refused when the empty lines, read as "
+        "context, are in the file and would put the `+` lines elsewhere than read as a separator "
+        "(appended, or right after the anchor); otherwise it is a pure addition of the `+` lines "
+        "(Codex takes the blanks as context: it inserts before the first blank line from the "
+        "search position, or at the search position when the file has none there)"
     ),
     "eof_addition_at_end": (
         "a `*** End of File` hunk that is an addition once its last empty old line is dropped "
@@ -207,9 +210,13 @@ SWITCHES: dict[str, str] = {
         "appended at the end (Codex inserts it at the search position: at the top)"
     ),
     "ambiguous": (
-        "a hunk (not context-only, not `*** End of File`, not a pure addition) whose old lines "
-        "match at more than one position from the search position, at the first ladder level "
-        "that matches at all, rejects the patch (`ambiguous-context`); Codex takes the first"
+        "a hunk's old lines are placed by everything the patch says: of their places from the "
+        "search position (at the first ladder level that matches at all), those inside a block "
+        "its `@@` anchors open (the lines after a line matching the anchor, up to the next "
+        "non-blank line indented no deeper; nested anchors nest), when there are some; then "
+        "those after the previous hunk that leave room for the hunks after it; a hunk (not "
+        "context-only, not `*** End of File`) with more than one place left rejects the patch "
+        "(`ambiguous-context`); Codex takes the first place from the search position"
     ),
     "unicode_extra": (
         "the unicode level also folds U+2000 U+2001 (spaces), U+FE58 U+FE63 U+FF0D (dashes), "
@@ -472,23 +479,61 @@ def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> by
         ends.append(match.group(2))
     n = len(bodies)
     edits: list[tuple[int, int, list[tuple[str, str]]]] = []
+    # Hunks with old lines: [edit index, places, old line count, never ambiguous]; placed below.
+    pending: list[tuple[int, list[int], int, bool]] = []
     cursor = 0
     for hunk in hunks:
+        start = cursor
+        blocks = [(cursor, n)]
         for anchor in hunk.anchors:
             found = _seek(bodies, [anchor], cursor, False, sw)
             if not found:
                 raise OracleError(f"anchor {anchor!r} not found")
+            # Every line matching the anchor (at the level it was found at) inside a block of
+            # the anchor before opens one: up to the next non-blank line indented no deeper.
+            level = next(
+                k for k, f in enumerate(_normalisers(sw)) if f(bodies[found[0]]) == f(anchor)
+            )
+            same = _normalisers(sw)[level]
+            inner = []
+            for a in range(start, n):
+                if same(bodies[a]) != same(anchor):
+                    continue
+                outer = [hi for lo, hi in blocks if lo <= a < hi]
+                if outer:
+                    indent = len(bodies[a]) - len(bodies[a].lstrip())
+                    end = next(
+                        (
+                            j
+                            for j in range(a + 1, n)
+                            if bodies[j].strip()
+                            and len(bodies[j]) - len(bodies[j].lstrip()) <= indent
+                        ),
+                        n,
+                    )
+                    inner.append((a + 1, min(end, outer[0])))
+            blocks = [(lo, hi) for lo, hi in inner if lo < hi]
             cursor = found[0] + 1
+        if not hunk.anchors:
+            blocks = []
         lines = list(hunk.lines)
+        separator = 0
         if sw["trailing_blank_separator"]:
             k = len(lines)
             while k and k - 1 in hunk.blank:
                 k -= 1
             if not hunk.eof and 0 < k < len(lines) and all(kind == "+" for kind, _ in lines[:k]):
-                lines = lines[:k]
+                lines, separator = lines[:k], len(lines) - k
         old = [t for kind, t in lines if kind != "+"]
         if not old:
             at = cursor if sw["anchored_insert"] and hunk.anchors and not hunk.eof else n
+            if separator:
+                # Read as empty context lines, the blanks would put the lines elsewhere: refused.
+                found = _seek(bodies, [""] * separator, cursor, False, sw)
+                if sw["ambiguous"]:
+                    found = [p for p in found if any(lo <= p < hi for lo, hi in blocks)] or found
+                if found and found != [at]:
+                    raise OracleError(f"blank lines read two ways: at {at} or before {found}")
             edits.append((at, at, lines))
             continue
         found = _seek(bodies, old, cursor, hunk.eof, sw)
@@ -502,11 +547,27 @@ def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> by
             found = _seek(bodies, old, cursor, hunk.eof, sw)
         if not found:
             raise OracleError(f"expected lines not found: {old!r}")
-        context_only = all(kind == " " for kind, _ in lines)
-        if sw["ambiguous"] and len(found) > 1 and not context_only and not hunk.eof:
-            raise OracleError(f"ambiguous: {old!r} at {found}")
+        if sw["ambiguous"]:
+            found = [p for p in found if any(lo <= p < hi for lo, hi in blocks)] or found
+        any_place = hunk.eof or all(kind == " " for kind, _ in lines)
+        pending.append((len(edits), found, len(old), any_place))
         edits.append((found[0], found[0] + len(old), lines))
         cursor = found[0] + len(old)
+    if sw["ambiguous"]:
+        # The hunks' order: each after the one before, and leaving room for those after it.
+        bounds = []
+        limit = n
+        for _, found, m, _ in reversed(pending):
+            bounds.append(limit)
+            fits = [p for p in found if p + m <= limit]
+            limit = fits[-1] if fits else found[0]
+        earliest = 0
+        for (k, found, m, any_place), bound in zip(pending, reversed(bounds), strict=True):
+            places = [p for p in found if p >= earliest and p + m <= bound] or found[:1]
+            if len(places) > 1 and not any_place:
+                raise OracleError(f"ambiguous: at {places}")
+            edits[k] = (places[0], places[0] + m, edits[k][2])
+            earliest = places[0] + m
     newline = _dominant(ends) if sw["dominant_ending"] else (ends[0] if n and ends[0] else "\n")
     out_bodies, out_ends = _render_runs(bodies, ends, edits, newline)
     last = len(out_ends) - 1
