@@ -62,6 +62,7 @@ from itertools import accumulate
 from applyonce.patch.match import (
     _NORMALISERS,
     BOM,
+    GIT_BINARY_WINDOW,
     AmbiguousContextError,
     HunkApplyError,
     Scope,
@@ -103,7 +104,15 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
         bom_in_diff = any(
             line.text.startswith(BOM) for hunk in hunks for line in hunk.lines
         ) or any(hunk.old_start == 0 for hunk in hunks)
-        text = decode_text(data, path=path, split_cr=False, lossless=True, bom_is_text=bom_in_diff)
+        # A NUL past git's binary window is text to git, and so here: kept byte for byte.
+        text = decode_text(
+            data,
+            path=path,
+            split_cr=False,
+            lossless=True,
+            bom_is_text=bom_in_diff,
+            binary_window=GIT_BINARY_WINDOW,
+        )
         return _apply_positioned(text, hunks, path=path)
     return _apply_searched(decode_text(data, path=path), hunks, path=path)
 

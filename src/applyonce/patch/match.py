@@ -20,6 +20,9 @@ from applyonce.patch.model import HunkLine, MatchLevel
 from applyonce.patch.search import find_indexed, positions
 
 BOM = "\ufeff"
+# git reads a file as binary when its first 8000 bytes hold a NUL (``buffer_is_binary``); a file
+# with a NUL only further on is text to ``git diff`` and ``git apply``.
+GIT_BINARY_WINDOW = 8000
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
 
 # Typographic characters that models and editors substitute for ASCII ones.
@@ -141,6 +144,7 @@ def decode_text(
     split_cr: bool = True,
     lossless: bool = False,
     bom_is_text: bool = False,
+    binary_window: int | None = None,
 ) -> _Text:
     """Split ``data`` into lines, refusing binary content.
 
@@ -150,11 +154,14 @@ def decode_text(
             is part of the line's text, as ``git apply`` reads a file.
         lossless: bytes that are not UTF-8 are kept (as surrogate escapes) instead of refused.
         bom_is_text: a byte order mark is part of the first line's text, not set apart.
+        binary_window: only a NUL byte in the first ``binary_window`` bytes makes the file
+            binary (git's test: :data:`GIT_BINARY_WINDOW`); one further on is text, kept as is.
 
     Raises:
-        BinaryFileError: a NUL byte, or (unless ``lossless``) bytes that are not UTF-8.
+        BinaryFileError: a NUL byte (in the window, if given), or (unless ``lossless``) bytes
+            that are not UTF-8.
     """
-    if b"\x00" in data:
+    if b"\x00" in (data if binary_window is None else data[:binary_window]):
         raise BinaryFileError(f"{path} is a binary file (it contains NUL bytes)", path=path)
     errors = "surrogateescape" if lossless else "strict"
     try:
