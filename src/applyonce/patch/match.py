@@ -339,11 +339,14 @@ def _deciding_offset(
     keys: Sequence[str], places: Sequence[int], length: int
 ) -> tuple[str, int] | None:
     """The nearest offset (from the places' first line) of a line before them or after them that is
-    not the same at every place (one past the file's edge counts as different), and its side; None
-    when there is none within reach."""
+    not the same at every place (one past the file's edge counts as different) and that the first
+    place has (so it can be written as context), and its side; None when there is none within
+    reach."""
     n = len(keys)
     for k in range(1, _DECIDER_REACH + 1):
         for side, offset in (("before", -k), ("after", length - 1 + k)):
+            if not 0 <= places[0] + offset < n:
+                continue
             seen = {keys[p + offset] if 0 <= p + offset < n else None for p in places}
             if len(seen) > 1:
                 return side, offset
