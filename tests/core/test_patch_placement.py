@@ -113,3 +113,12 @@ def test_a_file_with_a_nul_in_gits_window_is_still_binary() -> None:
     diff = "--- a/f.txt\n+++ b/f.txt\n@@ -1,1 +1,1 @@\n-a\x00b\n+ab\n"
     with pytest.raises(BinaryFileError, match="binary"):
         _unified(data, diff)
+
+
+def test_a_long_def_anchor_opens_its_body_past_the_closing_bracket_line() -> None:
+    data = (
+        b"class A:\n    def f(\n        self,\n    ) -> None:\n        x = 1\n\n"
+        b"class B:\n    def f(\n        self,\n    ) -> None:\n        x = 1\n"
+    )
+    body = "@@     def f(\n-        x = 1\n+        x = 2\n"
+    assert _apply(data, body) == data.replace(b"x = 1", b"x = 2", 1)

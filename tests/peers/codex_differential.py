@@ -211,9 +211,10 @@ SWITCHES: dict[str, str] = {
     ),
     "ambiguous": (
         "a hunk's old lines are placed by everything the patch says: of their places from the "
-        "search position (at the first ladder level that matches at all), those inside a block "
-        "its `@@` anchors open (the lines after a line matching the anchor, up to the next "
-        "non-blank line indented no deeper; nested anchors nest), when there are some; then "
+        "search position (at the first ladder level that matches at all), those inside the "
+        "block its `@@` anchor line opens (the lines after it, up to the next non-blank line "
+        "indented no deeper that does not start with a closing bracket; a nested anchor's inside "
+        "the one before), when there are some; then "
         "those after the previous hunk that leave room for the hunks after it; a hunk (not "
         "context-only, not `*** End of File`) with more than one place left rejects the patch "
         "(`ambiguous-context`); Codex takes the first place from the search position"
@@ -490,39 +491,29 @@ def oracle_update(
     pending: list[tuple[int, list[int], int, bool]] = []
     cursor = 0
     for hunk in hunks:
-        start = cursor
-        blocks = [(cursor, n)]
+        blocks = []
+        hi = n
         for anchor in hunk.anchors:
             found = _seek(bodies, [anchor], cursor, False, sw)
             if not found:
                 raise OracleError(f"anchor {anchor!r} not found")
-            # Every line matching the anchor (at the level it was found at) inside a block of
-            # the anchor before opens one: up to the next non-blank line indented no deeper.
-            level = next(
-                k for k, f in enumerate(_normalisers(sw)) if f(bodies[found[0]]) == f(anchor)
+            # The block the anchor line opens: up to the next non-blank line indented no deeper,
+            # inside the block of the anchor before.
+            a = found[0]
+            indent = len(bodies[a]) - len(bodies[a].lstrip())
+            end = next(
+                (
+                    j
+                    for j in range(a + 1, n)
+                    if bodies[j].strip()
+                    and len(bodies[j]) - len(bodies[j].lstrip()) <= indent
+                    and bodies[j].lstrip()[0] not in ")]}"
+                ),
+                n,
             )
-            same = _normalisers(sw)[level]
-            inner = []
-            for a in range(start, n):
-                if same(bodies[a]) != same(anchor):
-                    continue
-                outer = [hi for lo, hi in blocks if lo <= a < hi]
-                if outer:
-                    indent = len(bodies[a]) - len(bodies[a].lstrip())
-                    end = next(
-                        (
-                            j
-                            for j in range(a + 1, n)
-                            if bodies[j].strip()
-                            and len(bodies[j]) - len(bodies[j].lstrip()) <= indent
-                        ),
-                        n,
-                    )
-                    inner.append((a + 1, min(end, outer[0])))
-            blocks = [(lo, hi) for lo, hi in inner if lo < hi]
-            cursor = found[0] + 1
-        if not hunk.anchors:
-            blocks = []
+            hi = min(end, hi) if a < hi else a + 1
+            blocks = [(a + 1, hi)]
+            cursor = a + 1
         lines = list(hunk.lines)
         separator = 0
         if sw["trailing_blank_separator"]:

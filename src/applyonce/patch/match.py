@@ -232,62 +232,64 @@ def _find_anchor(text: _Text, anchor: str, start: int) -> tuple[int, MatchLevel]
     return None
 
 
+_CLOSING = ")]}"
+
+
 def block_end(bodies: Sequence[str], at: int) -> int:
     """The end (exclusive) of the block line ``at`` opens: the lines after it up to the first
     non-blank line indented no deeper than it (``class A:`` opens its body; a line followed by one
-    at its own level opens nothing)."""
+    at its own level opens nothing). A line that starts with a closing bracket does not end it:
+    it closes the opener's own brackets (``) -> None:`` of a long ``def``, a ``}``)."""
     line = bodies[at]
     indent = len(line) - len(line.lstrip())
     for j in range(at + 1, len(bodies)):
         body = bodies[j]
         stripped = body.lstrip()
-        if stripped and len(body) - len(stripped) <= indent:
+        if stripped and len(body) - len(stripped) <= indent and stripped[0] not in _CLOSING:
             return j
     return len(bodies)
 
 
 @dataclass(frozen=True)
 class Scope:
-    """Where a hunk's ``@@`` anchors let it be, searched from a start line.
+    """Where a hunk's ``@@`` anchors put it, searched from a start line.
 
     ``start``: the search start as Codex reads the anchors (past the first line matching each, in
-    turn). ``blocks``: the blocks the anchors open, nested in turn (every line matching the first
-    anchor opens one; a line matching the second inside one of them opens one inside it, …); a
-    hunk that starts in one of them is where the patch means it. Without anchors: none.
+    turn, from the previous hunk's end). ``block``: the block the last of those lines opens, inside
+    the blocks of the ones before it (:func:`block_end`); a hunk that starts in it is where the
+    patch means it. None without anchors, or when an anchor line opens no block.
     """
 
     start: int
-    blocks: tuple[tuple[int, int], ...] = ()
+    block: tuple[int, int] | None = None
 
     def holds(self, place: int) -> bool:
-        return any(lo <= place < hi for lo, hi in self.blocks)
+        return self.block is not None and self.block[0] <= place < self.block[1]
 
 
 def anchor_scope(text: _Text, anchors: Sequence[str], start: int) -> Scope | str:
     """The :class:`Scope` of ``anchors`` from line ``start``; the first anchor not found, if one
     is not."""
     cursor = start
-    blocks: list[tuple[int, int]] = [(start, len(text.bodies))]
+    block: tuple[int, int] | None = None
+    hi = len(text.bodies)
     for anchor in anchors:
         found = _find_anchor(text, anchor, cursor)
         if found is None:
             return anchor
-        at, level = found
-        inner: list[tuple[int, int]] = []
-        for place in _matches(text, [anchor], start, level, at_end=False):
-            outer = next(((lo, hi) for lo, hi in blocks if lo <= place < hi), None)
-            if outer is not None:
-                inner.append((place + 1, min(block_end(text.bodies, place), outer[1])))
-        blocks = [(lo, hi) for lo, hi in inner if lo < hi]
+        at = found[0]
+        # An anchor line outside the block of the one before it narrows nothing more.
+        hi = min(block_end(text.bodies, at), hi) if at < hi else at + 1
+        block = (at + 1, hi)
         cursor = at + 1
-    return Scope(cursor, tuple(blocks) if anchors else ())
+    return Scope(cursor, block if block is not None and block[0] < block[1] else None)
 
 
 def candidates(
     text: _Text, old: Sequence[str], scope: Scope, *, at_end: bool
 ) -> tuple[list[int], MatchLevel] | None:
     """Every place ``old`` matches from the scope's start, ascending, at the first ladder level
-    that matches at all: those in the anchors' blocks when some are there, else all of them."""
+    that matches at all: those in the anchors' block when some are there, else all of them."""
     for level in MatchLevel:
         found = _matches(text, old, scope.start, level, at_end=at_end)
         if found:
