@@ -7,10 +7,23 @@ The matching ladder (each hunk independently, the first level that finds the hun
     STRIP    leading and trailing whitespace ignored
     UNICODE  as STRIP, with typographic punctuation (dashes, quotes, odd spaces) folded to ASCII
 
-Hunks are searched in order, each after the previous one. ``@@ <anchor>`` lines first move the
-search past the first line matching each anchor, in turn. ``*** End of File`` pins a hunk to the
-last lines. A hunk whose expected lines end in blank lines that are not in the file is tried again
-without them.
+A Codex hunk is placed by everything the patch says, in this order:
+
+* its ``@@ <anchor>`` lines: the search starts past the first line matching each, in turn (as Codex
+  reads them), and of the places the hunk's lines match from there, those inside the block the
+  anchor line opens (the lines after it up to the next non-blank line indented no deeper, one
+  opening with a closing bracket excepted; nested anchors nest) are taken when there are some;
+* the order of the hunks: each after the previous one, and leaving room for the ones after it (a
+  pass from the last hunk back finds the latest place of each).
+
+A hunk left with exactly one place is applied there; one left with two or more is refused
+(``ambiguous-context``), naming the places and the nearest line before or after them that differs
+between them (the context line that would decide). A context-only hunk and a ``*** End of File``
+hunk (pinned to the last lines) are never refused for that. A hunk whose expected lines end in
+blank lines that are not in the file is tried again without them. A hunk of ``+`` lines followed
+by empty lines of the patch text is read both ways: the empty lines as a separator (a pure
+addition) and as empty context lines (as Codex reads them); when both readings fit and put the
+lines at different places it is refused, otherwise the one that fits is taken.
 
 What this applier guarantees, beyond finding the hunk:
 

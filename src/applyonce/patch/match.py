@@ -3,7 +3,9 @@
 
 A file is read into :class:`_Text` (its lines, their endings, a byte order mark kept aside) and
 searched level by level (``EXACT``, ``RSTRIP``, ``STRIP``, ``UNICODE``); ``@@`` anchors move the
-search start. What is found is applied by :mod:`applyonce.patch.apply`.
+search start and narrow the places to the block the anchor line opens (:func:`anchor_scope`,
+:func:`candidates`); a hunk left at several places is refused by :func:`ambiguity`. Which place
+is taken is decided by :mod:`applyonce.patch.apply`.
 """
 
 from __future__ import annotations
