@@ -35,6 +35,8 @@ from tests.peers.realworld import (
 # headings, renames with edits, the manylinux/musllinux work with binary ELF fixtures added
 # (refused) and renamed, new executable files. test_window_is_hard checks it still holds those.
 WINDOW = (186, 420)
+# Found at import: the autouse fixture points HOME (where the binary is cached) at a temp dir.
+CODEX_BINARY = find_codex_binary()
 CHUNKS = 6
 HARD_KINDS = frozenset(
     {"binary", "rename", "rename with edits", "new executable", "rst heading", "no final newline"}
@@ -87,7 +89,7 @@ def test_window_as_a_model_writes_it_is_placed_where_codex_reproduces_it(window:
     """Each window commit as the Codex patch a model writes (three context lines, an ``@@`` line
     naming the def or class): wherever the real Codex reproduces the commit, applyonce does too;
     never an ambiguity refusal where the patch's anchor and order decide, never a wrong file."""
-    binary = find_codex_binary()
+    binary = CODEX_BINARY
     if binary is None:
         if os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1":
             pytest.fail("the Codex binary is missing; APPLYONCE_REQUIRE_CODEX=1")
