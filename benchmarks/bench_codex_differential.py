@@ -6,7 +6,9 @@ Each seed (see ``tests/peers/codex_differential.py``) makes a random tree and a 
 patch, applies it with the real binary and with applyonce, and checks both results against the
 oracle.
 Prints the counts: agree, differ-explained (per documented switch), findings (undocumented
-differences the oracle models, per switch), unexplained (the first K in full), and the wall time.
+differences the oracle models, per switch), refusals where Codex is right (applyonce refused the
+hunks' places, Codex applied the patch and put every hunk where the generator took it from: a
+disagreement), unexplained (the first K in full), and the wall time.
 Never asserted in tests.
 """
 
@@ -39,6 +41,7 @@ def main() -> int:
     per_switch: Counter[str] = Counter()
     findings: list[int] = []
     unexplained: list[int] = []
+    wrong: list[int] = []
     codex_failed = ours_failed = 0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="aocodex-") as top:
@@ -51,6 +54,8 @@ def main() -> int:
                 per_switch.update(case.switches)
             if case.verdict == "finding":
                 findings.append(seed)
+            if case.codex_right:
+                wrong.append(seed)
             if case.verdict == "unexplained":
                 unexplained.append(seed)
                 if len(unexplained) <= ns.show:
@@ -68,6 +73,11 @@ def main() -> int:
     print(f"  findings (undocumented, modelled): {verdicts['finding']}  seeds {findings[:20]}")
     for name in PENDING:
         print(f"    {name:26} {per_switch[name]}")
+    print(
+        f"  disagree, refused where Codex is right: {len(wrong)}  seeds {wrong[:40]}  (of them "
+        f"explained: {verdicts['refused-codex-right']}; applyonce refused the hunks' places, Codex "
+        "put each where it was made for)"
+    )
     print(f"  unexplained:       {verdicts['unexplained']}  seeds {unexplained[:40]}")
     print(f"  {elapsed:.1f} s, {elapsed / max(total, 1) * 1000:.1f} ms a case")
     return 0

@@ -7,6 +7,11 @@ Every non-merge commit C is applied at its parent with ``git diff -M P C`` and w
 ``tests/peers/realworld.py`` converts it to (see there for what is checked). Prints, per format:
 commits, exact, skipped per reason, failures (commit id and error), and the wall time. Never asserts
 a time; exits 1 if any commit failed, so a run can gate a change by hand.
+
+``--as-model``: instead, each commit as the Codex patch a model writes (three context lines, an
+``@@`` line naming the def or class), applied to the files it touches by applyonce's engine and by
+the real Codex binary; prints what each did per commit, counted (an ambiguity refusal where Codex
+reproduces the commit is ``applyonce refused (ambiguous-context), Codex exact``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.peers.realworld import BUNDLE, Format, Result, non_merge_commits, replay, run_applyonce
+from tests.peers.codex_differential import find_codex_binary
+from tests.peers.realworld import (
+    BUNDLE,
+    Format,
+    Result,
+    non_merge_commits,
+    replay,
+    replay_as_model,
+    run_applyonce,
+)
 
 
 def _run(job: tuple[str, list[str], Format, bool, tuple[str, ...]]) -> list[Result]:
@@ -42,11 +56,14 @@ def main() -> int:
         help="built-in checks to turn off, comma-separated (syntax, markers; default: none)",
     )
     parser.add_argument("--show", type=int, default=40, help="failures to print per format")
+    parser.add_argument("--as-model", action="store_true", help="Codex patches as a model writes")
     ns = parser.parse_args()
     if not Path(ns.bundle).exists():
         print(f"no bundle at {ns.bundle}", file=sys.stderr)
         return 2
     commits = non_merge_commits(ns.bundle)[ns.start : ns.stop]
+    if ns.as_model:
+        return _as_model(ns.bundle, commits, ns.show)
     failed_any = False
     for fmt in ns.formats.split(","):
         started = time.perf_counter()
@@ -77,6 +94,24 @@ def main() -> int:
         if len(failures) > ns.show:
             print(f"   … and {len(failures) - ns.show} more")
     return 1 if failed_any else 0
+
+
+def _as_model(bundle: str, commits: list[str], show: int) -> int:
+    binary = find_codex_binary()
+    if binary is None:
+        print("no Codex binary: set APPLYONCE_CODEX_BIN or run .ci/run", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    results = replay_as_model(bundle, commits, binary)
+    elapsed = time.perf_counter() - started
+    outcomes = Counter(outcome for _, outcome, _ in results)
+    print(f"== codex as a model writes it: {len(results)} commits, {elapsed:.1f} s")
+    for outcome, count in outcomes.most_common():
+        print(f"   {count:>4}  {outcome}")
+    listed = [r for r in results if "ambiguous" in r[1] or "applyonce wrong" in r[1]]
+    for commit, outcome, detail in listed[:show]:
+        print(f"   {commit[:12]} {outcome}: {detail[:300]}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -198,8 +198,11 @@ SWITCHES: dict[str, str] = {
     ),
     "trailing_blank_separator": (
         "a hunk (without `*** End of File`) whose lines are `+` lines followed only by empty lines "
-        "(the patch text's own empty lines, not ` `) is a pure addition of the `+` lines (Codex takes the blanks as context: it inserts before the first blank "
-        "line from the search position, or at the search position when the file has none there)"
+        "(the patch text's own empty lines, not ` `) is refused when the empty lines, read as "
+        "context, are in the file and would put the `+` lines elsewhere than read as a separator "
+        "(appended, or right after the anchor); otherwise it is a pure addition of the `+` lines "
+        "(Codex takes the blanks as context: it inserts before the first blank line from the "
+        "search position, or at the search position when the file has none there)"
     ),
     "eof_addition_at_end": (
         "a `*** End of File` hunk that is an addition once its last empty old line is dropped "
@@ -207,9 +210,14 @@ SWITCHES: dict[str, str] = {
         "appended at the end (Codex inserts it at the search position: at the top)"
     ),
     "ambiguous": (
-        "a hunk (not context-only, not `*** End of File`, not a pure addition) whose old lines "
-        "match at more than one position from the search position, at the first ladder level "
-        "that matches at all, rejects the patch (`ambiguous-context`); Codex takes the first"
+        "a hunk's old lines are placed by everything the patch says: of their places from the "
+        "search position (at the first ladder level that matches at all), those inside the "
+        "block its `@@` anchor line opens (the lines after it, up to the next non-blank line "
+        "indented no deeper that does not start with a closing bracket; a nested anchor's inside "
+        "the one before), when there are some; then "
+        "those after the previous hunk that leave room for the hunks after it; a hunk (not "
+        "context-only, not `*** End of File`) with more than one place left rejects the patch "
+        "(`ambiguous-context`); Codex takes the first place from the search position"
     ),
     "unicode_extra": (
         "the unicode level also folds U+2000 U+2001 (spaces), U+FE58 U+FE63 U+FF0D (dashes), "
@@ -274,6 +282,10 @@ _EXTRA_FOLD = {
 _FOLD_CODEX = str.maketrans(_CODEX_FOLD)
 _FOLD_ALL = str.maketrans({**_CODEX_FOLD, **_EXTRA_FOLD})
 _ENDING = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
+
+
+# How applyonce's refusal of a hunk's places begins (``Result.detail``: ``kind: message``).
+REFUSED_PLACES = "ambiguous-context:"
 
 
 class OracleError(Exception):
@@ -455,7 +467,10 @@ def _dominant(ends: list[str]) -> str:
     return next(end for end in ends if end and counts[end] == best)
 
 
-def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> bytes:
+def oracle_update(
+    data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool], chosen: list[int] | None = None
+) -> bytes:
+    """The file's new bytes; ``chosen`` gets each hunk's place (an addition's: where it goes)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -472,23 +487,51 @@ def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> by
         ends.append(match.group(2))
     n = len(bodies)
     edits: list[tuple[int, int, list[tuple[str, str]]]] = []
+    # Hunks with old lines: [edit index, places, old line count, never ambiguous]; placed below.
+    pending: list[tuple[int, list[int], int, bool]] = []
     cursor = 0
     for hunk in hunks:
+        blocks = []
+        hi = n
         for anchor in hunk.anchors:
             found = _seek(bodies, [anchor], cursor, False, sw)
             if not found:
                 raise OracleError(f"anchor {anchor!r} not found")
-            cursor = found[0] + 1
+            # The block the anchor line opens: up to the next non-blank line indented no deeper,
+            # inside the block of the anchor before.
+            a = found[0]
+            indent = len(bodies[a]) - len(bodies[a].lstrip())
+            end = next(
+                (
+                    j
+                    for j in range(a + 1, n)
+                    if bodies[j].strip()
+                    and len(bodies[j]) - len(bodies[j].lstrip()) <= indent
+                    and bodies[j].lstrip()[0] not in ")]}"
+                ),
+                n,
+            )
+            hi = min(end, hi) if a < hi else a + 1
+            blocks = [(a + 1, hi)]
+            cursor = a + 1
         lines = list(hunk.lines)
+        separator = 0
         if sw["trailing_blank_separator"]:
             k = len(lines)
             while k and k - 1 in hunk.blank:
                 k -= 1
             if not hunk.eof and 0 < k < len(lines) and all(kind == "+" for kind, _ in lines[:k]):
-                lines = lines[:k]
+                lines, separator = lines[:k], len(lines) - k
         old = [t for kind, t in lines if kind != "+"]
         if not old:
             at = cursor if sw["anchored_insert"] and hunk.anchors and not hunk.eof else n
+            if separator:
+                # Read as empty context lines, the blanks would put the lines elsewhere: refused.
+                found = _seek(bodies, [""] * separator, cursor, False, sw)
+                if sw["ambiguous"]:
+                    found = [p for p in found if any(lo <= p < hi for lo, hi in blocks)] or found
+                if found and found != [at]:
+                    raise OracleError(f"blank lines read two ways: at {at} or before {found}")
             edits.append((at, at, lines))
             continue
         found = _seek(bodies, old, cursor, hunk.eof, sw)
@@ -502,11 +545,29 @@ def oracle_update(data: bytes, hunks: list[_Hunk], sw: Mapping[str, bool]) -> by
             found = _seek(bodies, old, cursor, hunk.eof, sw)
         if not found:
             raise OracleError(f"expected lines not found: {old!r}")
-        context_only = all(kind == " " for kind, _ in lines)
-        if sw["ambiguous"] and len(found) > 1 and not context_only and not hunk.eof:
-            raise OracleError(f"ambiguous: {old!r} at {found}")
+        if sw["ambiguous"]:
+            found = [p for p in found if any(lo <= p < hi for lo, hi in blocks)] or found
+        any_place = hunk.eof or all(kind == " " for kind, _ in lines)
+        pending.append((len(edits), found, len(old), any_place))
         edits.append((found[0], found[0] + len(old), lines))
         cursor = found[0] + len(old)
+    if sw["ambiguous"]:
+        # The hunks' order: each after the one before, and leaving room for those after it.
+        bounds = []
+        limit = n
+        for _, found, m, _ in reversed(pending):
+            bounds.append(limit)
+            fits = [p for p in found if p + m <= limit]
+            limit = fits[-1] if fits else found[0]
+        earliest = 0
+        for (k, found, m, any_place), bound in zip(pending, reversed(bounds), strict=True):
+            places = [p for p in found if p >= earliest and p + m <= bound] or found[:1]
+            if len(places) > 1 and not any_place:
+                raise OracleError(f"ambiguous: at {places}")
+            edits[k] = (places[0], places[0] + m, edits[k][2])
+            earliest = places[0] + m
+    if chosen is not None:
+        chosen.extend(start for start, _, _ in edits)
     newline = _dominant(ends) if sw["dominant_ending"] else (ends[0] if n and ends[0] else "\n")
     out_bodies, out_ends = _render_runs(bodies, ends, edits, newline)
     last = len(out_ends) - 1
@@ -556,8 +617,14 @@ def _is_dir(tree: Mapping[str, bytes], path: str) -> bool:
     return any(name.startswith(path + "/") for name in tree)
 
 
-def oracle(tree: Mapping[str, bytes], patch_text: str, sw: Mapping[str, bool]) -> Result:
-    """The result the model predicts for ``patch_text`` on ``tree`` under the switches ``sw``."""
+def oracle(
+    tree: Mapping[str, bytes],
+    patch_text: str,
+    sw: Mapping[str, bool],
+    chosen: dict[str, list[int]] | None = None,
+) -> Result:
+    """The result the model predicts for ``patch_text`` on ``tree`` under the switches ``sw``;
+    ``chosen`` gets, per updated path, each hunk's place, in patch order."""
     try:
         ops = oracle_parse(patch_text, sw)
     except OracleError as exc:
@@ -585,7 +652,8 @@ def oracle(tree: Mapping[str, bytes], patch_text: str, sw: Mapping[str, bool]) -
                     raise OracleError(f"cannot read {op.path}")
                 data = out[op.path]
                 if op.hunks:
-                    data = oracle_update(data, op.hunks, sw)
+                    places = None if chosen is None else chosen.setdefault(op.path, [])
+                    data = oracle_update(data, op.hunks, sw, places)
                 if op.move_to is None:
                     out[op.path] = data
                 else:
@@ -705,20 +773,25 @@ def _added_line(rng: random.Random) -> str:
 
 def _gen_hunk(
     rng: random.Random, lines: list[str], pos: int, broken: bool
-) -> tuple[list[str], int] | None:
-    """One hunk's text lines (``@@`` header included) starting at or after ``pos``."""
+) -> tuple[list[str], int, int | None] | None:
+    """One hunk's text lines (``@@`` header included) starting at or after ``pos``, the new
+    ``pos``, and the line the hunk was made for (its old lines' first, or where an addition
+    goes)."""
     n = len(lines)
     kind = rng.choices(["change", "pure", "eof"], [75, 12, 13])[0]
     header: list[str] = []
     body: list[tuple[str, str]] = []
     eof = False
+    meant: int | None = None
     if kind == "pure" or n == 0:
         body = [("+", _added_line(rng)) for _ in range(rng.randint(1, 3))]
+        meant = n
         if pos < n and rng.random() < 0.5:
             anchor_at = rng.randrange(pos, n)
             header.append("@@ " + lines[anchor_at])
-            pos = anchor_at + 1
+            pos = meant = anchor_at + 1
         eof = rng.random() < 0.3
+        meant = n if eof else meant
     else:
         if kind == "eof":
             size = rng.randint(1, min(4, n))
@@ -731,6 +804,7 @@ def _gen_hunk(
             stop = min(n, start + rng.randint(1, 4))
         if start < pos:
             return None
+        meant = start
         region = list(range(start, stop))
         removed = set(rng.sample(region, rng.randint(0, len(region))))
         if removed and rng.random() < 0.3:
@@ -771,14 +845,20 @@ def _gen_hunk(
     ]
     if eof:
         out.append(("  " if rng.random() < 0.05 else "") + EOF_MARKER)
-    return out, pos
+    return out, pos, meant
 
 
 def _header(rng: random.Random, marker: str, path: str) -> str:
     return ("  " if rng.random() < 0.07 else "") + marker + path
 
 
-def _gen_update(rng: random.Random, tree: Tree, path: str, move_to: str | None) -> list[str]:
+def _gen_update(
+    rng: random.Random,
+    tree: Tree,
+    path: str,
+    move_to: str | None,
+    meant: list[int] | None = None,
+) -> list[str]:
     out = [_header(rng, UPDATE, path)]
     if move_to is not None:
         out.append(("  " if rng.random() < 0.05 else "") + MOVE + move_to)
@@ -797,10 +877,14 @@ def _gen_update(rng: random.Random, tree: Tree, path: str, move_to: str | None) 
         made = _gen_hunk(rng, lines, pos, broken=rng.random() < 0.05)
         if made is None:
             break
-        hunk, pos = made
+        hunk, pos, start = made
         hunks.append(hunk)
+        if meant is not None and start is not None:
+            meant.append(start)
     if not hunks:
         hunks.append(["@@", "+" + _added_line(rng)])
+        if meant is not None:
+            meant.append(len(lines))
     if hunks[0][0] == "@@" and rng.random() < 0.25:
         hunks[0] = hunks[0][1:]  # the first hunk without its bare @@
     for hunk in hunks:
@@ -812,6 +896,13 @@ def _gen_update(rng: random.Random, tree: Tree, path: str, move_to: str | None) 
 
 def generate(seed: int) -> tuple[Tree, str]:
     """The case for ``seed``: an input tree and a patch text."""
+    tree, text, _ = generate_meant(seed)
+    return tree, text
+
+
+def generate_meant(seed: int) -> tuple[Tree, str, dict[str, list[int]]]:
+    """:func:`generate`, and per updated path the line each hunk's old lines were taken from."""
+    meant: dict[str, list[int]] = {}
     rng = random.Random(seed)
     tree: Tree = {}
     for path in rng.sample(PATHS, rng.randint(1, 3)):
@@ -829,7 +920,7 @@ def generate(seed: int) -> tuple[Tree, str]:
             [58, 8, 12, 3, 16, 3],
         )[0]
         if kind == "update":
-            ops.append(_gen_update(rng, tree, path, None))
+            ops.append(_gen_update(rng, tree, path, None, meant.setdefault(path, [])))
         elif kind == "delete":
             ops.append([_header(rng, DELETE, path)])
         elif kind in ("add", "add-existing"):
@@ -838,7 +929,7 @@ def generate(seed: int) -> tuple[Tree, str]:
             ops.append([_header(rng, ADD, path), *body])
         elif kind == "move":
             target = path if rng.random() < 0.04 else rng.choice(NEW_PATHS + existing)
-            ops.append(_gen_update(rng, tree, path, target))
+            ops.append(_gen_update(rng, tree, path, target, meant.setdefault(path, [])))
         else:
             ops.append(_gen_update(rng, tree, "missing.txt", None))
         used.add(path)
@@ -864,7 +955,7 @@ def generate(seed: int) -> tuple[Tree, str]:
     text = "\n".join(lines) + ("\n" if rng.random() < 0.9 else "")
     if rng.random() < 0.08:
         text = text.replace("\n", "\r\n")
-    return tree, text
+    return tree, text, meant
 
 
 # ------------------------------------------------------------------------------------ a case
@@ -881,14 +972,20 @@ class Case:
     model_applyonce: Result
     switches: tuple[str, ...] = ()  # the switches a difference is attributed to
     documented_only: bool = True  # the documented switches alone derive applyonce's result
+    # applyonce refused the patch for its places (several, or two readings) where Codex applied
+    # it and put every hunk where the patch's author took it from: a disagreement, not explained.
+    codex_right: bool = False
 
     @property
     def verdict(self) -> str:
         """``agree``; ``explained`` (the tools differ, and the oracle with the documented switches
         on derives applyonce's result); ``finding`` (only with a ``PENDING`` switch on as well);
-        or ``unexplained``."""
+        ``refused-codex-right`` (applyonce refused the places of hunks Codex put where they were
+        meant); or ``unexplained``."""
         if not (self.model_codex.same(self.codex) and self.model_applyonce.same(self.applyonce)):
             return "unexplained"
+        if self.codex_right:
+            return "refused-codex-right"
         if self.codex.same(self.applyonce):
             return "agree"
         return "explained" if self.documented_only else "finding"
@@ -921,11 +1018,21 @@ def attribute(tree: Tree, patch_text: str, off: Result, on: Result) -> tuple[str
 
 
 def run_case(seed: int, *, binary: str, workdir: Path) -> Case:
-    tree, patch_text = generate(seed)
-    return check_case(seed, tree, patch_text, binary=binary, workdir=workdir)
+    tree, patch_text, meant = generate_meant(seed)
+    return check_case(seed, tree, patch_text, binary=binary, workdir=workdir, meant=meant)
 
 
-def check_case(seed: int, tree: Tree, patch_text: str, *, binary: str, workdir: Path) -> Case:
+def check_case(
+    seed: int,
+    tree: Tree,
+    patch_text: str,
+    *,
+    binary: str,
+    workdir: Path,
+    meant: dict[str, list[int]] | None = None,
+) -> Case:
+    """One case; ``meant`` (per path, the line each hunk was taken from) lets a refusal where Codex
+    put every hunk where it was meant count as a disagreement."""
     codex = run_codex(binary, tree, patch_text, workdir=workdir)
     ours = run_applyonce(tree, patch_text)
     case = Case(
@@ -937,6 +1044,10 @@ def check_case(seed: int, tree: Tree, patch_text: str, *, binary: str, workdir: 
         oracle(tree, patch_text, CODEX),
         oracle(tree, patch_text, APPLYONCE),
     )
+    if meant is not None and codex.ok and not ours.ok and ours.message.startswith(REFUSED_PLACES):
+        chosen: dict[str, list[int]] = {}
+        oracle(tree, patch_text, CODEX, chosen)
+        case = replace(case, codex_right=chosen == {p: m for p, m in meant.items() if p in chosen})
     if not codex.same(ours) or case.verdict != "agree":
         documented = oracle(tree, patch_text, {**APPLYONCE, **dict.fromkeys(PENDING, False)})
         case = replace(

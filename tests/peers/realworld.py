@@ -323,10 +323,34 @@ def _places(bodies: list[str], want: list[str], start: int) -> list[int]:
     return found
 
 
-def codex_hunks(old_bodies: list[str], blocks: list[tuple[int, int, list[str]]]) -> list[str]:
+def _anchor(old_bodies: list[str], lo: int, hi: int, cursor: int) -> str:
+    """The ``@@`` line a model writes for the hunk of lines ``lo:hi``: the nearest ``def`` or
+    ``class`` line before it indented less than the hunk's first non-blank line, else the nearest
+    line so indented (a heading, a block opener), else a bare ``@@`` (also when the line is before
+    ``cursor``, the previous hunk's end: the hunks share it)."""
+    first = next((body for body in old_bodies[lo:hi] if body.strip()), "")
+    indent = len(first) - len(first.lstrip())
+    nearest = None
+    for j in range(lo - 1, cursor - 1, -1):
+        body = old_bodies[j]
+        stripped = body.lstrip()
+        if not stripped or len(body) - len(stripped) >= indent:
+            continue
+        if stripped.startswith(("def ", "async def ", "class ")):
+            return "@@ " + body
+        nearest = body if nearest is None else nearest
+    return "@@" if nearest is None else "@@ " + nearest
+
+
+def codex_hunks(
+    old_bodies: list[str], blocks: list[tuple[int, int, list[str]]], *, as_model: bool = False
+) -> list[str]:
     """Codex hunk lines for ``blocks``: each hunk gets ``CONTEXT`` lines around it, more until its
     old lines occur once only after the previous hunk (where the applier searches), there where
-    the change is; ``*** End of File`` where a hunk reaches the end (the end is one place)."""
+    the change is; ``*** End of File`` where a hunk reaches the end (the end is one place).
+
+    ``as_model``: as a model writes them instead: ``CONTEXT`` lines whatever they match, and an
+    ``@@`` line naming the def or class the hunk is in (:func:`_anchor`)."""
     n = len(old_bodies)
     extra = [CONTEXT] * len(blocks)
     while True:
@@ -347,14 +371,15 @@ def codex_hunks(old_bodies: list[str], blocks: list[tuple[int, int, list[str]]])
             old = old_bodies[lo:hi]
             at_end = hi == n and n > 0
             ok = (
-                not old
+                as_model
+                or not old
                 or (at_end and n - len(old) >= cursor)
                 or (not at_end and _places(old_bodies, old, cursor) == [lo])
             )
             if not ok:
                 widen = members
                 break
-            out.append("@@")
+            out.append(_anchor(old_bodies, lo, hi, cursor) if as_model else "@@")
             pos = lo
             for k in members:
                 a, b, new = blocks[k]
@@ -395,11 +420,12 @@ def _check_markers(lines: Sequence[str]) -> None:
             raise Inexpressible("context line reads as a Codex marker")
 
 
-def to_codex(diff: bytes, old_blob: Callable[[str], bytes]) -> str:
+def to_codex(diff: bytes, old_blob: Callable[[str], bytes], *, as_model: bool = False) -> str:
     """Convert ``git diff`` output into a Codex ``apply_patch`` patch of the same change.
 
     ``old_blob(path)`` returns a file of the diff's base (hunks are widened with its lines until
-    they are unique). Raises :class:`Inexpressible` with the reason when Codex cannot say it.
+    they are unique; ``as_model``: not widened, with ``@@`` anchors, see :func:`codex_hunks`).
+    Raises :class:`Inexpressible` with the reason when Codex cannot say it.
     """
     out = ["*** Begin Patch"]
     for fp in parse_git_diff(diff):
@@ -446,7 +472,7 @@ def to_codex(diff: bytes, old_blob: Callable[[str], bytes]) -> str:
             raise Inexpressible(
                 "no final newline" if any("" in pair for pair in wrong) else "line endings"
             )
-        hunks = codex_hunks(old_bodies, blocks)
+        hunks = codex_hunks(old_bodies, blocks, as_model=as_model)
         _check_markers(hunks)
         out.append("*** Update File: " + fp.old_path)
         if moved:
@@ -857,3 +883,64 @@ def build_hard_history(path: Path) -> list[str]:
         _git(path, "commit", "-q", "--allow-empty", "-m", message)
         commits.append(_git(path, "rev-parse", "HEAD").decode().strip())
     return commits
+
+
+# ----------------------------------------------------------------------------- as a model writes it
+
+
+def replay_as_model(
+    bundle: Path | str, commits: Sequence[str], binary: str, workdir: Path | None = None
+) -> list[tuple[str, str, str]]:
+    """Each commit (with one parent) as the Codex patch a model writes (:func:`to_codex` with
+    ``as_model``), applied to the files it touches by applyonce's engine and by the real Codex
+    binary: ``(commit, outcome, detail)``, the outcome naming what each tool did against the
+    commit's files (``exact``, ``wrong``, ``refused (kind)``) — ``refused (ambiguous-context),
+    Codex exact`` is an ambiguity refusal where Codex reproduces the commit."""
+    import pygit2
+
+    from tests.peers.codex_differential import run_applyonce as engine
+    from tests.peers.codex_differential import run_codex
+
+    out: list[tuple[str, str, str]] = []
+    with scratch_clone(bundle, workdir) as clone:
+        repo = pygit2.Repository(str(clone))
+        for commit in commits:
+            c = repo.revparse_single(commit).peel(pygit2.Commit)
+            if len(c.parent_ids) != 1:
+                continue
+            parent = repo[c.parent_ids[0]].peel(pygit2.Commit)
+            diff = _git(clone, "diff", "-M", str(parent.id), str(c.id))
+            try:
+                base = parent.tree
+                text = to_codex(diff, lambda path, base=base: base[path].data, as_model=True)
+            except Inexpressible as exc:
+                out.append((str(c.id), "skipped", str(exc)))
+                continue
+            before: dict[str, bytes] = {}
+            after: dict[str, bytes] = {}
+            for fp in parse_git_diff(diff):
+                if fp.old_path is not None:
+                    before[fp.old_path] = parent.tree[fp.old_path].data
+            after = dict(before)
+            for fp in parse_git_diff(diff):
+                if fp.old_path is not None:
+                    after.pop(fp.old_path, None)
+            for fp in parse_git_diff(diff):
+                if fp.new_path is not None:
+                    after[fp.new_path] = c.tree[fp.new_path].data
+            ours = engine(before, text)
+            if len(text.encode()) >= 128 * 1024:
+                # Codex takes the patch as one argument, which Linux caps at 128 KiB.
+                out.append((str(c.id), "skipped", "patch too long for Codex's argument"))
+                continue
+            with tempfile.TemporaryDirectory(prefix="codex-", dir=clone.parent) as top:
+                theirs = run_codex(binary, before, text, workdir=Path(top))
+            said = []
+            for name, result in (("applyonce", ours), ("Codex", theirs)):
+                if not result.ok:
+                    kind = result.message.split(":", 1)[0] if name == "applyonce" else "failed"
+                    said.append(f"{name} refused ({kind})")
+                else:
+                    said.append(f"{name} {'exact' if dict(result.tree) == after else 'wrong'}")
+            out.append((str(c.id), ", ".join(said), ours.message[:300]))
+    return out

@@ -43,7 +43,9 @@ def test_every_difference_from_codex_is_a_documented_one(
     problems = []
     for seed in seeds:
         case = run_case(seed, binary=binary, workdir=tmp_path)
-        if case.verdict not in ("agree", "explained"):
+        # A refusal where Codex put every hunk where it was made for is a disagreement, and it
+        # too must be derived by the oracle (the places the patch leaves open, named).
+        if case.verdict not in ("agree", "explained", "refused-codex-right"):
             problems.append(case.describe())
     assert not problems, f"{len(problems)} case(s) not explained:\n\n" + "\n\n".join(problems)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.peers.codex_differential import find_codex_binary
 from tests.peers.realworld import (
     BUNDLE,
     HARD_STEPS,
@@ -27,12 +28,15 @@ from tests.peers.realworld import (
     non_merge_commits,
     parse_git_diff,
     replay,
+    replay_as_model,
 )
 
 # Commits [186, 420) of the history, oldest first (Dec 2018 - Jul 2021): files without a final newline, rst
 # headings, renames with edits, the manylinux/musllinux work with binary ELF fixtures added
 # (refused) and renamed, new executable files. test_window_is_hard checks it still holds those.
 WINDOW = (186, 420)
+# Found at import: the autouse fixture points HOME (where the binary is cached) at a temp dir.
+CODEX_BINARY = find_codex_binary()
 CHUNKS = 6
 HARD_KINDS = frozenset(
     {"binary", "rename", "rename with edits", "new executable", "rst heading", "no final newline"}
@@ -79,6 +83,25 @@ def test_window_replays_exactly(window: list[str], fmt: Format, chunk: int) -> N
     commits = window[chunk * size : (chunk + 1) * size]
     results = replay(_bundle(), commits, fmt)
     _assert_replayed(results, commits, fmt)
+
+
+def test_window_as_a_model_writes_it_is_placed_where_codex_reproduces_it(window: list[str]) -> None:
+    """Each window commit as the Codex patch a model writes (three context lines, an ``@@`` line
+    naming the def or class): wherever the real Codex reproduces the commit, applyonce does too;
+    never an ambiguity refusal where the patch's anchor and order decide, never a wrong file."""
+    binary = CODEX_BINARY
+    if binary is None:
+        if os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1":
+            pytest.fail("the Codex binary is missing; APPLYONCE_REQUIRE_CODEX=1")
+        pytest.skip("the Codex binary is missing (set APPLYONCE_CODEX_BIN or run .ci/run)")
+    results = replay_as_model(_bundle(), window, binary)
+    bad = [
+        f"{commit[:12]} {outcome}: {detail}"
+        for commit, outcome, detail in results
+        if "applyonce wrong" in outcome
+        or (outcome.startswith("applyonce refused") and outcome.endswith("Codex exact"))
+    ]
+    assert not bad, "\n".join(bad)
 
 
 @pytest.fixture(scope="session")

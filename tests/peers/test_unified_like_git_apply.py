@@ -85,6 +85,11 @@ class Case:
     refusal: str | None = None  # text applyonce's one-line error must hold, when git refuses
 
 
+# A text file with a NUL byte past git's binary window (its first 8000 bytes): git diffs it as
+# text, and git apply patches it byte for byte.
+NUL_LATE = "".join(f"line {i}\n" for i in range(1200)) + "a\x00b\ntail\n"
+NUL_LATE_AFTER = NUL_LATE.replace("line 5\n", "LINE 5\n").replace("tail\n", "TAIL\n")
+
 EDITED = {"src/app.py": "def f():\n    return 1\n", "README.md": "# r\n", "old.txt": "bye\n"}
 EDITED_AFTER = {"src/app.py": "def f():\n    return 2\n", "README.md": "# r\n", "new.txt": "hi\n"}
 
@@ -160,6 +165,11 @@ CASES = [
         ),
         gnu_patch=False,  # GNU patch copies over the file
         refusal="cannot copy t.cfg to p.cfg: it already exists",
+    ),
+    Case(
+        "git-diff-of-a-text-file-with-a-nul-past-the-binary-window",
+        {"log.txt": NUL_LATE},
+        git_diff({"log.txt": NUL_LATE}, {"log.txt": NUL_LATE_AFTER}),
     ),
     Case(
         "diff-ruN-creation-over-an-existing-file",

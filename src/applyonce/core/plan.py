@@ -19,7 +19,7 @@ from applyonce.errors import ApplyOnceError
 from applyonce.patch.apply import apply_hunks
 from applyonce.patch.edit import apply_edit_commands
 from applyonce.patch.limits import Limits, write_error
-from applyonce.patch.match import BOM, BinaryFileError
+from applyonce.patch.match import BOM, GIT_BINARY_WINDOW, BinaryFileError
 from applyonce.patch.model import (
     AddFile,
     CopyFile,
@@ -236,7 +236,11 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             levels: list[MatchLevel] = []
             if op.hunks:
                 data, levels = apply_hunks(data, op.hunks, path=op.path)
-                data = _text_written(op.path, data)
+                # A unified diff's file is text as git reads it: a NUL past git's binary window
+                # (one the diff shows as text) is written as git apply writes it.
+                positioned = all(hunk.old_start is not None for hunk in op.hunks)
+                window = GIT_BINARY_WINDOW if positioned else None
+                data = _text_written(op.path, data, window)
             # Without hunks, a move or copy takes the file as it is, binary or not (git too).
             mode = _mode(op.mode, mode)
             if isinstance(op, CopyFile):
@@ -290,9 +294,10 @@ class _Written:
             raise write_error(self.total, self.limits, bound=False)
 
 
-def _text_written(path: str, data: bytes) -> bytes:
-    """Text in, text out: a NUL byte in what a patch writes can only come from the patch text."""
-    if b"\x00" in data:
+def _text_written(path: str, data: bytes, window: int | None = None) -> bytes:
+    """Text in, text out: a NUL byte in what a patch writes can only come from the patch text
+    (with ``window``: a NUL in its first ``window`` bytes, git's binary test)."""
+    if b"\x00" in (data if window is None else data[:window]):
         raise BinaryFileError(
             f"{path}: the patch writes a NUL byte; applyonce only writes text",
             path=path,

@@ -7,10 +7,23 @@ The matching ladder (each hunk independently, the first level that finds the hun
     STRIP    leading and trailing whitespace ignored
     UNICODE  as STRIP, with typographic punctuation (dashes, quotes, odd spaces) folded to ASCII
 
-Hunks are searched in order, each after the previous one. ``@@ <anchor>`` lines first move the
-search past the first line matching each anchor, in turn. ``*** End of File`` pins a hunk to the
-last lines. A hunk whose expected lines end in blank lines that are not in the file is tried again
-without them.
+A Codex hunk is placed by everything the patch says, in this order:
+
+* its ``@@ <anchor>`` lines: the search starts past the first line matching each, in turn (as Codex
+  reads them), and of the places the hunk's lines match from there, those inside the block the
+  anchor line opens (the lines after it up to the next non-blank line indented no deeper, one
+  opening with a closing bracket excepted; nested anchors nest) are taken when there are some;
+* the order of the hunks: each after the previous one, and leaving room for the ones after it (a
+  pass from the last hunk back finds the latest place of each).
+
+A hunk left with exactly one place is applied there; one left with two or more is refused
+(``ambiguous-context``), naming the places and the nearest line before or after them that differs
+between them (the context line that would decide). A context-only hunk and a ``*** End of File``
+hunk (pinned to the last lines) are never refused for that. A hunk whose expected lines end in
+blank lines that are not in the file is tried again without them. A hunk of ``+`` lines followed
+by empty lines of the patch text is read both ways: the empty lines as a separator (a pure
+addition) and as empty context lines (as Codex reads them); when both readings fit and put the
+lines at different places it is refused, otherwise the one that fits is taken.
 
 What this applier guarantees, beyond finding the hunk:
 
@@ -62,12 +75,16 @@ from itertools import accumulate
 from applyonce.patch.match import (
     _NORMALISERS,
     BOM,
+    GIT_BINARY_WINDOW,
+    AmbiguousContextError,
     HunkApplyError,
+    Scope,
     _AddedLine,
-    _find_anchor,
-    _locate,
     _Text,
     _without_last_empty_old_line,
+    ambiguity,
+    anchor_scope,
+    candidates,
     decode_text,
 )
 from applyonce.patch.model import Hunk, HunkLine, MatchLevel
@@ -105,51 +122,74 @@ def apply_hunks(data: bytes, hunks: Sequence[Hunk], *, path: str) -> tuple[bytes
         bom_in_diff = any(
             line.text.startswith(BOM) for hunk in hunks for line in hunk.lines
         ) or any(hunk.old_start == 0 for hunk in hunks)
-        text = decode_text(data, path=path, split_cr=False, lossless=True, bom_is_text=bom_in_diff)
+        # A NUL past git's binary window is text to git, and so here: kept byte for byte.
+        text = decode_text(
+            data,
+            path=path,
+            split_cr=False,
+            lossless=True,
+            bom_is_text=bom_in_diff,
+            binary_window=GIT_BINARY_WINDOW,
+        )
         return _apply_positioned(text, hunks, path=path)
     return _apply_searched(decode_text(data, path=path), hunks, path=path)
+
+
+@dataclass
+class _Placed:
+    """A Codex hunk with old lines, as the search found it: every place it may be, ascending."""
+
+    index: int
+    lines: list[HunkLine]
+    places: list[int]
+    level: MatchLevel
+    length: int  # old lines
+    any_place: bool  # context-only or ``*** End of File``: never refused for several places
 
 
 def _apply_searched(
     text: _Text, hunks: Sequence[Hunk], *, path: str
 ) -> tuple[bytes, list[MatchLevel]]:
-    """Codex hunks: each searched after the previous one (module docstring)."""
-    edits: list[_Edit] = []
-    levels: list[MatchLevel] = []
+    """Codex hunks, placed by everything the patch says (module docstring): each hunk's ``@@``
+    anchors and the blocks they open, then the order of the hunks. The search reads the hunks in
+    turn, each from the end of the previous one at its first place (as Codex reads them); then a
+    pass from the last hunk back finds the latest place each may take with the hunks after it
+    still in order; a hunk goes to the one place left between its neighbours, or is refused."""
+    edits: list[_Edit | _Placed] = []
     cursor = 0
     n = len(text.bodies)
     for index, hunk in enumerate(hunks, start=1):
-        for anchor in hunk.anchors:
-            at = _find_anchor(text, anchor, cursor)
-            if at is None:
-                raise HunkApplyError(
-                    f"{path}: hunk {index}: anchor line {anchor!r} not found",
-                    path=path,
-                    hunk=index,
-                    patch_line=hunk.source_line,
-                    expected=[anchor],
-                )
-            cursor = at + 1
+        scope = anchor_scope(text, hunk.anchors, cursor)
+        if isinstance(scope, str):
+            raise HunkApplyError(
+                f"{path}: hunk {index}: anchor line {scope!r} not found",
+                path=path,
+                hunk=index,
+                patch_line=hunk.source_line,
+                expected=[scope],
+            )
+        cursor = scope.start
+        where = f"{path}: hunk {index}"
         lines = list(hunk.lines)
         if not hunk.old_lines:
             # A pure addition: after its anchor, or else at the end of the file. At the end it
             # leaves the search position alone, so the hunks after it are still found.
             at = cursor if hunk.anchors and not hunk.end_of_file else n
+            if hunk.separator_blanks:
+                _check_separator_reading(text, hunk, scope, at, where=where)
             edits.append(_Edit(at, at, tuple(lines)))
-            levels.append(MatchLevel.EXACT)
             continue
-        where = f"{path}: hunk {index}"
-        found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
+        found = candidates(text, hunk.old_lines, scope, at_end=hunk.end_of_file)
         if found is None and (trimmed := _without_last_empty_old_line(lines)) is not None:
             lines = trimmed
-            if not any(line.kind != "+" for line in lines):
+            old = [line.text for line in lines if line.kind != "+"]
+            if not old:
                 # Nothing left to find: an addition, where the search is, or at the end when the
                 # hunk says so (Codex puts it at the search position even then, at the top).
                 at = n if hunk.end_of_file else cursor
                 edits.append(_Edit(at, at, tuple(lines)))
-                levels.append(MatchLevel.EXACT)
                 continue
-            found = _locate(text, lines, cursor, at_end=hunk.end_of_file, where=where)
+            found = candidates(text, old, scope, at_end=hunk.end_of_file)
         if found is None:
             raise hunk_not_found(
                 text.bodies,
@@ -162,16 +202,77 @@ def _apply_searched(
                 + (" at the end of the file" if hunk.end_of_file else "")
                 + f" (first: {hunk.old_lines[0][:60]!r})",
             )
-        pos, level = found
-        stop = pos + sum(1 for line in lines if line.kind != "+")
-        edits.append(_Edit(pos, stop, tuple(lines)))
-        levels.append(level)
-        cursor = stop
+        places, level = found
+        length = sum(1 for line in lines if line.kind != "+")
+        any_place = hunk.end_of_file or all(line.kind == " " for line in lines)
+        edits.append(_Placed(index, lines, places, level, length, any_place))
+        cursor = places[0] + length
+    # The latest place of each hunk that leaves room for the latest places of those after it.
+    # ``bound[i]``: where the hunk after hunk i may start at the latest.
+    bound: dict[int, int] = {}
+    limit = n
+    for edit in reversed(edits):
+        if isinstance(edit, _Placed):
+            bound[edit.index] = limit
+            fits = [p for p in edit.places if p + edit.length <= limit]
+            limit = fits[-1] if fits else edit.places[0]
+    placed: list[_Edit] = []
+    levels: list[MatchLevel] = []
+    earliest = 0
+    for edit in edits:
+        if isinstance(edit, _Edit):
+            placed.append(edit)
+            levels.append(MatchLevel.EXACT)
+            continue
+        places = [p for p in edit.places if p >= earliest and p + edit.length <= bound[edit.index]]
+        places = places or edit.places[:1]
+        if len(places) > 1 and not edit.any_place:
+            raise ambiguity(
+                text, places, edit.length, edit.level, where=f"{path}: hunk {edit.index}"
+            )
+        pos = places[0]
+        earliest = pos + edit.length
+        placed.append(_Edit(pos, earliest, tuple(edit.lines)))
+        levels.append(edit.level)
     # Only the changed lines are placed (context keeps the file's bytes anyway), each run where
     # it is in the file; the sort is stable, so two runs at one place keep the patch's order, as
     # Codex orders them: an addition appended at the end before a later hunk's last added line.
-    runs = sorted((run for edit in edits for run in _runs(edit)), key=lambda run: run.start)
+    runs = sorted((run for edit in placed for run in _runs(edit)), key=lambda run: run.start)
     return _render(text, runs), levels
+
+
+class AmbiguousBlankLinesError(AmbiguousContextError):
+    """Empty lines after a hunk's added lines read as a separator put the lines at one place, read
+    as empty context lines (as Codex reads them) at another."""
+
+    default_hint = (
+        "start the empty lines with a space to mean empty context lines, or remove them (end the "
+        "hunk with '*** End of File' to append at the end of the file)"
+    )
+
+
+def _check_separator_reading(text: _Text, hunk: Hunk, scope: Scope, at: int, *, where: str) -> None:
+    """Refuse a pure addition followed by empty lines when, read as empty context lines, they are
+    in the file and would put the added lines elsewhere than ``at``, where the separator reading
+    puts them.
+
+    Raises:
+        AmbiguousBlankLinesError: the two readings disagree.
+    """
+    found = candidates(text, [""] * hunk.separator_blanks, scope, at_end=False)
+    if found is None or found[0] == [at]:
+        return
+    places = found[0]
+    shown = ", ".join(str(p + 1) for p in places[:5]) + (" …" if len(places) > 5 else "")
+    plural = "s" if hunk.separator_blanks > 1 else ""
+    said = "after the anchor line" if at < len(text.bodies) else "at the end of the file"
+    raise AmbiguousBlankLinesError(
+        f"{where}: the {hunk.separator_blanks} empty line{plural} after the added lines read as a "
+        f"separator put them {said} (line {at + 1}), read as empty context lines before line "
+        f"{shown}",
+        candidates=[at + 1, *(p + 1 for p in places)],
+        match_level=found[1].label,
+    )
 
 
 def _runs(edit: _Edit) -> list[_Edit]:

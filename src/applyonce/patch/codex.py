@@ -28,9 +28,10 @@ Leniencies, each one because agents really emit it:
 * **blank context lines** — an empty line inside a hunk is an empty context line (editors and
   models strip the single space), wherever it stands: also right before the next ``@@`` or file
   header, where it takes part in finding the hunk (if the hunk is not found, the applier retries
-  it without its last line when that one is empty, as Codex does). One exception, a deliberate
-  difference from Codex: blank lines that end a hunk of only ``+`` lines are a separator, and the
-  hunk is a pure addition.
+  it without its last line when that one is empty, as Codex does). Blank lines that end a hunk
+  of only ``+`` lines may be a separator (the hunk is a pure addition) or context (as Codex reads
+  them): the applier takes the hunk when both readings put the lines at one place, or only one
+  fits, and refuses it when they disagree.
 * **context-only hunks** — a hunk of context lines only is accepted (it must still match): with
   ``*** Move to:`` it is the rename idiom of Codex.
 * **missing final newline** — the patch text need not end with a newline.
@@ -291,8 +292,10 @@ class _Parser:
                     hint="prefix context lines with a space",
                 )
             self.pos += 1
+        separator_blanks = 0
         if not end_of_file:
-            body = _drop_separator_blanks(body, blank_at)
+            kept = _drop_separator_blanks(body, blank_at)
+            separator_blanks, body = len(body) - len(kept), kept
         # The error points at the hunk's first line, not at whatever follows the hunk.
         if not body:
             raise PatchSyntaxError(
@@ -305,6 +308,7 @@ class _Parser:
             lines=tuple(body),
             end_of_file=end_of_file,
             source_line=source_line,
+            separator_blanks=separator_blanks,
         )
 
     def _only_blanks_until_boundary(self) -> bool:
@@ -332,9 +336,10 @@ def _anchor_text(line: str) -> str:
 
 
 def _drop_separator_blanks(body: list[HunkLine], blank_at: set[int]) -> list[HunkLine]:
-    """Empty lines that end a hunk of only added lines separate it from what follows: the hunk
-    is a pure addition (appended), not a hunk whose context is a blank line (a deliberate
-    difference from Codex, which inserts it before the first blank line of the file). A context
+    """Empty lines that end a hunk of only added lines may separate it from what follows (then
+    the hunk is a pure addition) or be empty context lines (as Codex reads them: it inserts the
+    lines before the first blank line from the search position). The body without them is
+    returned; the applier weighs both readings and refuses the hunk when they disagree. A context
     line written as a single space is context, as everywhere."""
     end = len(body)
     while end and end - 1 in blank_at:

@@ -3,7 +3,9 @@
 
 A file is read into :class:`_Text` (its lines, their endings, a byte order mark kept aside) and
 searched level by level (``EXACT``, ``RSTRIP``, ``STRIP``, ``UNICODE``); ``@@`` anchors move the
-search start. What is found is applied by :mod:`applyonce.patch.apply`.
+search start and narrow the places to the block the anchor line opens (:func:`anchor_scope`,
+:func:`candidates`); a hunk left at several places is refused by :func:`ambiguity`. Which place
+is taken is decided by :mod:`applyonce.patch.apply`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from applyonce.patch.model import HunkLine, MatchLevel
 from applyonce.patch.search import find_indexed, positions
 
 BOM = "\ufeff"
+# git reads a file as binary when its first 8000 bytes hold a NUL (``buffer_is_binary``); a file
+# with a NUL only further on is text to ``git diff`` and ``git apply``.
+GIT_BINARY_WINDOW = 8000
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\n|\r|$)")
 
 # Typographic characters that models and editors substitute for ASCII ones.
@@ -141,6 +146,7 @@ def decode_text(
     split_cr: bool = True,
     lossless: bool = False,
     bom_is_text: bool = False,
+    binary_window: int | None = None,
 ) -> _Text:
     """Split ``data`` into lines, refusing binary content.
 
@@ -150,11 +156,14 @@ def decode_text(
             is part of the line's text, as ``git apply`` reads a file.
         lossless: bytes that are not UTF-8 are kept (as surrogate escapes) instead of refused.
         bom_is_text: a byte order mark is part of the first line's text, not set apart.
+        binary_window: only a NUL byte in the first ``binary_window`` bytes makes the file
+            binary (git's test: :data:`GIT_BINARY_WINDOW`); one further on is text, kept as is.
 
     Raises:
-        BinaryFileError: a NUL byte, or (unless ``lossless``) bytes that are not UTF-8.
+        BinaryFileError: a NUL byte (in the window, if given), or (unless ``lossless``) bytes
+            that are not UTF-8.
     """
-    if b"\x00" in data:
+    if b"\x00" in (data if binary_window is None else data[:binary_window]):
         raise BinaryFileError(f"{path} is a binary file (it contains NUL bytes)", path=path)
     errors = "surrogateescape" if lossless else "strict"
     try:
@@ -216,40 +225,135 @@ def _matches(
     return find_indexed(ids, wanted, text.where(level), start, limit)
 
 
-def _find_anchor(text: _Text, anchor: str, start: int) -> int | None:
+def _find_anchor(text: _Text, anchor: str, start: int) -> tuple[int, MatchLevel] | None:
     """The first line >= ``start`` matching ``anchor``, at the first ladder level that has one."""
     for level in MatchLevel:
         found = _matches(text, [anchor], start, level, at_end=False, limit=1)
         if found:
-            return found[0]
+            return found[0], level
     return None
 
 
-def _locate(
-    text: _Text, lines: Sequence[HunkLine], start: int, *, at_end: bool, where: str
-) -> tuple[int, MatchLevel] | None:
-    """Where a Codex hunk's old lines are, searching from ``start`` down the ladder.
+_CLOSING = ")]}"
 
-    Raises:
-        AmbiguousContextError: at the first level that matches at all, they match more than once
-            (and the hunk changes lines: a context-only hunk changes nothing wherever it is).
+
+def block_end(bodies: Sequence[str], at: int) -> int:
+    """The end (exclusive) of the block line ``at`` opens: the lines after it up to the first
+    non-blank line indented no deeper than it (``class A:`` opens its body; a line followed by one
+    at its own level opens nothing). A line that starts with a closing bracket does not end it:
+    it closes the opener's own brackets (``) -> None:`` of a long ``def``, a ``}``)."""
+    line = bodies[at]
+    indent = len(line) - len(line.lstrip())
+    for j in range(at + 1, len(bodies)):
+        body = bodies[j]
+        stripped = body.lstrip()
+        if stripped and len(body) - len(stripped) <= indent and stripped[0] not in _CLOSING:
+            return j
+    return len(bodies)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where a hunk's ``@@`` anchors put it, searched from a start line.
+
+    ``start``: the search start as Codex reads the anchors (past the first line matching each, in
+    turn, from the previous hunk's end). ``block``: the block the last of those lines opens, inside
+    the blocks of the ones before it (:func:`block_end`); a hunk that starts in it is where the
+    patch means it. None without anchors, or when an anchor line opens no block.
     """
-    old = [line.text for line in lines if line.kind != "+"]
-    context_only = all(line.kind == " " for line in lines)
+
+    start: int
+    block: tuple[int, int] | None = None
+
+    def holds(self, place: int) -> bool:
+        return self.block is not None and self.block[0] <= place < self.block[1]
+
+
+def anchor_scope(text: _Text, anchors: Sequence[str], start: int) -> Scope | str:
+    """The :class:`Scope` of ``anchors`` from line ``start``; the first anchor not found, if one
+    is not."""
+    cursor = start
+    block: tuple[int, int] | None = None
+    hi = len(text.bodies)
+    for anchor in anchors:
+        found = _find_anchor(text, anchor, cursor)
+        if found is None:
+            return anchor
+        at = found[0]
+        # An anchor line outside the block of the one before it narrows nothing more.
+        hi = min(block_end(text.bodies, at), hi) if at < hi else at + 1
+        block = (at + 1, hi)
+        cursor = at + 1
+    return Scope(cursor, block if block is not None and block[0] < block[1] else None)
+
+
+def candidates(
+    text: _Text, old: Sequence[str], scope: Scope, *, at_end: bool
+) -> tuple[list[int], MatchLevel] | None:
+    """Every place ``old`` matches from the scope's start, ascending, at the first ladder level
+    that matches at all: those in the anchors' block when some are there, else all of them."""
     for level in MatchLevel:
-        found = _matches(text, old, start, level, at_end=at_end)
-        if not found:
-            continue
-        if len(found) > 1 and not context_only:
-            shown = ", ".join(str(i + 1) for i in found[:10])
-            more = f" and {len(found) - 10} more" if len(found) > 10 else ""
-            raise AmbiguousContextError(
-                f"{where}: the expected lines match at {len(found)} places "
-                f"(lines {shown}{more}; first expected line: {old[0][:60]!r})",
-                candidates=[i + 1 for i in found],
-                match_level=level.label,
+        found = _matches(text, old, scope.start, level, at_end=at_end)
+        if found:
+            inside = [place for place in found if scope.holds(place)]
+            return (inside or found), level
+    return None
+
+
+def ambiguity(
+    text: _Text, places: Sequence[int], length: int, level: MatchLevel, *, where: str
+) -> AmbiguousContextError:
+    """The refusal of a hunk whose ``length`` expected lines are at several ``places``: it names
+    them, and the nearest line before or after them that differs between them (the context line
+    that would decide)."""
+    shown = ", ".join(str(i + 1) for i in places[:10])
+    more = f" and {len(places) - 10} more" if len(places) > 10 else ""
+    message = f"{where}: the expected lines match at {len(places)} places (lines {shown}{more})"
+    hint = AmbiguousContextError.default_hint
+    decider = _deciding_offset(text.keys(level), places, length)
+    if decider is not None:
+        side, offset = decider
+        told = []
+        for place in places[:3]:
+            at = place + offset
+            inside = 0 <= at < len(text.bodies)
+            edge = "the start of the file" if side == "before" else "the end of the file"
+            told.append(f"{text.bodies[at][:60]!r} (line {at + 1})" if inside else edge)
+        message += f"; the nearest line {side} them that differs: {' vs '.join(told)}"
+        first = places[0] + offset
+        if 0 <= first < len(text.bodies):
+            hint = (
+                f"add the line {text.bodies[first][:60]!r} (line {first + 1}) as a context line "
+                f"{side} the hunk's lines to mean the place at line {places[0] + 1}, or an "
+                "'@@ <line>' anchor naming the def or class the change is in"
             )
-        return found[0], level
+    return AmbiguousContextError(
+        message,
+        hint=hint,
+        candidates=[i + 1 for i in places],
+        match_level=level.label,
+    )
+
+
+# How far from the places the line that tells them apart is looked for.
+_DECIDER_REACH = 200
+
+
+def _deciding_offset(
+    keys: Sequence[str], places: Sequence[int], length: int
+) -> tuple[str, int] | None:
+    """The nearest offset (from the places' first line) of a line before them or after them that is
+    not the same at every place (one past the file's edge counts as different) and that the first
+    place has (so it can be written as context), and its side; None when there is none within
+    reach."""
+    n = len(keys)
+    for k in range(1, _DECIDER_REACH + 1):
+        for side, offset in (("before", -k), ("after", length - 1 + k)):
+            if not 0 <= places[0] + offset < n:
+                continue
+            seen = {keys[p + offset] if 0 <= p + offset < n else None for p in places}
+            if len(seen) > 1:
+                return side, offset
     return None
 
 

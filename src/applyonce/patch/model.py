@@ -147,6 +147,10 @@ class Hunk(_Frozen):
     # Where the hunk starts in the patch text, for error messages. Not part of the change, so it is
     # excluded from dumps and hence from the call identity.
     source_line: int | None = Field(default=None, exclude=True, repr=False)
+    # Codex hunks of ``+`` lines only: how many empty lines of the patch text followed them and were
+    # read as a separator, not as empty context lines. The applier weighs both readings (see
+    # ``apply.py``); the change is the same patch text either way, so this is not dumped.
+    separator_blanks: int = Field(default=0, ge=0, exclude=True, repr=False)
     old_start: int | None = Field(default=None, ge=0, repr=False)
     new_start: int | None = Field(default=None, ge=0, repr=False)
     block: bool = Field(default=False, repr=False)
