@@ -237,6 +237,10 @@ SWITCHES: dict[str, str] = {
         "a patch that leaves every file as it was (say, only a context-only hunk) is refused, "
         "never an empty commit (Codex reports success)"
     ),
+    "no_overwrite": (
+        "an `Add File` or a `Move to` onto a path that exists is refused (`already-exists`, "
+        "with a hint to update the file instead); Codex replaces the file"
+    ),
     "atomic": (
         "a failure anywhere changes nothing (Codex keeps the operations before the failing one "
         "written)"
@@ -573,6 +577,8 @@ def oracle(tree: Mapping[str, bytes], patch_text: str, sw: Mapping[str, bool]) -
     for op in ops:
         try:
             if op.kind == "add":
+                if sw["no_overwrite"] and op.path in tree:
+                    raise OracleError(f"cannot add {op.path}: it already exists")
                 if _is_dir(out, op.path):
                     raise OracleError(f"{op.path} is a directory")
                 out[op.path] = op.content.encode("utf-8")
@@ -589,6 +595,8 @@ def oracle(tree: Mapping[str, bytes], patch_text: str, sw: Mapping[str, bool]) -
                 if op.move_to is None:
                     out[op.path] = data
                 else:
+                    if sw["no_overwrite"] and op.move_to in tree:
+                        raise OracleError(f"cannot move onto {op.move_to}: it already exists")
                     if _is_dir(out, op.move_to):
                         raise OracleError(f"{op.move_to} is a directory")
                     out[op.move_to] = data

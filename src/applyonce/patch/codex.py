@@ -35,6 +35,10 @@ Leniencies, each one because agents really emit it:
   ``*** Move to:`` it is the rename idiom of Codex.
 * **missing final newline** — the patch text need not end with a newline.
 
+Never an overwrite by surprise (a deliberate difference from Codex, which replaces what is
+there): an ``Add File`` onto a path that exists, and a ``Move to`` onto one, refuse the patch
+(``already-exists``); a file that is there is changed by ``Update File``.
+
 The parser is pure: it never reads files and never decides whether a path is safe (``paths.py``
 does, once the repository root is known).
 """
@@ -222,7 +226,7 @@ class _Parser:
             raise self.error(
                 f"every line of an added file must start with '+', found {line[:60]!r}"
             )
-        return AddFile(path=path, content="".join(content))
+        return AddFile(path=path, content="".join(content), refuse_existing=True)
 
     def parse_update(self, path: str) -> UpdateFile:
         self.check_path(self.lines[self.pos].strip(), UPDATE)
@@ -248,7 +252,9 @@ class _Parser:
                 line=header_line,
                 hint="add at least one '@@' hunk with '-'/'+' lines, or remove the operation",
             )
-        return UpdateFile(path=path, move_to=move_to, hunks=tuple(hunks))
+        return UpdateFile(
+            path=path, move_to=move_to, hunks=tuple(hunks), refuse_existing=move_to is not None
+        )
 
     def parse_hunk(self, *, allow_bare: bool) -> Hunk:
         source_line = self.first_line + self.pos
