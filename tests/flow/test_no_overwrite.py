@@ -63,10 +63,12 @@ def test_an_edit_json_create_of_an_existing_file_is_refused(repo: Repo) -> None:
 
 
 def test_an_edit_json_create_after_edits_of_an_existing_file_is_refused(repo: Repo) -> None:
-    doc = json.dumps([
-        {"command": "str_replace", "path": "a.txt", "old_str": "old", "new_str": "mid"},
-        {"command": "create", "path": "a.txt", "file_text": "new\n"},
-    ])
+    doc = json.dumps(
+        [
+            {"command": "str_replace", "path": "a.txt", "old_str": "old", "new_str": "mid"},
+            {"command": "create", "path": "a.txt", "file_text": "new\n"},
+        ]
+    )
     err = _refused(repo, doc, "--format", "edit-json")
     assert err == (
         "error: a.txt: commands[1] (create): cannot create a.txt: it already exists; change it "
@@ -75,10 +77,12 @@ def test_an_edit_json_create_after_edits_of_an_existing_file_is_refused(repo: Re
 
 
 def test_an_edit_json_create_after_a_delete_replaces_the_file(repo: Repo) -> None:
-    doc = json.dumps([
-        {"command": "delete", "path": "a.txt"},
-        {"command": "create", "path": "a.txt", "file_text": "new\n"},
-    ])
+    doc = json.dumps(
+        [
+            {"command": "delete", "path": "a.txt"},
+            {"command": "create", "path": "a.txt", "file_text": "new\n"},
+        ]
+    )
     result = run_cli("apply", "-", "--repo", str(repo.path), "--format", "edit-json", input=doc)
     assert result.returncode == 0, result.stderr
     assert repo.files()["a.txt"] == b"new\n"

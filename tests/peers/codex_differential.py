@@ -107,16 +107,20 @@ def _snapshot(root: Path) -> Tree:
     return files
 
 
-def run_codex(binary: str, tree: Mapping[str, bytes], patch_text: str, *, workdir: Path) -> Result:
-    """Apply ``patch_text`` with the real Codex binary in a fresh directory holding ``tree``."""
+def run_codex(
+    binary: str, tree: Mapping[str, bytes], patch_text: str, *, workdir: Path, cwd: str = ""
+) -> Result:
+    """Apply ``patch_text`` with the real Codex binary in a fresh directory holding ``tree``
+    (run in its folder ``cwd``, as after ``cd cwd``)."""
     with tempfile.TemporaryDirectory(dir=workdir) as top:
         root = Path(top)
         _write_tree(root, tree)
+        (root / cwd).mkdir(parents=True, exist_ok=True)
         # argv[0] "apply_patch" makes the codex binary run as its apply_patch tool.
         proc = subprocess.run(
             ["apply_patch", patch_text],
             executable=binary,
-            cwd=root,
+            cwd=root / cwd,
             capture_output=True,
             timeout=60,
             env={"PATH": os.environ.get("PATH", ""), "HOME": top, "NO_COLOR": "1"},
