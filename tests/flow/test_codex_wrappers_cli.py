@@ -74,3 +74,18 @@ def test_cd_out_of_the_repository_is_refused_and_writes_nothing(
     assert repo.head() == head and repo.files() == files
     assert not (outside / "a.py").exists()
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_an_unrecognised_text_is_a_usage_error_that_writes_nothing(repo: Repo) -> None:
+    head, files = repo.head(), repo.files()
+    result = apply(repo, "<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n")
+    assert result.returncode == 2, result
+    assert result.stderr == (
+        "error: the patch format was not recognised (tried: codex apply_patch, unified diff, "
+        "edit-json): it looks like a SEARCH/REPLACE block, but the file-name line before "
+        "'<<<<<<< SEARCH' is missing; put the file's path on the line before '<<<<<<< SEARCH', "
+        "or send a Codex patch\n"
+    )
+    assert repo.head() == head and repo.files() == files
+    assert not repo.state_dir().exists()
+    assert repo.git("status", "--porcelain") == ""

@@ -138,10 +138,18 @@ def parse_codex(text: str) -> Patch:
             line=start + offset + 1,
         )
     if lines[stop].strip() != END or stop == start:
+        ended = [i for i in range(start + 1, stop) if lines[i].strip() == END]
+        if ended:
+            after = next(line.strip() for line in lines[ended[-1] + 1 :] if line.strip())
+            raise PatchSyntaxError(
+                f"the last line must be {END!r}; text follows it ({after[:40]!r})",
+                line=stop + offset + 1,
+                hint=f"send the patch alone, leaving out what comes after {END!r}",
+            )
         raise PatchSyntaxError(
-            f"the last line must be {END!r}",
+            f"the last line must be {END!r}, and the patch has none: it looks cut off",
             line=stop + offset + 1,
-            hint=f"end the patch with a line {END!r}",
+            hint=f"send the whole patch, ending with a line {END!r}",
         )
     parser = _Parser(lines[start + 1 : stop], first_line=start + offset + 2)
     operations = parser.parse()

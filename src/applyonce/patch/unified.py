@@ -380,7 +380,8 @@ class _Parser:
                 operations.append(self.parse_plain_file())
             elif line.startswith("@@"):
                 raise self.error(
-                    "a hunk comes before any file header",
+                    "a unified diff hunk without '---'/'+++' headers before it: the file it "
+                    "changes is not named",
                     hint="start each file with 'diff --git a/PATH b/PATH' or '--- a/PATH' and "
                     "'+++ b/PATH'",
                 )
