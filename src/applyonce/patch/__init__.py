@@ -7,12 +7,12 @@ Formats (``parse(text, format)``):
     edit-json  text-editor commands (create, str_replace, insert, delete) as JSON (editjson.py)
 
 ``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
-without a heredoc wrapper) is Codex; a line starting ``diff --git ``, a ``--- `` line followed by a
-``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting with ``[`` or ``{`` is
-edit-json. A text in none of them is refused with what it looked like and what it lacks
-(``diagnose.py``; a usage error). Every format parses into the same model (``model.py``), so an addition, a deletion or a
-pure rename has one identity whichever format spelled it (an update in a unified diff also carries
-its line numbers).
+without a wrapper: a markdown fence, a heredoc, ``cd DIR &&``; ``wrappers.py``) is Codex; a line
+starting ``diff --git ``, a ``--- `` line followed by a ``+++ `` line, or a line starting ``@@ -``
+is a unified diff; text starting with ``[`` or ``{`` is edit-json. A text in none of them is
+refused with what it looked like and what it lacks (``diagnose.py``; a usage error). Every format
+parses into the same model (``model.py``), so an addition, a deletion or a pure rename has one
+identity whichever format spelled it (an update in a unified diff also carries its line numbers).
 """
 
 from __future__ import annotations
