@@ -106,7 +106,9 @@ def test_add_file_lines_keep_their_text_verbatim() -> None:
         "*** End Patch\n"
     )
     assert patch.operations == (
-        AddFile(path="a", content="  indented  \n+plus\n-minus\n*** End Patch\n", refuse_existing=True),
+        AddFile(
+            path="a", content="  indented  \n+plus\n-minus\n*** End Patch\n", refuse_existing=True
+        ),
     )
 
 
