@@ -6,7 +6,7 @@ The tool is schema-less: its commands are built into Claude 4 models. Register i
 of this version; an edit is a commit, which ``git revert`` undoes)::
 
     view         path, view_range?   a file with line numbers, or a folder's listing
-    create       path, file_text     the file becomes exactly file_text (made or replaced)
+    create       path, file_text     a new file becomes exactly file_text (an existing one refuses)
     str_replace  path, old_str, new_str?
     insert       path, insert_line, insert_text (or new_str: the docs name it so, the models
                  send insert_text)
@@ -119,7 +119,6 @@ def edit_result(
         record = receipt.files[0]
         path = record.path
         if command == "create":
-            # A create replaces a file that is there (as Codex's Add File does): one wording.
             text = f"File created successfully at: {path}\n"
         elif command == "str_replace":
             text = f"Successfully replaced text at exactly one location in {path}.\n"
@@ -139,6 +138,14 @@ def edit_result(
         return None
     if error.get("kind") == "binary-file":
         return f"Error: {error.get('message')}; the text editor edits UTF-8 text only\n", True
+    if command == "create" and (error.get("kind") == "already-exists" or error.get("exists")):
+        # Anthropic's reference tool refuses a create onto an existing file in these words.
+        path = error.get("path", fields["path"])
+        return (
+            f"Error: File already exists at: {path}. Cannot overwrite files using command "
+            "`create`; change it with str_replace or insert.\n",
+            True,
+        )
     if error.get("kind") != "edit-command":
         return None
     path = error.get("path", fields["path"])

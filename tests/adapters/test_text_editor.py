@@ -200,8 +200,16 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
             "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL bytes); the text "
             "editor edits UTF-8 text only\n",
         ),
+        (
+            {"command": "create", "path": "README.md", "file_text": "# replaced\n"},
+            "Error: File already exists at: README.md. Cannot overwrite files using command "
+            "`create`; change it with str_replace or insert.\n",
+        ),
     ],
-    ids=["no-match", "two-matches", "insert-line-out-of-range", "missing-file", "binary-file"],
+    ids=[
+        "no-match", "two-matches", "insert-line-out-of-range", "missing-file", "binary-file",
+        "create-onto-an-existing-file",
+    ],
 )
 def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
     repo: Repo, input: dict[str, Any], content: str

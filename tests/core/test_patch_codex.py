@@ -59,7 +59,7 @@ CANONICAL = """*** Begin Patch
 
 CANONICAL_MODEL = Patch(
     operations=(
-        AddFile(path="docs/new.md", content="# Title\n\nbody\n"),
+        AddFile(path="docs/new.md", content="# Title\n\nbody\n", refuse_existing=True),
         DeleteFile(path="old.txt"),
         UpdateFile(
             path="src/app.py",
@@ -97,7 +97,7 @@ def test_hunk_source_line_is_its_first_header_line() -> None:
 
 def test_add_file_without_lines_is_empty() -> None:
     patch = parse_codex("*** Begin Patch\n*** Add File: empty.txt\n*** End Patch\n")
-    assert patch.operations == (AddFile(path="empty.txt", content=""),)
+    assert patch.operations == (AddFile(path="empty.txt", content="", refuse_existing=True),)
 
 
 def test_add_file_lines_keep_their_text_verbatim() -> None:
@@ -106,7 +106,9 @@ def test_add_file_lines_keep_their_text_verbatim() -> None:
         "*** End Patch\n"
     )
     assert patch.operations == (
-        AddFile(path="a", content="  indented  \n+plus\n-minus\n*** End Patch\n"),
+        AddFile(
+            path="a", content="  indented  \n+plus\n-minus\n*** End Patch\n", refuse_existing=True
+        ),
     )
 
 
@@ -282,7 +284,7 @@ def test_padded_add_header_inside_a_hunk_starts_a_new_operation() -> None:
         "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n    *** Add File: b\n+b\n*** End Patch\n"
     )
     assert [type(op).__name__ for op in patch.operations] == ["UpdateFile", "AddFile"]
-    assert patch.operations[1] == AddFile(path="b", content="b\n")
+    assert patch.operations[1] == AddFile(path="b", content="b\n", refuse_existing=True)
 
 
 def test_padded_end_of_file_marker() -> None:

@@ -70,7 +70,10 @@ def test_a_lone_create_or_delete_is_the_codex_operation() -> None:
             {"command": "delete", "path": "old.txt"},
         )
     )
-    assert patch.operations == (AddFile(path="n.txt", content="new\n"), DeleteFile(path="old.txt"))
+    assert patch.operations == (
+        AddFile(path="n.txt", content="new\n", refuse_existing=True),
+        DeleteFile(path="old.txt"),
+    )
 
 
 def test_commands_on_one_path_become_one_operation_in_order() -> None:
@@ -232,11 +235,13 @@ def test_insert_line_out_of_range_names_the_line_count() -> None:
 def test_commands_apply_in_order_and_create_and_delete_skip_the_old_content() -> None:
     assert run(
         b"\x00binary",
-        CreateCommand(file_text="a\n"),
+        DeleteCommand(),
+        CreateCommand(file_text="a\n", index=1),
         StrReplaceCommand(old_str="a", new_str="b"),
         InsertCommand(insert_line=1, insert_text="c"),
     ) == b"b\nc\n"
     assert run(b"\x00binary", DeleteCommand()) is None
+    assert run(None, CreateCommand(file_text="a\n")) == b"a\n"
     assert run(None, CreateCommand(file_text=""), DeleteCommand(), CreateCommand(file_text="z")) == b"z"
 
 
@@ -249,6 +254,15 @@ def test_editing_a_binary_file_or_a_missing_one_is_refused() -> None:
     assert "cannot delete f.txt: no such file" in edit_error(
         b"x", DeleteCommand(), DeleteCommand(index=1)
     ).message
+
+
+def test_a_create_of_a_file_that_is_there_is_refused() -> None:
+    """Never an overwrite by surprise (Anthropic's reference editor refuses it too)."""
+    error = edit_error(b"x\n", CreateCommand(file_text="y\n"))
+    assert "cannot create f.txt: it already exists" in error.message
+    assert error.hint == "change it with str_replace or insert instead, or delete it first"
+    error = edit_error(None, CreateCommand(file_text="a"), CreateCommand(file_text="b", index=1))
+    assert "commands[1] (create): cannot create f.txt: it already exists" in error.message
 
 
 # ---------------------------------------------------------------- planning
@@ -294,6 +308,7 @@ def test_plan_edits_through_symlinks_only_by_replacing_them(tmp_path: Path) -> N
         plan_json(tmp_path, {"command": "str_replace", "path": "link.txt", "old_str": "real"})
     tree_plan = plan_json(
         tmp_path,
+        {"command": "delete", "path": "link.txt"},
         {"command": "create", "path": "link.txt", "file_text": "own\n"},
         {"command": "str_replace", "path": "link.txt", "old_str": "own", "new_str": "mine"},
     )

@@ -394,7 +394,10 @@ def test_malformed_hunk_header_is_refused_with_its_line(header: str) -> None:
 
 def test_hunk_before_any_file_header_is_refused() -> None:
     err = syntax_error("some text\n@@ -1 +1 @@\n-a\n+b\n")
-    assert err.message == "patch line 2: a hunk comes before any file header"
+    assert err.message == (
+        "patch line 2: a unified diff hunk without '---'/'+++' headers before it: the file it "
+        "changes is not named"
+    )
 
 
 @pytest.mark.parametrize(
@@ -483,8 +486,9 @@ def test_parse_auto_reads_a_git_diff() -> None:
 def test_auto_names_every_format_it_tried() -> None:
     with pytest.raises(PatchSyntaxError) as info:
         parse("please fix the bug\n")
-    assert info.value.message == (
-        "the patch format was not recognised (tried: codex apply_patch, search/replace blocks, unified diff, edit-json)"
+    assert info.value.message.startswith(
+        "the patch format was not recognised (tried: codex apply_patch, search/replace blocks,"
+        " unified diff, edit-json): "
     )
 
 

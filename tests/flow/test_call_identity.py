@@ -47,12 +47,12 @@ def test_equivalent_spelling_is_the_same_call(repo: Repo, spelling: str) -> None
 
 
 def test_new_attempt_is_a_new_call(repo: Repo) -> None:
-    add = "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** End Patch\n"
-    first = orjson.loads(apply(repo, add, "--json").stdout)
-    # Someone changes the file, so the same patch changes something again.
-    (repo.path / "notes.txt").write_text("edited\n")
-    repo.git("commit", "-qam", "edit notes")
-    second_run = apply(repo, add, "--json", "--attempt", "2")
+    change = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    first = orjson.loads(apply(repo, change, "--json").stdout)
+    # Someone puts the line back, so the same patch changes something again.
+    (repo.path / "src/util.py").write_text("VALUE = 1\n")
+    repo.git("commit", "-qam", "undo")
+    second_run = apply(repo, change, "--json", "--attempt", "2")
     assert second_run.returncode == 0, second_run.stderr
     second = orjson.loads(second_run.stdout)
     assert second["call_id"] != first["call_id"]

@@ -114,17 +114,19 @@ def test_untracked_file_where_the_patch_adds_is_refused_and_left_as_it_is(repo: 
     assert written.returncode != 0, "the untracked file's bytes were written as an object"
 
 
-def test_a_new_file_the_user_staged_where_the_patch_adds_is_committed_first(repo: Repo) -> None:
+def test_a_new_file_the_user_staged_where_the_patch_adds_is_not_overwritten(repo: Repo) -> None:
+    """The snapshot would hold the user's file, and the patch's Add File would then replace it:
+    an overwrite by surprise, refused as onto any file that exists; nothing is written."""
     base = repo.head()
     (repo.path / "tests").mkdir()
     (repo.path / "tests/test_app.py").write_text("mine\n")
     repo.git("add", "tests/test_app.py")
     result = apply(repo, PATCH, "--dirty", "commit")
-    assert result.returncode == 0, result.stderr
-    assert_snapshot_then_call(repo, base, {"tests/test_app.py": "mine\n"})
-    assert repo.git("show", "HEAD:tests/test_app.py") == ADDED
-    assert (repo.path / "tests/test_app.py").read_text() == ADDED
-    assert repo.git("status", "--porcelain") == ""
+    assert result.returncode == 1, result
+    assert result.stderr.startswith("error: cannot add tests/test_app.py: it already exists; ")
+    assert repo.head() == base
+    assert (repo.path / "tests/test_app.py").read_text() == "mine\n"
+    assert repo.git("status", "--porcelain") == "A  tests/test_app.py\n"
 
 
 def test_refusal_names_dirty_commit_and_writes_nothing(repo: Repo) -> None:

@@ -250,7 +250,13 @@ def test_explicit_format_that_does_not_fit_names_it(repo: Repo) -> None:
     message = assert_refused(repo, apply(repo, CODEX, "--format", "edit-json"), before, head,
                              stateless=True)
     assert message.startswith("the patch is not in the edit-json format (tried: edit-json)")
-    message = assert_refused(repo, apply(repo, "make it better\n"), before, head, stateless=True)
-    assert message.startswith(
-        "the patch format was not recognised (tried: codex apply_patch, search/replace blocks, unified diff, edit-json)"
+    unrecognised = apply(repo, "make it better\n")
+    assert unrecognised.returncode == 2  # not a patch at all: a usage error
+    assert unrecognised.stderr == (
+        "error: the patch format was not recognised (tried: codex apply_patch, search/replace "
+        "blocks, unified diff, edit-json): it looks like prose or code, not a patch (it starts "
+        "'make it better'); send a Codex patch ('*** Begin Patch'), SEARCH/REPLACE blocks (a "
+        "file's path, then '<<<<<<< SEARCH'), a unified diff ('diff --git') or a JSON list of "
+        "text-editor commands\n"
     )
+    assert repo.head() == head and repo.files() == before and not repo.state_dir().exists()

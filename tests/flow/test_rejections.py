@@ -10,10 +10,11 @@ from tests.conftest import Repo, apply, run_cli
 
 
 def test_a_patch_that_changes_nothing_is_refused_not_an_empty_commit(repo: Repo) -> None:
-    add = "*** Begin Patch\n*** Add File: notes.txt\n+note\n*** End Patch\n"
-    assert apply(repo, add).returncode == 0
+    change = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    assert apply(repo, change).returncode == 0
     head = repo.head()
-    again = apply(repo, add, "--attempt", "2")  # the file already is what the patch makes it
+    # The file already is what the patch makes it: the context-only hunk changes nothing.
+    again = apply(repo, change.replace("-VALUE = 1\n+VALUE = 2", " VALUE = 2"))
     assert again.returncode == 1
     assert again.stderr.startswith("error: the patch changes nothing") and again.stderr.count("\n") == 1
     assert repo.head() == head

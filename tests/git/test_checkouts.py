@@ -58,7 +58,12 @@ def test_symlink_replaced_by_added_file(repo: Repo) -> None:
     os.symlink("README.md", repo.path / "link")
     repo.git("add", "link")
     repo.git("commit", "-q", "-m", "link")
-    result = apply(repo, "*** Begin Patch\n*** Add File: link\n+plain\n*** End Patch\n")
+    # A symlink is replaced by deleting it first (an Add File onto it is refused: it exists).
+    replace = (
+        '[{"command": "delete", "path": "link"},'
+        ' {"command": "create", "path": "link", "file_text": "plain\\n"}]'
+    )
+    result = apply(repo, replace)
     assert result.returncode == 0, result.stderr
     assert not (repo.path / "link").is_symlink()
     assert (repo.path / "link").read_text() == "plain\n"

@@ -107,16 +107,20 @@ def _snapshot(root: Path) -> Tree:
     return files
 
 
-def run_codex(binary: str, tree: Mapping[str, bytes], patch_text: str, *, workdir: Path) -> Result:
-    """Apply ``patch_text`` with the real Codex binary in a fresh directory holding ``tree``."""
+def run_codex(
+    binary: str, tree: Mapping[str, bytes], patch_text: str, *, workdir: Path, cwd: str = ""
+) -> Result:
+    """Apply ``patch_text`` with the real Codex binary in a fresh directory holding ``tree``
+    (run in its folder ``cwd``, as after ``cd cwd``)."""
     with tempfile.TemporaryDirectory(dir=workdir) as top:
         root = Path(top)
         _write_tree(root, tree)
+        (root / cwd).mkdir(parents=True, exist_ok=True)
         # argv[0] "apply_patch" makes the codex binary run as its apply_patch tool.
         proc = subprocess.run(
             ["apply_patch", patch_text],
             executable=binary,
-            cwd=root,
+            cwd=root / cwd,
             capture_output=True,
             timeout=60,
             env={"PATH": os.environ.get("PATH", ""), "HOME": top, "NO_COLOR": "1"},
@@ -244,6 +248,10 @@ SWITCHES: dict[str, str] = {
     "refuse_noop": (
         "a patch that leaves every file as it was (say, only a context-only hunk) is refused, "
         "never an empty commit (Codex reports success)"
+    ),
+    "no_overwrite": (
+        "an `Add File` or a `Move to` onto a path that exists is refused (`already-exists`, "
+        "with a hint to update the file instead); Codex replaces the file"
     ),
     "atomic": (
         "a failure anywhere changes nothing (Codex keeps the operations before the failing one "
@@ -640,6 +648,8 @@ def oracle(
     for op in ops:
         try:
             if op.kind == "add":
+                if sw["no_overwrite"] and op.path in tree:
+                    raise OracleError(f"cannot add {op.path}: it already exists")
                 if _is_dir(out, op.path):
                     raise OracleError(f"{op.path} is a directory")
                 out[op.path] = op.content.encode("utf-8")
@@ -657,6 +667,8 @@ def oracle(
                 if op.move_to is None:
                     out[op.path] = data
                 else:
+                    if sw["no_overwrite"] and op.move_to in tree:
+                        raise OracleError(f"cannot move onto {op.move_to}: it already exists")
                     if _is_dir(out, op.move_to):
                         raise OracleError(f"{op.move_to} is a directory")
                     out[op.move_to] = data

@@ -4,8 +4,12 @@ Each scenario: commit input/ as the base of a fresh repo, run the real ``applyon
 patch.txt against the checked-out branch, then compare the checkout to expected/. A scenario that
 changes files must land as exactly one commit carrying a Call-Id; one that fails must add none.
 
-One deliberate difference: 015 (a later file fails after an earlier one succeeded). Codex leaves the
-first file written; applyonce is atomic, so nothing changes and the exit status is 1.
+Deliberate differences, each refused with nothing changed and exit status 1:
+
+* 015 (a later file fails after an earlier one succeeded): Codex leaves the first file written;
+  applyonce is atomic.
+* 010 and 011 (``Move to`` and ``Add File`` onto a file that exists): Codex overwrites it; applyonce
+  never overwrites by surprise (``already-exists``, with a hint to update the file instead).
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ import pytest
 from tests.conftest import make_repo, run_cli, snapshot
 
 ATOMIC_DIFFERENCE = {"015_failure_after_partial_success_leaves_changes"}
+NO_OVERWRITE_DIFFERENCE = {
+    "010_move_overwrites_existing_destination",
+    "011_add_overwrites_existing_file",
+}
 
 
 def _scenarios_dir() -> Path | None:
@@ -51,7 +59,7 @@ def test_codex_scenario(name: str, tmp_path: Path) -> None:
 
     result = run_cli("apply", str(scenario / "patch.txt"), "--repo", str(repo.path))
 
-    if name in ATOMIC_DIFFERENCE:
+    if name in ATOMIC_DIFFERENCE | NO_OVERWRITE_DIFFERENCE:
         expected = before
     if expected == before:
         assert result.returncode == 1, result
@@ -59,6 +67,8 @@ def test_codex_scenario(name: str, tmp_path: Path) -> None:
         assert result.stderr.startswith("error: "), result.stderr
         assert result.stderr.count("\n") == 1 or "expected lines not found" in result.stderr
         assert repo.head() == base
+        if name in NO_OVERWRITE_DIFFERENCE:
+            assert "it already exists; " in result.stderr, result.stderr
     else:
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith("Success. Updated the following files:\n")

@@ -145,7 +145,7 @@ CASES = [
         "git-diff-new-file-over-an-existing-file",
         {"notes.txt": "keep me\n"},
         git_diff({}, {"notes.txt": "a new notes file\n"}),
-        refusal="cannot add notes.txt: it already exists; send a modification diff",
+        refusal="cannot add notes.txt: it already exists; update the file instead",
     ),
     Case(
         "git-diff-rename-onto-an-existing-file",

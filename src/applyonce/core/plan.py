@@ -61,14 +61,15 @@ class PlanError(ApplyOnceError):
 
 
 class AlreadyExistsError(PlanError):
-    """A unified diff creates a path (a new file, a rename's or a copy's destination) that is
-    already there; ``git apply`` refuses that, and so does applyonce, rather than overwrite it.
-    So does a SEARCH/REPLACE block with an empty SEARCH (it creates its file)."""
+    """A patch creates a path (a new file, a rename's or a copy's destination) that is already
+    there: a unified diff (``git apply`` refuses it), a Codex ``Add File`` or ``Move to``, a
+    text-editor ``create``, a SEARCH/REPLACE block with an empty SEARCH. applyonce refuses it
+    rather than overwrite the file by surprise."""
 
     kind = "already-exists"
     default_hint = (
-        "send a modification diff for it instead ('--- a/PATH', '+++ b/PATH'), or blocks whose "
-        "SEARCH holds the lines to change"
+        "update the file instead: Codex '*** Update File: PATH' with hunks, a diff with "
+        "'--- a/PATH' and '+++ b/PATH', or blocks whose SEARCH holds the lines to change"
     )
 
 
@@ -207,7 +208,7 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
             before = base.read(op.path) if base.kind(op.path) == "file" else None
             mode = _mode(op.mode, MODE_FILE)
             if op.mode is None and before is not None:
-                mode = before[1]  # Codex overwrites; keep an executable bit
+                mode = before[1]  # an AddFile made to replace (Python API): keep the x bit
             # A symlink is replaced by a regular file, never written through.
             content = op.content.encode("utf-8", "surrogateescape")  # unified: bytes kept
             if before != (content, mode):  # re-adding a file as it is changes nothing
@@ -261,6 +262,8 @@ def plan(patch: Patch, base: TreeReader, *, limits: Limits | None = None) -> Tre
                         base,
                         op.move_to,
                         f"cannot rename {op.path} to {op.move_to}: it already exists",
+                        hint=f"move it to a path that is not there, or delete {op.move_to} "
+                        "in a call of its own first",
                     )
                 changes.append(FileChange(op.move_to, "move", data, mode, op.path, tuple(levels)))
                 removed.append(op.path)
@@ -327,9 +330,9 @@ def _writable(base: TreeReader, path: str, verb: str) -> None:
         raise PlanError(f"cannot {verb} {path}: a {kind} is there", path=path)
 
 
-def _absent(base: TreeReader, path: str, message: str) -> None:
+def _absent(base: TreeReader, path: str, message: str, hint: str | None = None) -> None:
     if base.kind(path) is not None:
-        raise AlreadyExistsError(message, path=path)
+        raise AlreadyExistsError(message, path=path, hint=hint)
 
 
 def _creates_by_hunk(base: TreeReader, op: UpdateFile) -> bool:

@@ -44,7 +44,7 @@ from applyonce.flow.dirty import Snapshot, take_dirty
 from applyonce.flow.lag import shown_for_call
 from applyonce.flow.leases import Lessee, lease_length
 from applyonce.flow.limits import check_write_bound, read_limits
-from applyonce.flow.options import CallOptions, CallOutcome, PlanView
+from applyonce.flow.options import CallOptions, CallOutcome, PlanView, with_mail
 from applyonce.flow.recovery import reconcile
 from applyonce.flow.replays import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
@@ -155,7 +155,7 @@ def dry_run(ctx: Context, patch_text: str, options: CallOptions) -> PlanView:
     commit``, it names the touched paths whose uncommitted changes the call would commit
     first (its plan is still made on the tip's versions of them)."""
     args, ident = identify(ctx, patch_text, options)
-    options = with_config(ctx, options)  # a bad applyonce.* value is refused here too
+    options = with_mail(with_config(ctx, options), patch_text)  # a series is refused here too
     base = ctx.publisher.tip(args.ref)
     touched = args.patch().touched_paths()
     refuse_state_paths(ctx.store, ctx.state_dir, touched)
@@ -183,7 +183,7 @@ def apply(ctx: Context, patch_text: str, options: CallOptions) -> CallOutcome:
         ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
     """
     lease = lease_length(ctx, options.lease_seconds)
-    options = with_config(ctx, options)
+    options = with_mail(with_config(ctx, options), patch_text)
     args, ident = identify(ctx, patch_text, options)
     return run_call(ctx, args, ident, patch_source(patch_text, options.format), options, lease)
 
@@ -465,7 +465,13 @@ def _stage_and_publish(
                 message=options.message,
                 trailers=options.trailers,
             )
-            commit_id = ctx.store.create_commit(tree_id, parent, message)
+            author = options.author
+            commit_id = ctx.store.create_commit(
+                tree_id,
+                parent,
+                message,
+                None if author is None else (author.name, author.email, author.time, author.offset),
+            )
             _record(
                 ctx,
                 ident,

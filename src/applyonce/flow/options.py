@@ -6,19 +6,20 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from applyonce.core.checks import check_skip_names
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
-from applyonce.core.message import check_message, check_trailers
+from applyonce.core.message import RESERVED_TRAILERS, check_message, check_trailers
 from applyonce.core.plan import TreePlan
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
 from applyonce.flow.replays import ReplayNote
 from applyonce.git.checkouts import SyncReport
 from applyonce.patch import PatchFormat
+from applyonce.patch.mail import MailAuthor, read_mail
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class CallOptions:
     # call made first, worded as it was then (core/message.py).
     message: str | None = None
     trailers: Sequence[tuple[str, str]] = ()
+    # The commit's author (a ``git format-patch`` mail's From: and Date:, see with_mail); None:
+    # git's author for the repository. Presentation too, not identity.
+    author: MailAuthor | None = None
 
     def __post_init__(self) -> None:
         if not self.check_timeout > 0:
@@ -122,6 +126,27 @@ class CallOptions:
             raise UsageError(
                 f"unknown --dirty {self.dirty!r}", hint="use " + " or ".join(DIRTY_MODES)
             )
+
+
+def with_mail(options: CallOptions, patch_text: str) -> CallOptions:
+    """``options`` worded as the ``git format-patch`` mail ``patch_text`` is, as ``git am``
+    commits it (:mod:`applyonce.patch.mail`): its subject and body as the message and its last
+    paragraph's trailers before applyonce's, unless the caller gave a message; its From: and
+    Date: as the author. Anything else: ``options`` as they are.
+
+    Raises:
+        MailSeriesError: the text holds several mails (one call is one commit).
+    """
+    if options.format not in ("auto", "unified"):
+        return options
+    mail = read_mail(patch_text, RESERVED_TRAILERS)
+    if mail is None:
+        return options
+    if options.message is None:
+        options = replace(
+            options, message=mail.message, trailers=(*mail.trailers, *options.trailers)
+        )
+    return options if options.author is not None else replace(options, author=mail.author)
 
 
 @dataclass(frozen=True)

@@ -467,16 +467,36 @@ class GitStore:
             return None
 
     @rereading
-    def create_commit(self, tree_id: str, parent: str | None, message: str) -> str:
+    def create_commit(
+        self,
+        tree_id: str,
+        parent: str | None,
+        message: str,
+        author: tuple[str, str, int | None, int] | None = None,
+    ) -> str:
         """Create the commit object, then write it and every object of the staging it needs to
-        the disk, as one pack (:meth:`flush_objects`). No ref moves."""
-        author, committer = self.signature("AUTHOR"), self.signature()
+        the disk, as one pack (:meth:`flush_objects`). No ref moves. ``author``: name, address,
+        time (None: now) and zone offset in minutes, as ``git am`` takes them from a mail;
+        None: the repository's author."""
+        committer = self.signature()
+        if author is None:
+            author_sig = self.signature("AUTHOR")
+        else:
+            name, address, when, offset = author
+            try:
+                author_sig = (
+                    pygit2.Signature(name, address)
+                    if when is None
+                    else pygit2.Signature(name, address, when, offset)
+                )
+            except (ValueError, pygit2.GitError):  # a name libgit2 refuses (angle brackets)
+                author_sig = self.signature("AUTHOR")
         parents = [pygit2.Oid(hex=parent)] if parent else []
         self.written.begin()
         self.written.ensure_readable()  # libgit2 refuses a commit whose tree is missing
         with writing_objects(self.objects_dir):
             tree = pygit2.Oid(hex=tree_id)
-            oid = self.repo.create_commit(None, author, committer, message, tree, parents)
+            oid = self.repo.create_commit(None, author_sig, committer, message, tree, parents)
         commit = str(self.written.remember(oid))
         self.flush_objects()
         return commit

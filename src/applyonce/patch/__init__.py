@@ -8,15 +8,16 @@ Formats (``parse(text, format)``):
     search-replace  SEARCH/REPLACE blocks (Aider, Cline, Roo)                 (searchreplace.py)
 
 ``auto`` detects the format from the text, in this order: a first line ``*** Begin Patch`` (with or
-without a heredoc wrapper) is Codex; a ``<<<<<<< SEARCH`` line, or a ``------- SEARCH`` line in
-a text without a ``diff --git`` or ``@@ -N +N @@`` line, is SEARCH/REPLACE blocks (tried before
-unified diffs: a diff's lines are prefixed, so it has no bare ``<<<<<<< SEARCH`` line, while a
-block may hold a ``@@ -`` line of a file it edits); a line starting ``diff --git ``, a ``--- ``
-line followed by a ``+++ `` line, or a line starting ``@@ -`` is a unified diff; text starting
-with ``[`` or ``{`` is
-edit-json. Every format parses into the same model (``model.py``), so an addition, a deletion or a
-pure rename has one identity whichever format spelled it (an update in a unified diff also carries
-its line numbers).
+without a wrapper: a markdown fence, a heredoc, ``cd DIR &&``; ``wrappers.py``) is Codex; a
+``<<<<<<< SEARCH`` line, or a ``------- SEARCH`` line in a text without a ``diff --git`` or
+``@@ -N +N @@`` line, is SEARCH/REPLACE blocks (tried before unified diffs: a diff's lines are
+prefixed, so it has no bare ``<<<<<<< SEARCH`` line, while a block may hold a ``@@ -`` line of a
+file it edits); a line starting ``diff --git ``, a ``--- `` line followed by a ``+++ `` line, or a
+line starting ``@@ -`` is a unified diff; text starting with ``[`` or ``{`` is edit-json. A text
+in none of them is refused with what it looked like and what it lacks (``diagnose.py``; a usage
+error). Every format parses into the same model (``model.py``), so an addition, a deletion or a
+pure rename has one identity whichever format spelled it (an update in a unified diff also
+carries its line numbers).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Literal, cast
 
 from applyonce.patch.apply import apply_hunks
 from applyonce.patch.codex import PatchSyntaxError, looks_like_codex, parse_codex, render_codex
+from applyonce.patch.diagnose import UnrecognisedFormatError, unrecognised
 from applyonce.patch.edit import EditCommandError, apply_edit_commands
 from applyonce.patch.editjson import looks_like_edit_json, parse_edit_json
 from applyonce.patch.limits import (
@@ -106,7 +108,8 @@ def parse(text: str, format: PatchFormat = "auto", *, limits: Limits | None = No
     """Parse patch text in ``format`` into the neutral :class:`Patch` model.
 
     Raises:
-        PatchSyntaxError: the text is not a valid patch in that format (or, with ``auto``, in any).
+        PatchSyntaxError: the text is not a valid patch in that format.
+        UnrecognisedFormatError: with ``auto``, the text is in no format (``diagnose.py``).
         BinaryPatchError, UnsupportedModeError: a unified diff with a change applyonce refuses.
         PatchTooLargeError: the text is over ``limits.patch_bytes`` (default 32 MiB).
         LimitError: more file operations than ``limits.files``, or a line over
@@ -117,12 +120,7 @@ def parse(text: str, format: PatchFormat = "auto", *, limits: Limits | None = No
     if format == "auto":
         detected = detect_format(text)
         if detected is None:
-            tried = ", ".join(label for label, *_ in _FORMATS.values())
-            raise PatchSyntaxError(
-                f"the patch format was not recognised (tried: {tried})",
-                hint="send a Codex patch ('*** Begin Patch'), a unified diff ('diff --git') or a "
-                "JSON list of text-editor commands",
-            )
+            raise unrecognised(text)  # what it looked like, and what it lacks
         format = cast(PatchFormat, detected)
     elif format not in _FORMATS:
         raise PatchSyntaxError(
@@ -169,6 +167,7 @@ __all__ = [
     "PatchSyntaxError",
     "PatchTooLargeError",
     "StrReplaceCommand",
+    "UnrecognisedFormatError",
     "UnsupportedModeError",
     "UpdateFile",
     "apply_edit_commands",

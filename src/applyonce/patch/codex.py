@@ -12,9 +12,11 @@ Grammar (one item per line; ``NL`` is the end of a line)::
 
 Leniencies, each one because agents really emit it:
 
-* **heredoc wrapper** — ``apply_patch <<'EOF'`` … ``EOF``, or the bare ``<<'EOF'`` … ``EOF``
-  (any delimiter, quoted or not, LF or CRLF) around the patch is removed, as models trained on
-  shell tool calls write it.
+* **wrappers** — a markdown fence (```` ``` ```` with or without a language tag, prose before and
+  after it), a heredoc (``apply_patch <<'EOF'`` … ``EOF``, or the bare ``<<'EOF'`` … ``EOF``; any
+  delimiter, quoted or not, LF or CRLF), ``apply_patch "$(cat <<'EOF'`` … ``EOF`` ``)"``, and a
+  ``cd DIR &&`` before the command (the paths are then read under DIR) are taken off, as models
+  trained on shell tool calls and chat write them (``wrappers.py`` has the rules).
 * **CRLF patch text** — ``\\r\\n`` line ends in the patch are read as ``\\n``; the files' own line
   endings are preserved by the applier, not taken from the patch.
 * **padding around markers and headers** — ``  *** Update File: a.py``, ``*** End Patch `` and the
@@ -35,6 +37,10 @@ Leniencies, each one because agents really emit it:
 * **context-only hunks** — a hunk of context lines only is accepted (it must still match): with
   ``*** Move to:`` it is the rename idiom of Codex.
 * **missing final newline** — the patch text need not end with a newline.
+
+Never an overwrite by surprise (a deliberate difference from Codex, which replaces what is
+there): an ``Add File`` onto a path that exists, and a ``Move to`` onto one, refuse the patch
+(``already-exists``); a file that is there is changed by ``Update File``.
 
 The parser is pure: it never reads files and never decides whether a path is safe (``paths.py``
 does, once the repository root is known).
@@ -58,6 +64,7 @@ from applyonce.patch.model import (
     UpdateFile,
     has_raw_bytes,
 )
+from applyonce.patch.wrappers import Unwrapped, WrapperError, under, unwrap
 
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"
@@ -67,11 +74,6 @@ UPDATE = "*** Update File: "
 MOVE = "*** Move to: "
 EOF_MARKER = "*** End of File"
 _HEADERS = (ADD, DELETE, UPDATE)
-
-# ``<<EOF``, ``<<'EOF'``, ``<<"EOF"``, with or without the command word before it.
-_HEREDOC_OPEN = re.compile(
-    r"""^\s*(?:(?:apply_patch|applypatch)\s*)?<<-?\s*(['"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_.-]*)\1\s*$"""
-)
 
 
 class PatchSyntaxError(ApplyOnceError):
@@ -93,28 +95,20 @@ def _split_patch_lines(text: str) -> list[str]:
     return lines
 
 
-def _strip_heredoc(lines: list[str]) -> tuple[list[str], int]:
-    """Remove an ``apply_patch <<'EOF'`` wrapper; return the lines and the line-number offset."""
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None:
-        return lines, 0
-    match = _HEREDOC_OPEN.match(lines[first])
-    if not match:
-        return lines, 0
-    tag = match.group("tag")
-    last = max(i for i, line in enumerate(lines) if line.strip())
-    if last == first or lines[last].strip() != tag:
-        raise PatchSyntaxError(
-            f"heredoc opened with {tag!r} is not closed by a line {tag!r}", line=first + 1
-        )
-    return lines[first + 1 : last], first + 1
+def _strip_heredoc(lines: list[str]) -> Unwrapped:
+    """Take the wrappers agents put around a patch off (``wrappers.py``: a markdown fence, a
+    heredoc, ``cd DIR &&``)."""
+    try:
+        return unwrap(lines)
+    except WrapperError as exc:
+        raise PatchSyntaxError(str(exc), line=exc.line, hint=exc.hint) from None
 
 
 def looks_like_codex(text: str) -> bool:
     """True when ``text`` is (probably) a Codex patch, wrapped or not."""
     lines = _split_patch_lines(text)
     try:
-        lines, _ = _strip_heredoc(lines)
+        lines = _strip_heredoc(lines).lines
     except PatchSyntaxError:
         return True
     first = next((line for line in lines if line.strip()), "")
@@ -131,7 +125,8 @@ def parse_codex(text: str) -> Patch:
         raise PatchSyntaxError(
             "the patch is not UTF-8 text", hint="send the Codex patch as UTF-8 text"
         )
-    lines, offset = _strip_heredoc(_split_patch_lines(text))
+    unwrapped = _strip_heredoc(_split_patch_lines(text))
+    lines, offset = unwrapped.lines, unwrapped.offset
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     if not nonblank:
         raise PatchSyntaxError(
@@ -144,16 +139,34 @@ def parse_codex(text: str) -> Patch:
             line=start + offset + 1,
         )
     if lines[stop].strip() != END or stop == start:
+        ended = [i for i in range(start + 1, stop) if lines[i].strip() == END]
+        if ended:
+            after = next(line.strip() for line in lines[ended[-1] + 1 :] if line.strip())
+            raise PatchSyntaxError(
+                f"the last line must be {END!r}; text follows it ({after[:40]!r})",
+                line=stop + offset + 1,
+                hint=f"send the patch alone, leaving out what comes after {END!r}",
+            )
         raise PatchSyntaxError(
-            f"the last line must be {END!r}",
+            f"the last line must be {END!r}, and the patch has none: it looks cut off",
             line=stop + offset + 1,
-            hint=f"end the patch with a line {END!r}",
+            hint=f"send the whole patch, ending with a line {END!r}",
         )
     parser = _Parser(lines[start + 1 : stop], first_line=start + offset + 2)
     operations = parser.parse()
     if not operations:
         raise PatchSyntaxError("the patch has no file operations", line=start + offset + 1)
+    if unwrapped.cd is not None:
+        operations = [_under(unwrapped.cd, op) for op in operations]
     return Patch(operations=tuple(operations))
+
+
+def _under(cd: str, op: FileOp) -> FileOp:
+    """``op`` with its paths read from the directory ``cd`` (``cd DIR && apply_patch``)."""
+    update: dict[str, str] = {"path": under(cd, op.path)}
+    if isinstance(op, UpdateFile) and op.move_to is not None:
+        update["move_to"] = under(cd, op.move_to)
+    return op.model_copy(update=update)
 
 
 class _Parser:
@@ -223,7 +236,7 @@ class _Parser:
             raise self.error(
                 f"every line of an added file must start with '+', found {line[:60]!r}"
             )
-        return AddFile(path=path, content="".join(content))
+        return AddFile(path=path, content="".join(content), refuse_existing=True)
 
     def parse_update(self, path: str) -> UpdateFile:
         self.check_path(self.lines[self.pos].strip(), UPDATE)
@@ -249,7 +262,9 @@ class _Parser:
                 line=header_line,
                 hint="add at least one '@@' hunk with '-'/'+' lines, or remove the operation",
             )
-        return UpdateFile(path=path, move_to=move_to, hunks=tuple(hunks))
+        return UpdateFile(
+            path=path, move_to=move_to, hunks=tuple(hunks), refuse_existing=move_to is not None
+        )
 
     def parse_hunk(self, *, allow_bare: bool) -> Hunk:
         source_line = self.first_line + self.pos

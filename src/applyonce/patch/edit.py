@@ -2,7 +2,8 @@
 
 The commands (``model.EditCommand``) run in order, each on the result of the one before::
 
-    create       the file becomes exactly file_text, whether or not it was there
+    create       the file, not there (or deleted by an earlier command), becomes exactly file_text;
+                 a file that is there refuses it (never an overwrite by surprise)
     str_replace  old_str must occur exactly once in the file (as a substring: it may start or end
                  inside a line; overlapping occurrences count) and is replaced by new_str
     insert       insert_text goes in as whole lines after line insert_line; 0 is the top of the
@@ -72,6 +73,14 @@ def apply_edit_commands(
     lines: _Lines | None = None
     for command in commands:
         if isinstance(command, CreateCommand):
+            if raw is not None or text is not None or lines is not None:
+                raise EditCommandError(
+                    f"{path}: {_label(command)}: cannot create {path}: it already exists",
+                    path=path,
+                    command=command.index,
+                    exists=True,
+                    hint="change it with str_replace or insert instead, or delete it first",
+                )
             raw, text, lines = None, command.file_text, None
             continue
         if isinstance(command, DeleteCommand):

@@ -12,8 +12,10 @@ Grammar (JSON; the field names are those of Anthropic's text editor tool)::
   ``new_str`` defaults to ``""`` (the text is removed).
 * ``insert``: ``insert_line`` is the line the text goes after (0: the top of the file);
   ``new_str`` is accepted for ``insert_text``, as some versions of the tool name it.
-* ``create`` makes the file exactly ``file_text``, replacing a file that is there (as Codex's
-  ``Add File`` does); ``delete`` removes the file.
+* ``create`` makes a file that is not there exactly ``file_text``; onto a file that is there it
+  refuses the document (``already-exists``), as Anthropic's reference tool refuses it (and as
+  applyonce refuses Codex's ``Add File`` there): a file is changed by ``str_replace``/``insert``,
+  or replaced by ``delete`` then ``create``. ``delete`` removes the file.
 * The whole document is **one call**: every command applies, or none does.
 * Commands on one path apply **in order**, each to the result of the one before: they become one
   :class:`~applyonce.patch.model.EditFile` operation, at the place of the path's first command.
@@ -125,7 +127,7 @@ def parse_edit_json(text: str) -> Patch:
     for path, commands in groups.values():
         (only, *rest) = commands
         if not rest and isinstance(only, CreateCommand):
-            operations.append(AddFile(path=path, content=only.file_text))
+            operations.append(AddFile(path=path, content=only.file_text, refuse_existing=True))
         elif not rest and isinstance(only, DeleteCommand):
             operations.append(DeleteFile(path=path))
         else:

@@ -169,11 +169,11 @@ class Hunk(_Frozen):
 # ``written_as`` (unified diffs, excluded from dumps): the old name as the diff wrote it, one
 # component less stripped, so that a refusal of a missing path can say what the name was read
 # from (a ``--no-prefix`` diff loses its first directory, as in ``git apply``). Words only.
-# ``refuse_existing``: a precondition of unified diffs (excluded from dumps, see above): the path
-# an operation creates must not exist, as ``git apply`` requires of a diff's new file and of a
-# rename's destination. A Codex ``Add File`` or ``Move to`` replaces what is there instead; two
-# spellings of one change stay one call: this can only refuse an operation, never change what it
-# writes.
+# ``refuse_existing``: a precondition (excluded from dumps, see above): the path an operation
+# creates must not exist, as ``git apply`` requires of a diff's new file and of a rename's
+# destination; every format's parser sets it (a Codex ``Add File`` or ``Move to``, a text-editor
+# ``create``: never an overwrite by surprise). It can only refuse an operation, never change what
+# it writes, so two spellings of one change stay one call.
 
 
 class AddFile(_Frozen):

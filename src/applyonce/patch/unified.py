@@ -380,7 +380,8 @@ class _Parser:
                 operations.append(self.parse_plain_file())
             elif line.startswith("@@"):
                 raise self.error(
-                    "a hunk comes before any file header",
+                    "a unified diff hunk without '---'/'+++' headers before it: the file it "
+                    "changes is not named",
                     hint="start each file with 'diff --git a/PATH b/PATH' or '--- a/PATH' and "
                     "'+++ b/PATH'",
                 )
@@ -633,12 +634,7 @@ class _Parser:
                 return None, self._stripped(plus, p, section)
             if plus == DEV_NULL:
                 return self._stripped(minus, p, section), None
-            # git takes one name for both sides, the new side's, unless it is only the old
-            # side's with something tacked on (``x`` and ``x.orig``: ``x``).
-            old = _strip_components(minus, p) if minus is not None else None
-            name = _strip_components(plus, p) if plus is not None else None
-            if name is None or (old is not None and len(old) < len(name) and name.startswith(old)):
-                name = old
+            name = _one_name(minus, plus, p)
             if name is None:
                 raise self._no_name(section, p)
             if section.minus_epoch:
@@ -761,10 +757,14 @@ class _Parser:
         )
 
     def _written_as(self, section: _Section) -> str | None:
-        """The old side's name with one component less removed: what the diff's author may
-        have meant (see ``written_as`` in :mod:`applyonce.patch.model`)."""
+        """The file's name with one component less removed: what the diff's author may have
+        meant (see ``written_as`` in :mod:`applyonce.patch.model`): the old side's, or for plain
+        headers the one name git takes for both sides (``src/x.py`` of ``--- src/x.py.orig``,
+        ``+++ src/x.py``, which ``git apply`` reads as ``x.py``)."""
         if self.strip < 1 or section.minus in (None, DEV_NULL):
             return None
+        if not section.git and section.plus not in (None, DEV_NULL):
+            return _one_name(section.minus, section.plus, self.strip - 1)
         return _strip_components(section.minus, self.strip - 1)
 
     def _new_content(self, hunks: tuple[Hunk, ...], first: int) -> str:
@@ -779,6 +779,17 @@ class _Parser:
             return ""
         no_newline = hunks[-1].new_no_final_newline
         return "\n".join(texts) + ("" if no_newline else "\n")
+
+
+def _one_name(minus: str | None, plus: str | None, p: int) -> str | None:
+    """The one name git takes for both sides of plain headers, ``p`` components removed: the new
+    side's, unless it is only the old side's with something tacked on (``x`` and ``x.orig``:
+    ``x``)."""
+    old = _strip_components(minus, p) if minus is not None else None
+    name = _strip_components(plus, p) if plus is not None else None
+    if name is None or (old is not None and len(old) < len(name) and name.startswith(old)):
+        name = old
+    return name
 
 
 def _mode_of(mode: str | None, line: int, *, default_is_none: bool) -> FileMode | None:
