@@ -2,8 +2,8 @@
 
 When ``auto`` recognises no format, the refusal says what the text resembles and what is missing, in
 one line with a hint, so an agent can fix its patch rather than guess: a Codex patch without its
-``*** Begin Patch`` line or with prose before it, diff lines or a hunk without file headers, merge-
-conflict markers, an empty text, or prose (a SEARCH/REPLACE block without its file-name line is the
+``*** Begin Patch`` line or with prose before it, diff lines or a hunk without file headers,
+merge-conflict markers, an empty text, or prose (a SEARCH/REPLACE block without its file-name line is the
 block parser's to say, ``searchreplace.py``). The refusal is a usage error (exit 2): nothing is
 read, nothing written.
 
@@ -79,5 +79,3 @@ def _describe(lines: list[str]) -> tuple[str, str]:
     return f"it looks like prose or code, not a patch (it starts {nonblank[0][:40]!r})", (
         _FORMATS_HINT
     )
-
-
