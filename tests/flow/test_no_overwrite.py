@@ -35,7 +35,8 @@ def test_a_codex_add_file_onto_an_existing_file_is_refused(repo: Repo) -> None:
     err = _refused(repo, "*** Begin Patch\n*** Add File: a.txt\n+new\n*** End Patch\n")
     assert err == (
         "error: cannot add a.txt: it already exists; update the file instead: Codex "
-        "'*** Update File: PATH' with hunks, or a diff with '--- a/PATH' and '+++ b/PATH'\n"
+        "'*** Update File: PATH' with hunks, a diff with '--- a/PATH' and '+++ b/PATH', or blocks"
+        " whose SEARCH holds the lines to change\n"
     )
 
 

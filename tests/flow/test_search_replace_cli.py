@@ -116,8 +116,9 @@ def test_an_empty_search_on_an_existing_file_is_refused(repo: Repo) -> None:
     patch = PATCH.replace("tests/test_app.py", "README.md")
     message = assert_refused(repo, apply(repo, patch), before, head)
     assert message == (
-        "cannot add README.md: it already exists; send a modification diff for it instead "
-        "('--- a/PATH', '+++ b/PATH'), or blocks whose SEARCH holds the lines to change"
+        "cannot add README.md: it already exists; update the file instead: Codex '*** Update"
+        " File: PATH' with hunks, a diff with '--- a/PATH' and '+++ b/PATH', or blocks whose"
+        " SEARCH holds the lines to change"
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-LOCAL = ("apply", "dirty-commit", "revert", "crash", "audit")
+LOCAL = ("apply", "dirty-commit", "blocks", "revert", "crash", "audit")
 REMOTE = ("remote-apply", "remote-dirty-commit", "remote-crash")
 
 

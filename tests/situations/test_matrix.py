@@ -10,6 +10,8 @@ Columns:
 * ``apply``: a Codex patch that updates two files and adds one (in the ``*-loop`` states, that and
   two more calls at once while the git loop runs);
 * ``dirty-commit``: ``apply --dirty commit`` over a real edit of the user's on a touched path;
+* ``blocks``: the same change as SEARCH/REPLACE blocks (each touched file whole, as the branch
+  has it, replaced; an added file from an empty SEARCH);
 * ``revert``: the call, then ``applyonce revert CALL``;
 * ``crash``: the call killed by SIGKILL right after its publish (``APPLYONCE_FAULT=after-publish``),
   then ``applyonce recover``, then the same call again, which must replay;
@@ -53,6 +55,7 @@ from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_
 COLUMNS = (
     "apply",
     "dirty-commit",
+    "blocks",
     "revert",
     "crash",
     "audit",
@@ -221,6 +224,36 @@ def column_dirty_commit(cell: Cell) -> str:
     return "landed"
 
 
+def _as_blocks(cell: Cell, base: str | None) -> str | None:
+    """The call's change as SEARCH/REPLACE blocks, or None where blocks cannot say it (a
+    deletion)."""
+    blocks = []
+    for path, new in cell.sit.blobs.items():
+        if new is None:
+            return None
+        old = blob(cell.where, base, path) or b""
+        blocks.append(
+            f"{path}\n<<<<<<< SEARCH\n{old.decode()}=======\n{new.decode()}>>>>>>> REPLACE\n"
+        )
+    return "".join(blocks)
+
+
+def column_blocks(cell: Cell) -> str:
+    sit = cell.sit
+    before, base = Snapshot.take(sit), tip(cell.where, sit.branch)
+    blocks = _as_blocks(cell, base)
+    if blocks is None:
+        pytest.skip("blocks cannot delete a file")
+    with cell.loop():
+        run = cell.apply("--format", "search-replace", patch=blocks)
+    if not _ok(cell, run):
+        return cell.refused(
+            before, run, lambda: cell.apply("--format", "search-replace", patch=blocks)
+        )
+    assert_landed(sit, before, cell.landing(base, sit.blobs), remote=cell.remote)
+    return "landed"
+
+
 def column_revert(cell: Cell) -> str:
     sit = cell.sit
     before, base = Snapshot.take(sit), tip(cell.where, sit.branch)
@@ -286,6 +319,7 @@ def column_audit(cell: Cell) -> str:
 COMMANDS: dict[str, Callable[[Cell], str]] = {
     "apply": column_apply,
     "dirty-commit": column_dirty_commit,
+    "blocks": column_blocks,
     "revert": column_revert,
     "crash": column_crash,
     "audit": column_audit,
@@ -302,7 +336,7 @@ def _cells() -> Iterator[Any]:  # pytest.param's ParameterSet
                 continue
             if column.endswith("dirty-commit") and not state.dirty:
                 continue
-            if state.short and column in ("revert", "audit", "remote-crash"):
+            if state.short and column in ("blocks", "revert", "audit", "remote-crash"):
                 continue
             cell_id = f"{name}-{column}"
             defects = known(cell_id)
