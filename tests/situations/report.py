@@ -35,6 +35,8 @@ def cells(path: str) -> dict[tuple[str, str], str]:
             found[state, column] = f"FAIL: {text}"
         elif skipped is not None and skipped.get("type") == "pytest.xfail":
             found[state, column] = f"xfail: {skipped.get('message', '')[:140]}"
+        elif skipped is not None:  # the cell does not apply to the state (its reason says why)
+            found[state, column] = "n/a"
         else:
             found[state, column] = outcome or "passed"
     return found
