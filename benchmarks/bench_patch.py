@@ -4,7 +4,7 @@
 
 Reports the best and median wall time of parse + apply in-process (no Git, no disk), and the same
 hunk matched at each fuzzy level of the ladder (the worst case: every earlier level scans the whole
-file first). Never asserted in tests; the README quotes its output.
+file first). Never asserted in tests; docs/performance.md quotes its output.
 """
 
 from __future__ import annotations

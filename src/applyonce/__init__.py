@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from applyonce.errors import ApplyOnceError
     from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ApplyOnceError",

@@ -84,7 +84,7 @@ def test_a_call_imports_only_what_it_uses(repo: Repo, tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["--version"], ["apply", "--help"], ["--help"]])
 def test_the_version_and_help_import_no_git_no_models(args: list[str], tmp_path: Path) -> None:
     stdout, modules = imported_by(args, tmp_path)
-    assert stdout.startswith("applyonce 0.1.0" if args == ["--version"] else "Usage: applyonce")
+    assert stdout.startswith("applyonce 0.2.0" if args == ["--version"] else "Usage: applyonce")
     assert loaded(modules, NOT_FOR_HELP + NOT_FOR_A_CALL) == []
 
 

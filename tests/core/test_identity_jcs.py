@@ -1,5 +1,5 @@
 """The call identity's canonical form is RFC 8785 (JCS): checked against the independent ``rfc8785``
-package on random identities, and recomputed from a real commit's trailers as the README shows.
+package on random identities, and recomputed from a real commit's trailers as docs/design.md shows.
 
 The identities are random in every field the canonical form sees: patch texts with non-ASCII and
 astral-plane characters, control characters and bytes that are not UTF-8; line numbers up to
@@ -161,8 +161,8 @@ def test_an_insert_line_past_jcs_integers_is_refused() -> None:
     assert args.canonical() == rfc8785.dumps(args.model_dump(mode="json"))
 
 
-# The README's "How to recompute a Call-Id", run as written in a repository with one call.
-README_EXAMPLE = """\
+# The "How to recompute a Call-Id" of docs/design.md §3, run as written in a repository with one call.
+DESIGN_EXAMPLE = """\
 import hashlib, subprocess, rfc8785
 log = ["git", "log", "-1", "--format=%(trailers:only,unfold)"]
 t = dict(line.split(": ", 1) for line in subprocess.check_output(log, text=True).splitlines() if line)
@@ -172,12 +172,12 @@ print(hashlib.sha256(rfc8785.dumps(body)).hexdigest() == t["Call-Id"], t["Call-I
 """
 
 
-def test_the_readme_shows_the_example_as_tested() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert f"```python\n{README_EXAMPLE}```" in readme
+def test_the_design_shows_the_example_as_tested() -> None:
+    design = (Path(__file__).resolve().parents[2] / "docs" / "design.md").read_text()
+    assert f"```python\n{DESIGN_EXAMPLE}```" in design
 
 
-def test_the_readme_example_recomputes_call_ids_from_the_trailers(repo: Repo) -> None:
+def test_the_design_example_recomputes_call_ids_from_the_trailers(repo: Repo) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("*** Begin Patch\n*** Add File: notes/é😀.md\n+ünïcode\n*** End Patch\n", {"attempt": 7}),
         ("*** Begin Patch\n*** Add File: notes/b.md\n+b\n*** End Patch\n",
@@ -190,7 +190,7 @@ def test_the_readme_example_recomputes_call_ids_from_the_trailers(repo: Repo) ->
         finally:
             executor.close()
         done = subprocess.run(
-            [sys.executable, "-c", README_EXAMPLE], cwd=repo.path, capture_output=True,
+            [sys.executable, "-c", DESIGN_EXAMPLE], cwd=repo.path, capture_output=True,
             text=True, env={**os.environ, "PYTHONPATH": ""}, check=False, timeout=60,
         )
         assert done.stderr == ""
