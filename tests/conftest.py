@@ -155,7 +155,7 @@ def apply(repo: Repo, patch: str, *args: str, env: dict[str, str] | None = None)
     return run_cli("apply", "-", "--repo", str(repo.path), *args, input=patch, env=env)
 
 
-# The patches the feature tests share (tests/flow, git, state, adapters), all against the ``repo``
+# The patches the feature tests share (tests/e2e, flow, git, state, adapters), all against the ``repo``
 # fixture; each file imports the one it calls ``PATCH`` (and ``ADD``).
 UTIL_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 APP_PATCH = """*** Begin Patch

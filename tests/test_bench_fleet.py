@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.servers import postgres_missing
+from tests.e2e.fleet.servers import postgres_missing
 from tests.gitserver import daemon_available
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import mcp_types as types
 from mcp import ClientSession
 
 from applyonce.agents import PatchRunner, ToolCallAdapter
-from tests.adapters.test_mcp_server import text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import text_of, with_session
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 ADD = "*** Begin Patch\n*** Add File: docs/n.md\n+# n\n*** End Patch\n"

@@ -1,6 +1,6 @@
 """What the CLI prints, pinned: a fixed session of calls whose exit codes, stdout, stderr and
 receipts must stay byte-identical (after masking what differs by nature: commit IDs, times,
-execution IDs, temp paths). The redesign of the house (Step 7) must not change a byte of it.
+execution IDs, temp paths). A change to the code's layout must not change a byte of it.
 
 ``APPLYONCE_UPDATE_GOLDEN=1 pytest tests/adapters/test_golden_cli.py`` rewrites
 ``tests/golden/cli_session.json`` after a deliberate change; the diff of that file is then the

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_mcp_server import PATCH, SUCCESS
 from tests.conftest import GIT_ENV, Repo
+from tests.support.mcp_session import PATCH, SUCCESS
 
 VERSION = "2.12.0"
 REQUIRED = os.environ.get("APPLYONCE_REQUIRE_INSPECTOR") == "1"

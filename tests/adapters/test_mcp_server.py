@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from typer.testing import CliRunner
 
 from applyonce.agents import PatchRunner
@@ -22,41 +20,9 @@ from applyonce.cli import app
 from applyonce.executor import Executor
 from applyonce.mcp_server import PatchServer
 from tests.conftest import Repo, run_cli
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
-PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 PATCH_2 = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n*** End Patch\n"
-SUCCESS = "Success. Updated the following files:\nM src/util.py\n"
-
-
-def server_params(repo: Repo, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "applyonce", "mcp", "--repo", str(repo.path), *extra],
-        env=dict(os.environ),  # the hermetic git environment of the test
-    )
-
-
-def with_session(
-    repo: Repo, errlog: Path, scenario: Callable[[ClientSession], Awaitable[None]], *extra: str
-) -> None:
-    async def main() -> None:
-        with anyio.fail_after(30), errlog.open("w") as err:
-            async with (
-                stdio_client(server_params(repo, *extra), errlog=err) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                await scenario(session)
-
-    anyio.run(main)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
-
-
 def test_agent_session_over_stdio(repo: Repo, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 

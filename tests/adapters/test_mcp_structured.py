@@ -16,8 +16,8 @@ from mcp import ClientSession
 
 from applyonce.executor import Executor
 from applyonce.results import DIFF_CAP
-from tests.adapters.test_mcp_server import PATCH, SUCCESS, text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 STALE = PATCH.replace("VALUE = 1", "VALUE = 9")
 RENAME = "*** Begin Patch\n*** Update File: README.md\n*** Move to: docs/README.md\n@@\n-# demo\n+# Demo\n*** End Patch\n"
