@@ -91,7 +91,9 @@ class Repo:
         return snapshot(self.path)
 
 
-def make_repo(root: Path, files: Mapping[str, bytes | str] | None = None, *, bare: bool = False) -> Repo:
+def make_repo(
+    root: Path, files: Mapping[str, bytes | str] | None = None, *, bare: bool = False
+) -> Repo:
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main", *(["--bare"] if bare else []))
     git(root, "config", "core.autocrlf", "false")
@@ -122,8 +124,11 @@ class Run:
 
 
 def run_cli(
-    *args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None,
-    cwd: Path | None = None, timeout: float = 60,
+    *args: str,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
 ) -> Run:
     """The real ``applyonce`` in its own process."""
     data = input.encode() if isinstance(input, str) else input
@@ -157,7 +162,9 @@ def apply(repo: Repo, patch: str, *args: str, env: dict[str, str] | None = None)
 
 # The patches the feature tests share (tests/e2e, flow, git, state, adapters), all against the ``repo``
 # fixture; each file imports the one it calls ``PATCH`` (and ``ADD``).
-UTIL_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+UTIL_PATCH = (
+    "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+)
 APP_PATCH = """*** Begin Patch
 *** Update File: src/app.py
 @@ def greet(name):

@@ -31,7 +31,9 @@ def test_adapter_attempt_is_a_new_call_after_an_undo(repo: Repo) -> None:
     assert len(repo.call_ids()) == 1 and (repo.path / "src/util.py").read_text() == "VALUE = 1\n"
     [second] = adapter.run([_tool_use(3, patch=PATCH, attempt=2)])
     assert second["content"] == SUCCESS and second["is_error"] is False
-    assert len(set(repo.call_ids())) == 2 and (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert (
+        len(set(repo.call_ids())) == 2 and (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    )
     head = repo.head()
     [bad] = adapter.run([_tool_use(4, patch=PATCH, attempt=0)])
     assert bad["is_error"] is True

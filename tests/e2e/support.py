@@ -40,7 +40,8 @@ def assert_invariants(repo: Repo, base: str, call_id: str, *, committed: bool) -
     assert states == [receipt["status"]]
     assert repo.git("fsck", "--strict", "--no-dangling") == ""
     leftovers = [
-        p for p in repo.path.joinpath(".git").rglob("*")
+        p
+        for p in repo.path.joinpath(".git").rglob("*")
         if (p.name.endswith(".lock") and "applyonce" not in p.parts)
         or p.name.startswith(".applyonce-tmp-")
     ]

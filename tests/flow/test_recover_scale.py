@@ -56,7 +56,9 @@ def interrupted_calls(root: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> Re
     return repo
 
 
-def counted_recover(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], Counter[str]]:
+def counted_recover(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Counter[str], Counter[str]]:
     """Recover ``repo`` in this process; returns the outcomes and what was counted: history
     walks (GitStore.commits), ancestry tests (GitStore.is_ancestor) and ledger transactions."""
     counts: Counter[str] = Counter()

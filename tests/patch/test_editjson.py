@@ -130,24 +130,42 @@ def test_absolute_and_relative_spellings_stay_apart() -> None:
         ('[{"command": "delete"}]', "commands[0] (delete): missing field 'path'"),
         ('[{"command": "delete", "path": ""}]', "commands[0] (delete): field 'path'"),
         ('[{"command": "delete", "path": "a", "x": 1}]', "commands[0] (delete): unknown field 'x'"),
-        ('[{"command": "str_replace", "path": "a", "old_str": ""}]',
-         "commands[0] (str_replace): field 'old_str'"),
-        ('[{"command": "str_replace", "path": "a", "old_str": 1}]',
-         "commands[0] (str_replace): field 'old_str'"),
-        ('[{"command": "insert", "path": "a", "insert_line": -1, "insert_text": "x"}]',
-         "commands[0] (insert): field 'insert_line'"),
-        ('[{"command": "insert", "path": "a", "insert_line": "2", "insert_text": "x"}]',
-         "commands[0] (insert): field 'insert_line'"),
-        ('[{"command": "insert", "path": "a", "insert_line": true, "insert_text": "x"}]',
-         "commands[0] (insert): field 'insert_line'"),
-        ('[{"command": "insert", "path": "a", "insert_line": 1.5, "insert_text": "x"}]',
-         "commands[0] (insert): field 'insert_line'"),
-        ('[{"command": "insert", "path": "a", "insert_line": 1}]',
-         "commands[0] (insert): give the text to insert as 'insert_text' (or 'new_str'), once"),
-        ('[{"command": "insert", "path": "a", "insert_line": 1, "insert_text": "x", "new_str": "y"}]',
-         "commands[0] (insert): give the text to insert"),
-        ('[{"command": "delete", "path": "a"}, {"command": "remove", "path": "b"}]',
-         "commands[1]: unknown command 'remove'"),
+        (
+            '[{"command": "str_replace", "path": "a", "old_str": ""}]',
+            "commands[0] (str_replace): field 'old_str'",
+        ),
+        (
+            '[{"command": "str_replace", "path": "a", "old_str": 1}]',
+            "commands[0] (str_replace): field 'old_str'",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": -1, "insert_text": "x"}]',
+            "commands[0] (insert): field 'insert_line'",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": "2", "insert_text": "x"}]',
+            "commands[0] (insert): field 'insert_line'",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": true, "insert_text": "x"}]',
+            "commands[0] (insert): field 'insert_line'",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": 1.5, "insert_text": "x"}]',
+            "commands[0] (insert): field 'insert_line'",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": 1}]',
+            "commands[0] (insert): give the text to insert as 'insert_text' (or 'new_str'), once",
+        ),
+        (
+            '[{"command": "insert", "path": "a", "insert_line": 1, "insert_text": "x", "new_str": "y"}]',
+            "commands[0] (insert): give the text to insert",
+        ),
+        (
+            '[{"command": "delete", "path": "a"}, {"command": "remove", "path": "b"}]',
+            "commands[1]: unknown command 'remove'",
+        ),
     ],
 )
 def test_refusals_name_the_command_index(text: str, message: str) -> None:
@@ -181,7 +199,10 @@ def test_str_replace_reports_the_count_and_the_lines() -> None:
     assert err.details == {"path": "f.txt", "command": 4, "count": 3, "lines": [1, 3, 4]}
     assert err.hint == "include more of the surrounding text in old_str so it matches one place"
     missing = edit_error(data, StrReplaceCommand(old_str="x = 2"))
-    assert missing.message == "f.txt: (str_replace): old_str occurs 0 times; it must occur exactly once"
+    assert (
+        missing.message
+        == "f.txt: (str_replace): old_str occurs 0 times; it must occur exactly once"
+    )
     assert missing.details["count"] == 0
     assert missing.hint == "re-read the file and copy old_str from it exactly, whitespace included"
 
@@ -233,27 +254,35 @@ def test_insert_line_out_of_range_names_the_line_count() -> None:
 
 
 def test_commands_apply_in_order_and_create_and_delete_skip_the_old_content() -> None:
-    assert run(
-        b"\x00binary",
-        DeleteCommand(),
-        CreateCommand(file_text="a\n", index=1),
-        StrReplaceCommand(old_str="a", new_str="b"),
-        InsertCommand(insert_line=1, insert_text="c"),
-    ) == b"b\nc\n"
+    assert (
+        run(
+            b"\x00binary",
+            DeleteCommand(),
+            CreateCommand(file_text="a\n", index=1),
+            StrReplaceCommand(old_str="a", new_str="b"),
+            InsertCommand(insert_line=1, insert_text="c"),
+        )
+        == b"b\nc\n"
+    )
     assert run(b"\x00binary", DeleteCommand()) is None
     assert run(None, CreateCommand(file_text="a\n")) == b"a\n"
-    assert run(None, CreateCommand(file_text=""), DeleteCommand(), CreateCommand(file_text="z")) == b"z"
+    assert (
+        run(None, CreateCommand(file_text=""), DeleteCommand(), CreateCommand(file_text="z"))
+        == b"z"
+    )
 
 
 def test_editing_a_binary_file_or_a_missing_one_is_refused() -> None:
     with pytest.raises(BinaryFileError):
         run(b"\x00\x01", StrReplaceCommand(old_str="x"))
-    assert "cannot edit f.txt: no such file" in edit_error(
-        None, InsertCommand(insert_line=0, insert_text="x")
-    ).message
-    assert "cannot delete f.txt: no such file" in edit_error(
-        b"x", DeleteCommand(), DeleteCommand(index=1)
-    ).message
+    assert (
+        "cannot edit f.txt: no such file"
+        in edit_error(None, InsertCommand(insert_line=0, insert_text="x")).message
+    )
+    assert (
+        "cannot delete f.txt: no such file"
+        in edit_error(b"x", DeleteCommand(), DeleteCommand(index=1)).message
+    )
 
 
 def test_a_create_of_a_file_that_is_there_is_refused() -> None:

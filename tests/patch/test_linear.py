@@ -116,7 +116,12 @@ def test_both_searches_find_every_match_overlapping_ones_included(
 
 
 def _reference_find(
-    image: _Image, old: list[str], pos: int, level: MatchLevel, at_start: bool, at_end: bool,
+    image: _Image,
+    old: list[str],
+    pos: int,
+    level: MatchLevel,
+    at_start: bool,
+    at_end: bool,
     old_no_final_newline: bool,
 ) -> int | None:
     """The outward search as it was: every place in the order of ``_search_rank``."""
@@ -136,8 +141,11 @@ def _reference_find(
             continue
         if any(image.patched[start:stop]) or keys[start:stop] != want:
             continue
-        if m and level is MatchLevel.EXACT and stop == n and (
-            (image.ends[-1] == "") != old_no_final_newline
+        if (
+            m
+            and level is MatchLevel.EXACT
+            and stop == n
+            and ((image.ends[-1] == "") != old_no_final_newline)
         ):
             continue
         return start
@@ -146,9 +154,7 @@ def _reference_find(
 
 @given(
     # Mostly "a": the hunk's lines are rare, so its nearest place is often far from the hint.
-    st.lists(
-        st.tuples(st.sampled_from(["a"] * 6 + ["b", " a", "a "]), st.booleans()), max_size=60
-    ),
+    st.lists(st.tuples(st.sampled_from(["a"] * 6 + ["b", " a", "a "]), st.booleans()), max_size=60),
     st.lists(st.sampled_from(["a", "b", "a "]), max_size=4),
     st.integers(-3, 65),
     st.booleans(),
@@ -157,8 +163,13 @@ def _reference_find(
     st.booleans(),
 )
 def test_unified_placement_is_that_of_the_outward_search(
-    file: list[tuple[str, bool]], old: list[str], pos: int, at_start: bool, at_end: bool,
-    no_newline: bool, last_ends: bool,
+    file: list[tuple[str, bool]],
+    old: list[str],
+    pos: int,
+    at_start: bool,
+    at_end: bool,
+    no_newline: bool,
+    last_ends: bool,
 ) -> None:
     bodies = [line for line, _ in file]
     ends = ["\n"] * len(bodies)
@@ -185,10 +196,17 @@ def test_a_far_hint_still_finds_the_nearest_place_beyond_the_first_window() -> N
     bodies = ["x"] * 10_000
     bodies[3_000] = bodies[9_000] = "m"
     image = _Image(bodies, ["\n"] * len(bodies), [False] * len(bodies))
-    assert image.find(["m"], 7_000, MatchLevel.EXACT, at_start=False, at_end=False,
-                      old_no_final_newline=False) == 9_000
-    hunk = Hunk(lines=(HunkLine(kind="-", text="m"), HunkLine(kind="+", text="n")),
-                old_start=5_000, new_start=5_000)
+    assert (
+        image.find(
+            ["m"], 7_000, MatchLevel.EXACT, at_start=False, at_end=False, old_no_final_newline=False
+        )
+        == 9_000
+    )
+    hunk = Hunk(
+        lines=(HunkLine(kind="-", text="m"), HunkLine(kind="+", text="n")),
+        old_start=5_000,
+        new_start=5_000,
+    )
     out, _ = apply_hunks(("\n".join(bodies) + "\n").encode(), [hunk], path="f")
     assert out.decode().splitlines()[3_000] == "n"  # 5,000 is nearer 3,000
 

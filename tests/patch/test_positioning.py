@@ -27,8 +27,9 @@ from applyonce.patch import (
 from tests.support.dirreader import DirReader
 
 
-def hunk(old_start: int, new_start: int, *spec: str, old_eof: bool = False,
-         new_eof: bool = False) -> Hunk:
+def hunk(
+    old_start: int, new_start: int, *spec: str, old_eof: bool = False, new_eof: bool = False
+) -> Hunk:
     return Hunk(
         lines=tuple(HunkLine(kind=s[0], text=s[1:]) for s in spec),  # type: ignore[arg-type]
         old_start=old_start,
@@ -125,8 +126,9 @@ def test_each_level_searches_the_whole_file_before_the_next() -> None:
 
 def test_whitespace_only_context_difference_matches_below_exact() -> None:
     data = text("def f():", "    return 1   ", "", "x")
-    new, levels = apply_hunks(data, [hunk(1, 1, " def f():", "-    return 1", "+    return 2", " ")],
-                              path="f")
+    new, levels = apply_hunks(
+        data, [hunk(1, 1, " def f():", "-    return 1", "+    return 2", " ")], path="f"
+    )
     assert levels == [MatchLevel.RSTRIP]
     assert new == text("def f():", "    return 2", "", "x")
 
@@ -153,12 +155,21 @@ def test_exact_level_compares_the_final_newline_state() -> None:
 @pytest.mark.parametrize(
     ("data", "h", "expected"),
     [
-        (text("a", "b", final_newline=False), hunk(1, 1, " a", "-b", "+b", old_eof=True),
-         text("a", "b")),
-        (text("a", "b"), hunk(1, 1, " a", "-b", "+b", new_eof=True),
-         text("a", "b", final_newline=False)),
-        (text("a", "b", final_newline=False), hunk(1, 1, " a", " b", "+c", old_eof=True),
-         text("a", "b", "c")),
+        (
+            text("a", "b", final_newline=False),
+            hunk(1, 1, " a", "-b", "+b", old_eof=True),
+            text("a", "b"),
+        ),
+        (
+            text("a", "b"),
+            hunk(1, 1, " a", "-b", "+b", new_eof=True),
+            text("a", "b", final_newline=False),
+        ),
+        (
+            text("a", "b", final_newline=False),
+            hunk(1, 1, " a", " b", "+c", old_eof=True),
+            text("a", "b", "c"),
+        ),
         (text("a", "b", final_newline=False), hunk(1, 1, " a", "-b", old_eof=True), text("a")),
     ],
     ids=["adds-newline", "removes-newline", "appends-after-last", "drops-last"],
@@ -190,11 +201,13 @@ def test_plan_sets_modes(tmp_path: Path) -> None:
     (tmp_path / "x.sh").write_bytes(b"x\n")
     (tmp_path / "x.sh").chmod(0o755)
     tree_plan = plan(
-        Patch(operations=(
-            UpdateFile(path="s.sh", mode="100755"),
-            UpdateFile(path="x.sh", mode="100644"),
-            AddFile(path="new.sh", content="#!/bin/sh\n", mode="100755"),
-        )),
+        Patch(
+            operations=(
+                UpdateFile(path="s.sh", mode="100755"),
+                UpdateFile(path="x.sh", mode="100644"),
+                AddFile(path="new.sh", content="#!/bin/sh\n", mode="100755"),
+            )
+        ),
         DirReader(tmp_path),
     )
     assert [(c.path, c.mode, c.content) for c in tree_plan.changes] == [
@@ -218,7 +231,11 @@ def test_plan_copies_from_the_base_while_the_source_changes(tmp_path: Path) -> N
     )
     copy, update = tree_plan.changes
     assert (copy.path, copy.action, copy.from_path, copy.content, copy.mode) == (
-        "p.cfg", "add", "t.cfg", b"a = 1\nb = 3\n", MODE_EXEC
+        "p.cfg",
+        "add",
+        "t.cfg",
+        b"a = 1\nb = 3\n",
+        MODE_EXEC,
     )
     assert (update.path, update.action, update.content) == ("t.cfg", "update", b"a = 0\nb = 2\n")
     assert tree_plan.removed == ()
@@ -261,7 +278,9 @@ def test_plan_checks_a_unified_deletion_against_the_file(tmp_path: Path) -> None
 
 def test_plan_of_an_empty_file_deletion(tmp_path: Path) -> None:
     (tmp_path / "e").write_bytes(b"")
-    deletion = parse_unified("diff --git a/e b/e\ndeleted file mode 100644\nindex e69de29..0000000\n")
+    deletion = parse_unified(
+        "diff --git a/e b/e\ndeleted file mode 100644\nindex e69de29..0000000\n"
+    )
     assert plan(deletion, DirReader(tmp_path)).removed == ("e",)
     (tmp_path / "e").write_bytes(b"not empty\n")
     with pytest.raises(PlanError, match="cannot delete e"):

@@ -27,6 +27,7 @@ PROPERTY = settings(derandomize=True, max_examples=150, deadline=None)
 
 # ---------------------------------------------------------------- (a) render / parse round trip
 
+
 @PROPERTY
 @given(codex_patches)
 def test_render_then_parse_round_trips(patch: Patch) -> None:

@@ -28,7 +28,9 @@ _line = st.one_of(
 _lines = st.lists(_line, max_size=25)
 # An edit: at some fraction of the file, remove some lines and insert others.
 _edits = st.lists(
-    st.tuples(st.floats(0, 1), st.integers(0, 3), st.lists(_line, max_size=3)), min_size=1, max_size=3
+    st.tuples(st.floats(0, 1), st.integers(0, 3), st.lists(_line, max_size=3)),
+    min_size=1,
+    max_size=3,
 )
 
 

@@ -48,7 +48,12 @@ _LINES = st.sampled_from(["a", "b", "a ", " b", "c"])
     st.sampled_from(list(MatchLevel)),
 )
 def test_a_search_after_a_hunk_applied_is_that_on_a_fresh_image(
-    bodies: list[str], start: int, removed: int, added: list[str], old: list[str], pos: int,
+    bodies: list[str],
+    start: int,
+    removed: int,
+    added: list[str],
+    old: list[str],
+    pos: int,
     level: MatchLevel,
 ) -> None:
     # The ids kept for every level the image has searched must follow its lines as hunks apply.

@@ -22,7 +22,7 @@ def test_builtin_check_rejects_conflict_markers_and_bad_json(repo: Repo) -> None
     )
     result = apply(repo, markers)
     assert result.returncode == 1 and "conflict" in result.stderr
-    bad_json = "*** Begin Patch\n*** Add File: data.json\n+{\"a\": 1,}\n*** End Patch\n"
+    bad_json = '*** Begin Patch\n*** Add File: data.json\n+{"a": 1,}\n*** End Patch\n'
     result = apply(repo, bad_json)
     assert result.returncode == 1 and "data.json" in result.stderr
     assert repo.commit_count() == 1
@@ -31,4 +31,8 @@ def test_builtin_check_rejects_conflict_markers_and_bad_json(repo: Repo) -> None
 def test_a_move_to_a_json_name_is_syntax_checked_as_json(repo: Repo) -> None:
     patch = "*** Begin Patch\n*** Update File: src/util.py\n*** Move to: data.json\n*** End Patch\n"
     result = apply(repo, patch)
-    assert result.returncode == 1 and "builtin:syntax" in result.stderr and "data.json" in result.stderr
+    assert (
+        result.returncode == 1
+        and "builtin:syntax" in result.stderr
+        and "data.json" in result.stderr
+    )

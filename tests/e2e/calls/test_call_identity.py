@@ -23,7 +23,10 @@ def test_same_call_twice_makes_one_commit_and_identical_output(repo: Repo) -> No
     assert orjson.loads(second.stdout)["replayed"] is True
     assert repo.commit_count() == 2
     text_first = apply(repo, PATCH)
-    assert text_first.stdout == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    assert (
+        text_first.stdout
+        == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    )
     assert repo.commit_count() == 2
 
 
@@ -47,7 +50,9 @@ def test_equivalent_spelling_is_the_same_call(repo: Repo, spelling: str) -> None
 
 
 def test_new_attempt_is_a_new_call(repo: Repo) -> None:
-    change = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    change = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    )
     first = orjson.loads(apply(repo, change, "--json").stdout)
     # Someone puts the line back, so the same patch changes something again.
     (repo.path / "src/util.py").write_text("VALUE = 1\n")

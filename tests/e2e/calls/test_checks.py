@@ -25,7 +25,7 @@ def test_failing_check_rejects_and_keeps_its_output(repo: Repo) -> None:
 
 
 def test_passing_check_runs_in_scratch_checkout_of_new_tree(repo: Repo) -> None:
-    check = "test -f tests/test_app.py && python3 -c 'import src.app as a; assert a.greet(\"x\") == \"hello x!\"'"
+    check = 'test -f tests/test_app.py && python3 -c \'import src.app as a; assert a.greet("x") == "hello x!"\''
     result = apply(repo, PATCH, "--json", "--check", check)
     assert result.returncode == 0, result.stderr
     receipt = orjson.loads(result.stdout)

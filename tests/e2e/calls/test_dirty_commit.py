@@ -63,7 +63,10 @@ def test_modified_file_is_committed_first_and_untouched_edits_stay(repo: Repo) -
     (repo.path / "README.md").write_text("# my notes, not touched by the patch\n")
     result = apply(repo, PATCH, "--dirty", "commit")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    assert (
+        result.stdout
+        == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    )
     assert_snapshot_then_call(repo, base, {"src/app.py": MINE})
     assert repo.git("show", "HEAD:src/app.py") == PATCHED
     # The checkout holds the call's content, the index matches; the untouched edit is as it was.
@@ -205,7 +208,9 @@ def test_crash_then_recover_then_repeat_gives_one_snapshot_and_one_call(
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     again = apply(repo, PATCH, "--dirty", "commit")
     assert again.returncode == 0, again.stderr
-    assert again.stdout == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    assert (
+        again.stdout == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
+    )
     assert_snapshot_then_call(repo, base, {"src/app.py": MINE})
     assert repo.commit_count() == 3
     assert (repo.path / "src/app.py").read_text() == PATCHED

@@ -30,8 +30,14 @@ def apply(repo: Repo, patch: str, *args: str):  # type: ignore[no-untyped-def]
     return run_cli("apply", "-", "--repo", str(repo.path), *args, input=patch)
 
 
-def assert_refused(repo: Repo, result, before: dict[str, bytes], head: str, *,  # type: ignore[no-untyped-def]
-                   stateless: bool) -> str:
+def assert_refused(
+    repo: Repo,
+    result,
+    before: dict[str, bytes],
+    head: str,
+    *,  # type: ignore[no-untyped-def]
+    stateless: bool,
+) -> str:
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("error: ")
     # One error line; lines that were not found add their repair data after it.
@@ -42,7 +48,7 @@ def assert_refused(repo: Repo, result, before: dict[str, bytes], head: str, *,  
     assert repo.files() == before
     if stateless:
         assert not repo.state_dir().exists()
-    return first[len("error: "):]
+    return first[len("error: ") :]
 
 
 # The git diff of this change, made below with the real git, has these context lines: the Codex
@@ -120,10 +126,25 @@ def test_git_diff_with_rename_mode_and_new_file_commits_once(repo: Repo, tmp_pat
 
 def test_edit_json_commands_commit_as_one_call(repo: Repo) -> None:
     commands = [
-        {"command": "str_replace", "path": "src/app.py", "old_str": "VALUE = 1", "new_str": "VALUE = 2"},
-        {"command": "insert", "path": "src/app.py", "insert_line": 1, "insert_text": "import sys\n"},
+        {
+            "command": "str_replace",
+            "path": "src/app.py",
+            "old_str": "VALUE = 1",
+            "new_str": "VALUE = 2",
+        },
+        {
+            "command": "insert",
+            "path": "src/app.py",
+            "insert_line": 1,
+            "insert_text": "import sys\n",
+        },
         {"command": "create", "path": "docs/notes.md", "file_text": "# Notes\n"},
-        {"command": "str_replace", "path": "docs/notes.md", "old_str": "Notes", "new_str": "Notes 2"},
+        {
+            "command": "str_replace",
+            "path": "docs/notes.md",
+            "old_str": "Notes",
+            "new_str": "Notes 2",
+        },
     ]
     result = apply(repo, json.dumps(commands))
     assert result.returncode == 0, result.stderr
@@ -154,17 +175,20 @@ def test_binary_patch_is_refused(repo: Repo) -> None:
         "diff --git a/data/logo.png b/data/logo.png\nindex 1234567..89abcde 100644\n"
         "GIT binary patch\nliteral 5\nMcmZQzU|?imfB*;p\n\nliteral 0\nHcmV?d00001\n\n"
     )
-    message = assert_refused(repo, apply(repo, patch, "--format", "unified"), before, head,
-                             stateless=True)
-    assert message.startswith("patch line 3: data/logo.png has a binary change; applyonce applies "
-                              "text changes only")
+    message = assert_refused(
+        repo, apply(repo, patch, "--format", "unified"), before, head, stateless=True
+    )
+    assert message.startswith(
+        "patch line 3: data/logo.png has a binary change; applyonce applies text changes only"
+    )
 
 
 def test_malformed_hunk_header_is_refused(repo: Repo) -> None:
     before, head = repo.files(), repo.head()
     patch = "--- a/src/app.py\n+++ b/src/app.py\n@@ -4,2 +4,2\n def greet(name):\n-x\n+y\n"
-    message = assert_refused(repo, apply(repo, patch, "--format", "unified"), before, head,
-                             stateless=True)
+    message = assert_refused(
+        repo, apply(repo, patch, "--format", "unified"), before, head, stateless=True
+    )
     assert message == (
         "patch line 3: malformed hunk header '@@ -4,2 +4,2'; write hunk headers as "
         "'@@ -START,COUNT +START,COUNT @@'"
@@ -174,8 +198,11 @@ def test_malformed_hunk_header_is_refused(repo: Repo) -> None:
 @pytest.mark.parametrize(
     ("format", "patch"),
     [
-        ("unified", "diff --git a/../x.txt b/../x.txt\nnew file mode 100644\n--- /dev/null\n"
-                    "+++ b/../x.txt\n@@ -0,0 +1 @@\n+x\n"),
+        (
+            "unified",
+            "diff --git a/../x.txt b/../x.txt\nnew file mode 100644\n--- /dev/null\n"
+            "+++ b/../x.txt\n@@ -0,0 +1 @@\n+x\n",
+        ),
         ("edit-json", json.dumps([{"command": "create", "path": "../x.txt", "file_text": "x\n"}])),
     ],
 )
@@ -183,8 +210,9 @@ def test_path_outside_the_repository_is_refused(
     repo: Repo, tmp_path: Path, format: str, patch: str
 ) -> None:
     before, head = repo.files(), repo.head()
-    message = assert_refused(repo, apply(repo, patch, "--format", format), before, head,
-                             stateless=True)
+    message = assert_refused(
+        repo, apply(repo, patch, "--format", format), before, head, stateless=True
+    )
     assert message.startswith("path '../x.txt' contains '..'")
     assert not (tmp_path / "x.txt").exists()
 
@@ -198,12 +226,15 @@ def test_str_replace_that_does_not_match_exactly_once_is_refused(
     repo: Repo, old_str: str, count: int, detail: str
 ) -> None:
     before, head = repo.files(), repo.head()
-    patch = json.dumps([
-        {"command": "create", "path": "other.txt", "file_text": "o\n"},
-        {"command": "str_replace", "path": "src/app.py", "old_str": old_str, "new_str": "x"},
-    ])
-    message = assert_refused(repo, apply(repo, patch, "--format", "edit-json"), before, head,
-                             stateless=False)
+    patch = json.dumps(
+        [
+            {"command": "create", "path": "other.txt", "file_text": "o\n"},
+            {"command": "str_replace", "path": "src/app.py", "old_str": old_str, "new_str": "x"},
+        ]
+    )
+    message = assert_refused(
+        repo, apply(repo, patch, "--format", "edit-json"), before, head, stateless=False
+    )
     assert message.startswith(
         f"src/app.py: commands[1] (str_replace): old_str occurs {detail}; it must occur exactly once"
     )
@@ -217,10 +248,12 @@ def test_str_replace_that_does_not_match_exactly_once_is_refused(
 
 def test_insert_line_out_of_range_is_refused(repo: Repo) -> None:
     before, head = repo.files(), repo.head()
-    patch = json.dumps([{"command": "insert", "path": "README.md", "insert_line": 5,
-                         "insert_text": "x\n"}])
-    message = assert_refused(repo, apply(repo, patch, "--format", "edit-json"), before, head,
-                             stateless=False)
+    patch = json.dumps(
+        [{"command": "insert", "path": "README.md", "insert_line": 5, "insert_text": "x\n"}]
+    )
+    message = assert_refused(
+        repo, apply(repo, patch, "--format", "edit-json"), before, head, stateless=False
+    )
     assert message.startswith(
         "README.md: commands[0] (insert): insert_line 5 is out of range; README.md has 1 lines "
         "(use 0 to 1)"
@@ -231,7 +264,9 @@ def test_unknown_edit_command_is_refused(repo: Repo) -> None:
     before, head = repo.files(), repo.head()
     patch = json.dumps([{"command": "view", "path": "README.md"}])
     message = assert_refused(repo, apply(repo, patch), before, head, stateless=True)
-    assert message == "commands[0]: unknown command 'view'; use create, str_replace, insert or delete"
+    assert (
+        message == "commands[0]: unknown command 'view'; use create, str_replace, insert or delete"
+    )
 
 
 def test_unified_hunk_that_does_not_apply_rejects_the_whole_diff(repo: Repo) -> None:
@@ -247,8 +282,9 @@ def test_unified_hunk_that_does_not_apply_rejects_the_whole_diff(repo: Repo) -> 
 
 def test_explicit_format_that_does_not_fit_names_it(repo: Repo) -> None:
     before, head = repo.files(), repo.head()
-    message = assert_refused(repo, apply(repo, CODEX, "--format", "edit-json"), before, head,
-                             stateless=True)
+    message = assert_refused(
+        repo, apply(repo, CODEX, "--format", "edit-json"), before, head, stateless=True
+    )
     assert message.startswith("the patch is not in the edit-json format (tried: edit-json)")
     unrecognised = apply(repo, "make it better\n")
     assert unrecognised.returncode == 2  # not a patch at all: a usage error

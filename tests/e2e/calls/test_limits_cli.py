@@ -37,7 +37,9 @@ def test_patch_bytes_cap_comes_from_git_config(repo: Repo) -> None:
     repo.git("config", "applyonce.maxPatchBytes", "1k")
     patch = "*** Begin Patch\n*** Add File: a.txt\n" + "+line\n" * 300 + "*** End Patch\n"
     _assert_refused(
-        repo, patch, "the patch is larger than 1 KiB; split the change into several smaller "
+        repo,
+        patch,
+        "the patch is larger than 1 KiB; split the change into several smaller "
         "patches, or raise the limit: git config applyonce.maxPatchBytes N",
     )
     repo.git("config", "applyonce.maxPatchBytes", "4k")
@@ -74,7 +76,9 @@ def test_write_cap_counts_copies_and_moves(repo: Repo) -> None:
         for i in range(20)
     )
     assert len(copies) < 2500
-    _assert_refused(repo, copies, "the patch would write up to 1280 KiB, more than the limit of 1 MiB")
+    _assert_refused(
+        repo, copies, "the patch would write up to 1280 KiB, more than the limit of 1 MiB"
+    )
     moves = "".join(
         f"*** Update File: {name}\n*** Move to: moved/{name}\n"
         for name in ("big.txt", "src/util.py")

@@ -50,7 +50,9 @@ def test_refuses_absolute_path_that_only_shares_a_prefix(repo: Repo) -> None:
     _assert_refused(repo, _patch(sibling), "is outside the repository")
 
 
-@pytest.mark.parametrize("path", [".git/hooks/pre-commit", ".GIT/config", "sub/.Git/x", ".git./x", "git~1/config"])
+@pytest.mark.parametrize(
+    "path", [".git/hooks/pre-commit", ".GIT/config", "sub/.Git/x", ".git./x", "git~1/config"]
+)
 def test_refuses_dot_git_in_any_case(repo: Repo, path: str) -> None:
     _assert_refused(repo, _patch(path), "is inside .git")
     assert not (repo.path / ".git/hooks/pre-commit").exists()
@@ -95,7 +97,11 @@ def test_refuses_move_into_dot_git(repo: Repo) -> None:
 
 
 def test_refuses_oversized_patch(repo: Repo) -> None:
-    big = "*** Begin Patch\n*** Add File: big.txt\n" + ("+" + "x" * 1023 + "\n") * (33 * 1024) + "*** End Patch\n"
+    big = (
+        "*** Begin Patch\n*** Add File: big.txt\n"
+        + ("+" + "x" * 1023 + "\n") * (33 * 1024)
+        + "*** End Patch\n"
+    )
     _assert_refused(repo, big, "larger than 32 MiB")
 
 

@@ -10,13 +10,18 @@ from tests.conftest import Repo, apply, run_cli
 
 
 def test_a_patch_that_changes_nothing_is_refused_not_an_empty_commit(repo: Repo) -> None:
-    change = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    change = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    )
     assert apply(repo, change).returncode == 0
     head = repo.head()
     # The file already is what the patch makes it: the context-only hunk changes nothing.
     again = apply(repo, change.replace("-VALUE = 1\n+VALUE = 2", " VALUE = 2"))
     assert again.returncode == 1
-    assert again.stderr.startswith("error: the patch changes nothing") and again.stderr.count("\n") == 1
+    assert (
+        again.stderr.startswith("error: the patch changes nothing")
+        and again.stderr.count("\n") == 1
+    )
     assert repo.head() == head
 
 

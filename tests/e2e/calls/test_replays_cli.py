@@ -23,7 +23,7 @@ NOTES = "*** Begin Patch\n*** Update File: notes.txt\n@@\n one\n-two\n+TWO\n*** 
 UTIL = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 # A .gitmodules that 'git fsck --strict' refuses: the patch alone decides, whatever the tip.
 BAD_GITMODULES = (
-    "*** Begin Patch\n*** Add File: .gitmodules\n+[submodule \"x\"]\n+\tpath = -x\n"
+    '*** Begin Patch\n*** Add File: .gitmodules\n+[submodule "x"]\n+\tpath = -x\n'
     "+\turl = https://example.invalid/x\n*** End Patch\n"
 )
 
@@ -70,7 +70,9 @@ def test_a_repeat_names_its_commit_on_stderr_and_json_says_replayed(repo: Repo) 
     shown = run_cli("show", stored["call_id"], "--repo", str(repo.path), "--json")
     assert repeated == orjson.loads(shown.stdout)  # values as stored; show stays the receipt
     assert "replayed" not in orjson.loads(shown.stdout)
-    assert again.stdout.endswith('"updated_at": "' + stored["updated_at"] + '",\n  "replayed": true\n}\n')
+    assert again.stdout.endswith(
+        '"updated_at": "' + stored["updated_at"] + '",\n  "replayed": true\n}\n'
+    )
     # The agent's text is the stored output, byte for byte; the note is one stderr line.
     assert text.stdout == stored["output"]
     line = f"applyonce: replayed call {stored['call_id'][:12]}: its commit {stored['commit'][:12]} is on refs/heads/main\n"
@@ -216,11 +218,25 @@ def test_two_concurrent_reruns_give_one_commit(repo: Repo) -> None:
     rejected = orjson.loads(apply(repo, NOTES, "--json").stdout)
     _commit(repo, "notes.txt", "one\ntwo\n", "two")
     # A slow check keeps the first re-run busy while the second one arrives.
-    argv = [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-            "--check", "sleep 1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "applyonce",
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        "--check",
+        "sleep 1",
+    ]
     procs = [
-        subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=dict(os.environ))
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ),
+        )
         for _ in range(2)
     ]
     for proc in procs:

@@ -33,7 +33,9 @@ def test_an_odd_ledger_state_never_makes_a_second_commit(repo: Repo) -> None:
     assert apply(repo, ADD).returncode == 0
     for state, retryable in (("bogus", 0), ("rejected", 1), ("prepared", 0)):
         db = sqlite3.connect(repo.state_dir() / "ledger.sqlite3")
-        db.execute("UPDATE calls SET state = ?, retryable = ?, owner_pid = NULL", (state, retryable))
+        db.execute(
+            "UPDATE calls SET state = ?, retryable = ?, owner_pid = NULL", (state, retryable)
+        )
         db.commit()
         db.close()
         again = apply(repo, ADD)

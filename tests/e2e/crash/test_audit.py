@@ -20,7 +20,9 @@ def test_clean_repo_audits_clean(repo: Repo) -> None:
     apply(repo, SECOND)
     result = run_cli("audit", "--repo", str(repo.path))
     assert result.returncode == 0
-    assert result.stdout == "audited 2 Call-Id commit(s) on refs/heads/main and 2 receipt(s): clean\n"
+    assert (
+        result.stdout == "audited 2 Call-Id commit(s) on refs/heads/main and 2 receipt(s): clean\n"
+    )
 
 
 def test_edited_digests_are_found(repo: Repo) -> None:
@@ -33,7 +35,10 @@ def test_edited_digests_are_found(repo: Repo) -> None:
     assert code == 1
     assert [(p["kind"], p["call_id"]) for p in problems] == [("tampered", receipt["call_id"])]
     text = run_cli("audit", "--repo", str(repo.path)).stdout
-    assert f"tampered     {receipt['call_id'][:12]}  receipt {receipt['call_id'][:12]} was changed" in text
+    assert (
+        f"tampered     {receipt['call_id'][:12]}  receipt {receipt['call_id'][:12]} was changed"
+        in text
+    )
 
 
 def test_edited_digests_are_found_even_without_the_ledger(repo: Repo) -> None:
@@ -195,7 +200,14 @@ def test_forged_trailer_is_found(repo: Repo) -> None:
 
 def test_replay_rederives_every_output_and_finds_a_forged_one(repo: Repo) -> None:
     apply(repo)
-    rejected = run_cli("apply", "-", "--repo", str(repo.path), "--json", input=PATCH.replace("VALUE = 1", "VALUE = 9"))
+    rejected = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        "--json",
+        input=PATCH.replace("VALUE = 1", "VALUE = 9"),
+    )
     assert rejected.returncode == 1
     result = run_cli("replay", "--repo", str(repo.path))
     assert result.returncode == 0
@@ -215,7 +227,14 @@ def test_replay_rederives_every_output_and_finds_a_forged_one(repo: Repo) -> Non
 
 
 def test_unknown_outcome_needs_a_person_then_resolves(repo: Repo) -> None:
-    first = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-publish"})
+    first = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        input=PATCH,
+        env={"APPLYONCE_FAULT": "after-publish"},
+    )
     assert first.returncode == -signal.SIGKILL
     commit = repo.head()
     # The crash left the checkout unsynced, and the index.lock the call held: the user removes
@@ -233,10 +252,23 @@ def test_unknown_outcome_needs_a_person_then_resolves(repo: Repo) -> None:
     again = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH)
     assert again.returncode == 5 and "outcome is unknown" in again.stderr
     call_id = repo.call_ids()[0]
-    ambiguous = run_cli("resolve", call_id, "--as", "committed", "--note", "x", "--repo", str(repo.path))
+    ambiguous = run_cli(
+        "resolve", call_id, "--as", "committed", "--note", "x", "--repo", str(repo.path)
+    )
     assert ambiguous.returncode == 2 and "pass --commit" in ambiguous.stderr
-    done = run_cli("resolve", call_id, "--as", "committed", "--commit", commit,
-                   "--note", "the first one counts", "--repo", str(repo.path), "--json")
+    done = run_cli(
+        "resolve",
+        call_id,
+        "--as",
+        "committed",
+        "--commit",
+        commit,
+        "--note",
+        "the first one counts",
+        "--repo",
+        str(repo.path),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     receipt = orjson.loads(done.stdout)
     assert receipt["status"] == "committed" and receipt["commit"] == commit

@@ -15,13 +15,43 @@ CALL = "c" * 64
 # Lines a message is made of: trailers in odd spellings and places, dividers, comments,
 # continuation lines, scissors, git-generated lines, CR.
 PIECES = [
-    "Call-Id: {id}", "call-id: {id}", "CALL-ID:{id}", "Call-Id : {id}", "Call-Id\t: {id}",
-    " Call-Id: {id}", "Call-Id: {id}\r", "Call-Id: {id} trailing", "#Call-Id: {id}", "Call_Id: {id}",
-    "Call-Id:", "Tool: apply_patch", "Args-Sha256: 00", "Fixes: 123", "Key with space: v",
-    "Signed-off-by: A <a@b.invalid>", "(cherry picked from commit abc)", "---", "--- a/x", "-----",
-    "# comment", "", " ", "\t", "\r", "  continued", "\tmore", "plain text line", "Bug #43",
-    "Conflicts:", "\tpath.c", "# ------------------------ >8 ------------------------", "a: b",
-    ":x", "http://x.invalid/z", "\x0bvt", "\x0cff",
+    "Call-Id: {id}",
+    "call-id: {id}",
+    "CALL-ID:{id}",
+    "Call-Id : {id}",
+    "Call-Id\t: {id}",
+    " Call-Id: {id}",
+    "Call-Id: {id}\r",
+    "Call-Id: {id} trailing",
+    "#Call-Id: {id}",
+    "Call_Id: {id}",
+    "Call-Id:",
+    "Tool: apply_patch",
+    "Args-Sha256: 00",
+    "Fixes: 123",
+    "Key with space: v",
+    "Signed-off-by: A <a@b.invalid>",
+    "(cherry picked from commit abc)",
+    "---",
+    "--- a/x",
+    "-----",
+    "# comment",
+    "",
+    " ",
+    "\t",
+    "\r",
+    "  continued",
+    "\tmore",
+    "plain text line",
+    "Bug #43",
+    "Conflicts:",
+    "\tpath.c",
+    "# ------------------------ >8 ------------------------",
+    "a: b",
+    ":x",
+    "http://x.invalid/z",
+    "\x0bvt",
+    "\x0cff",
 ]
 
 
@@ -29,7 +59,9 @@ def _message(rng: random.Random) -> bytes:
     lines = [f"subject {rng.randint(0, 99)}"] if rng.random() < 0.9 else []
     for _ in range(rng.randint(0, 12)):
         lines.append(rng.choice(PIECES).format(id=f"{rng.getrandbits(256):064x}"))
-    text = ("\r\n" if rng.random() < 0.1 else "\n").join(lines) + ("\n" if rng.random() < 0.7 else "")
+    text = ("\r\n" if rng.random() < 0.1 else "\n").join(lines) + (
+        "\n" if rng.random() < 0.7 else ""
+    )
     return ("\n" * rng.randint(1, 2) if rng.random() < 0.2 else "").encode() + text.encode()
 
 
@@ -39,14 +71,21 @@ def _import(repo: Repo, messages: list[bytes]) -> None:
     parent = repo.head()
     for i, message in enumerate(messages, start=1):
         stream += b"commit refs/heads/main\nmark :%d\n" % i
-        stream += b"committer A <a@b.invalid> 1700000000 +0000\ndata %d\n%s\n" % (len(message), message)
+        stream += b"committer A <a@b.invalid> 1700000000 +0000\ndata %d\n%s\n" % (
+            len(message),
+            message,
+        )
         stream += b"from :%d\n\n" % (i - 1) if i > 1 else b"from %s\n\n" % parent.encode()
-    subprocess.run(["git", "-C", str(repo.path), "fast-import", "--quiet"], input=bytes(stream), check=True)
+    subprocess.run(
+        ["git", "-C", str(repo.path), "fast-import", "--quiet"], input=bytes(stream), check=True
+    )
 
 
 def _git_call_ids(repo: Repo) -> set[tuple[str, str]]:
     """``(commit, Call-Id)`` for each Call-Id trailer git shows (empty values name nothing)."""
-    out = repo.git("log", "--format=%H%x00%(trailers:key=Call-Id,unfold,separator=%x01)%x00", "main")
+    out = repo.git(
+        "log", "--format=%H%x00%(trailers:key=Call-Id,unfold,separator=%x01)%x00", "main"
+    )
     parts = out.split("\x00")
     found = set()
     for commit, block in zip(parts[0::2], parts[1::2], strict=False):
@@ -60,7 +99,9 @@ def _audited(repo: Repo) -> tuple[int, set[tuple[str, str]]]:
     """How many Call-Id commits audit read, and the ``(commit, Call-Id)`` it reported."""
     result = run_cli("audit", "--repo", str(repo.path), "--json")
     report = orjson.loads(result.stdout)
-    return report["commits"], {(p["commit"], p["call_id"]) for p in report["problems"] if p["commit"]}
+    return report["commits"], {
+        (p["commit"], p["call_id"]) for p in report["problems"] if p["commit"]
+    }
 
 
 def test_a_call_id_after_a_divider_line_is_audited(repo: Repo) -> None:

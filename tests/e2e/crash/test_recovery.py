@@ -17,14 +17,21 @@ from applyonce.faults import POINTS
 from tests.conftest import Repo, make_repo, run_cli, stored_json
 from tests.e2e.support import THREE_FILE_PATCH, assert_invariants
 
-BAD_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 7\n+VALUE = 8\n*** End Patch\n"
+BAD_PATCH = (
+    "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 7\n+VALUE = 8\n*** End Patch\n"
+)
 # after-snapshot is reached only with --dirty commit (tests/e2e/calls/test_dirty_commit.py).
 # after-push-objects and during-catch-up only with --remote (tests/e2e/fleet/test_remote_publish.py).
 # after-roll-forward only in recover (tests/e2e/git/test_commits_beside_calls.py).
 COMMIT_POINTS = [
-    p for p in POINTS
-    if p not in (
-        "after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up",
+    p
+    for p in POINTS
+    if p
+    not in (
+        "after-reject-receipt-tmp",
+        "after-snapshot",
+        "after-push-objects",
+        "during-catch-up",
         "after-roll-forward",
     )
 ]
@@ -82,7 +89,9 @@ def test_repeating_an_interrupted_call_recovers_it_first(repo: Repo, point: str)
     assert_invariants(repo, base, receipt["call_id"], committed=True)
 
 
-def test_reconciled_receipt_equals_what_the_original_would_have_written(repo: Repo, tmp_path: Path) -> None:
+def test_reconciled_receipt_equals_what_the_original_would_have_written(
+    repo: Repo, tmp_path: Path
+) -> None:
     clean = make_repo(tmp_path / "clean", repo.files())
     expected = orjson.loads(apply(clean).stdout)
     assert apply(repo, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
@@ -128,7 +137,9 @@ def test_recover_reports_unheld_git_locks_and_removes_none(repo: Repo) -> None:
     held = repo.path / ".git" / "index.lock"
     held.write_text("")
     os.utime(held, (old, old))
-    holder = subprocess.Popen([sys.executable, "-c", f"f=open({str(held)!r}); import time; time.sleep(60)"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"f=open({str(held)!r}); import time; time.sleep(60)"]
+    )
     try:
         time.sleep(0.5)
         result = run_cli("recover", "--repo", str(repo.path), "--json")
@@ -145,9 +156,20 @@ def test_recover_reports_unheld_git_locks_and_removes_none(repo: Repo) -> None:
 
 def test_recover_of_a_live_call_leaves_it_alone(repo: Repo) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-         "--check", "sleep 3"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            "-",
+            "--repo",
+            str(repo.path),
+            "--check",
+            "sleep 3",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdin is not None
     proc.stdin.write(THREE_FILE_PATCH.encode())
@@ -166,13 +188,22 @@ def test_two_recovers_and_an_apply_race(repo: Repo) -> None:
     base = repo.head()
     assert apply(repo, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
     procs = [
-        subprocess.Popen([sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE),
-        subprocess.Popen([sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE),
-        subprocess.Popen([sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-                          "--json"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE),
+        subprocess.Popen(
+            [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo.path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path), "--json"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ),
     ]
     procs[2].stdin.write(THREE_FILE_PATCH.encode())  # type: ignore[union-attr]
     procs[2].stdin.close()  # type: ignore[union-attr]
@@ -206,7 +237,9 @@ def test_chaos_kills_from_outside(tmp_path: Path) -> None:
     for patch in patches:
         proc = subprocess.Popen(
             [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         proc.stdin.write(patch.encode())  # type: ignore[union-attr]
         proc.stdin.close()  # type: ignore[union-attr]

@@ -14,11 +14,16 @@ from tests.e2e.crash.records import SECOND, apply, audit
 
 
 def test_recover_says_when_it_had_to_search_the_whole_branch(repo: Repo) -> None:
-    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-claim"})
+    crashed = run_cli(
+        "apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-claim"}
+    )
     assert crashed.returncode == -signal.SIGKILL
     result = run_cli("recover", "--repo", str(repo.path))
     assert result.returncode == 0
-    assert "note: refs/heads/main: a call has no known base on the branch; searched its whole history" in result.stdout
+    assert (
+        "note: refs/heads/main: a call has no known base on the branch; searched its whole history"
+        in result.stdout
+    )
     assert "interrupted before the publish" in result.stdout
 
 
@@ -62,7 +67,14 @@ def test_recover_rebuilds_the_record_of_a_lost_state_dir(repo: Repo) -> None:
 
 
 def test_recover_settles_a_prepared_receipt_whose_ledger_was_lost(repo: Repo) -> None:
-    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-publish"})
+    crashed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        input=PATCH,
+        env={"APPLYONCE_FAULT": "after-publish"},
+    )
     assert crashed.returncode == -signal.SIGKILL
     (repo.state_dir() / "ledger.sqlite3").unlink()
     for leftover in repo.state_dir().glob("ledger.sqlite3-*"):
@@ -74,9 +86,13 @@ def test_recover_settles_a_prepared_receipt_whose_ledger_was_lost(repo: Repo) ->
     assert len(repo.call_ids()) == 1
 
 
-def test_recover_restores_ledger_rows_from_receipts_after_the_ledger_was_moved_aside(repo: Repo) -> None:
+def test_recover_restores_ledger_rows_from_receipts_after_the_ledger_was_moved_aside(
+    repo: Repo,
+) -> None:
     one = apply(repo)
-    rejected = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH.replace("VALUE = 1", "VALUE = 9"))
+    rejected = run_cli(
+        "apply", "-", "--repo", str(repo.path), input=PATCH.replace("VALUE = 1", "VALUE = 9")
+    )
     assert rejected.returncode == 1
     ledger = repo.state_dir() / "ledger.sqlite3"
     ledger.rename(repo.state_dir() / "ledger.broken")
@@ -110,7 +126,14 @@ def test_recover_records_a_call_with_two_commits_and_no_record_as_unknown(repo: 
 
 
 def test_a_retry_removes_the_temp_receipt_its_killed_run_left(repo: Repo) -> None:
-    crashed = run_cli("apply", "-", "--repo", str(repo.path), input=PATCH, env={"APPLYONCE_FAULT": "after-receipt-tmp"})
+    crashed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        input=PATCH,
+        env={"APPLYONCE_FAULT": "after-receipt-tmp"},
+    )
     assert crashed.returncode == -signal.SIGKILL
     assert list((repo.state_dir() / "receipts").glob(".applyonce-tmp-*"))
     assert apply(repo)["status"] == "committed"

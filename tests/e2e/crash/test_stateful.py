@@ -21,29 +21,40 @@ CALLS = 3
 # after-push-objects and during-catch-up only with --remote (tests/e2e/fleet/test_remote_publish.py).
 # after-roll-forward only in recover (tests/e2e/git/test_commits_beside_calls.py).
 CRASH_POINTS = [
-    p for p in POINTS
-    if p not in (
-        "after-reject-receipt-tmp", "after-snapshot", "after-push-objects", "during-catch-up",
+    p
+    for p in POINTS
+    if p
+    not in (
+        "after-reject-receipt-tmp",
+        "after-snapshot",
+        "after-push-objects",
+        "during-catch-up",
         "after-roll-forward",
     )
 ]
 
 
 def patch_for(i: int) -> str:
-    return f"*** Begin Patch\n*** Update File: f{i}.txt\n@@\n-before {i}\n+after {i}\n*** End Patch\n"
+    return (
+        f"*** Begin Patch\n*** Update File: f{i}.txt\n@@\n-before {i}\n+after {i}\n*** End Patch\n"
+    )
 
 
 class ApplyCrashRecover(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="applyonce-stateful-"))
-        self.repo = make_repo(self.tmp / "repo", {f"f{i}.txt": f"before {i}\n" for i in range(CALLS)})
+        self.repo = make_repo(
+            self.tmp / "repo", {f"f{i}.txt": f"before {i}\n" for i in range(CALLS)}
+        )
         self.committed: set[int] = set()  # calls that must be on the branch
         self.publishable: set[int] = set()  # crashed once its commit object existed: may land
         self.outside = 0
 
     def apply(self, i: int, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-        return run_cli("apply", "-", "--repo", str(self.repo.path), "--json", input=patch_for(i), env=env)
+        return run_cli(
+            "apply", "-", "--repo", str(self.repo.path), "--json", input=patch_for(i), env=env
+        )
 
     @rule(i=st.integers(0, CALLS - 1))
     def apply_call(self, i: int) -> None:

@@ -50,16 +50,21 @@ def test_a_receipt_tampered_with_in_the_shared_ledger_is_reported_not_trusted(
 
     other = served.another_clone(tmp_path / "other")
     fleet = ("--remote", "origin", "--ledger", pg_url)
-    first = run_cli("apply", "-", "--repo", str(served.clone.path), *fleet, "--json",
-                    input=UTIL_PATCH)
+    first = run_cli(
+        "apply", "-", "--repo", str(served.clone.path), *fleet, "--json", input=UTIL_PATCH
+    )
     assert first.returncode == 0, first.stderr
     call_id = json.loads(first.stdout)["call_id"]
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        (body,) = conn.execute("SELECT body FROM receipts WHERE call_id = %s", (call_id,)).fetchone()
-        forged = bytes(body).replace(b"\"updated_at\": \"2", b"\"updated_at\": \"1")
+        (body,) = conn.execute(
+            "SELECT body FROM receipts WHERE call_id = %s", (call_id,)
+        ).fetchone()
+        forged = bytes(body).replace(b'"updated_at": "2', b'"updated_at": "1')
         assert forged != bytes(body)
-        conn.execute("UPDATE receipts SET body = %s, sha256 = %s WHERE call_id = %s",
-                     (forged, hashlib.sha256(forged).hexdigest(), call_id))
+        conn.execute(
+            "UPDATE receipts SET body = %s, sha256 = %s WHERE call_id = %s",
+            (forged, hashlib.sha256(forged).hexdigest(), call_id),
+        )
     shown = run_cli("show", call_id, "--repo", str(other.path), *fleet)
     assert shown.returncode == 5, shown.stdout + shown.stderr
     assert "changed after applyonce wrote it" in shown.stderr
@@ -81,8 +86,9 @@ def test_a_remote_without_the_branch_never_gets_a_root_commit_of_the_call_alone(
     clone = served.clone
     clone.git("remote", "set-url", "origin", empty)
     before = (clone.files(), clone.head())
-    run = run_cli("apply", "-", "--repo", str(clone.path), "--remote", "origin",
-                  input=NEW_FILE_PATCH)
+    run = run_cli(
+        "apply", "-", "--repo", str(clone.path), "--remote", "origin", input=NEW_FILE_PATCH
+    )
     assert run.returncode == 4, run.stdout + run.stderr
     assert "git push origin main" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
@@ -90,8 +96,9 @@ def test_a_remote_without_the_branch_never_gets_a_root_commit_of_the_call_alone(
     assert (clone.files(), clone.head()) == before
     # Once the branch is there, the same call lands on it.
     clone.git("push", "-q", "origin", "main")
-    again = run_cli("apply", "-", "--repo", str(clone.path), "--remote", "origin",
-                    input=NEW_FILE_PATCH)
+    again = run_cli(
+        "apply", "-", "--repo", str(clone.path), "--remote", "origin", input=NEW_FILE_PATCH
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert (clone.path / "new.txt").read_text() == "new\n"
     assert (clone.path / "README.md").exists()
@@ -105,18 +112,36 @@ def test_a_call_left_pending_by_one_clone_and_made_by_another_lands_once(
     own pending push: one Call-Id, one commit on the server's branch."""
     import json
 
-    killed = run_cli("apply", "-", "--repo", str(served.clone.path), "--remote", "origin",
-                     input=UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"})
+    killed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(served.clone.path),
+        "--remote",
+        "origin",
+        input=UTIL_PATCH,
+        env={"APPLYONCE_FAULT": "after-push-objects"},
+    )
     assert killed.returncode == -9
     other = served.another_clone(tmp_path / "other")
-    made = run_cli("apply", "-", "--repo", str(other.path), "--remote", "origin", "--json",
-                   input=UTIL_PATCH)
+    made = run_cli(
+        "apply", "-", "--repo", str(other.path), "--remote", "origin", "--json", input=UTIL_PATCH
+    )
     assert made.returncode == 0, made.stderr
     done = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
     assert done.returncode == 0, done.stdout + done.stderr
     out = served.server_git("log", "--format=%(trailers:key=Call-Id,valueonly)", "main")
-    assert [line for line in out.splitlines() if line.strip()] == [json.loads(made.stdout)["call_id"]]
+    assert [line for line in out.splitlines() if line.strip()] == [
+        json.loads(made.stdout)["call_id"]
+    ]
     assert served.server_git("for-each-ref", "refs/applyonce/").strip() == ""
-    shown = run_cli("show", json.loads(made.stdout)["call_id"], "--repo", str(served.clone.path),
-                    "--remote", "origin", "--json")
+    shown = run_cli(
+        "show",
+        json.loads(made.stdout)["call_id"],
+        "--repo",
+        str(served.clone.path),
+        "--remote",
+        "origin",
+        "--json",
+    )
     assert json.loads(shown.stdout)["commit"] == json.loads(made.stdout)["commit"]

@@ -11,8 +11,13 @@ def test_a_password_in_the_query_of_a_refused_ledger_url_is_never_printed(repo: 
     a password given as a query parameter (as libpq URLs allow) must not be in it."""
     before = (repo.files(), repo.head())
     run = run_cli(
-        "apply", "-", "--repo", str(repo.path), "--ledger",
-        "mysql://u@db.example/app?password=s3cret-token", input=UTIL_PATCH,
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        "--ledger",
+        "mysql://u@db.example/app?password=s3cret-token",
+        input=UTIL_PATCH,
     )
     assert run.returncode == 2, run.stderr
     assert "s3cret-token" not in run.stdout + run.stderr
@@ -27,8 +32,15 @@ def test_a_ledger_url_with_a_bad_option_value_is_a_usage_error(served: Served) -
     repo = served.clone
     before = (repo.files(), repo.head())
     run = run_cli(
-        "apply", "-", "--repo", str(repo.path), "--remote", "origin", "--ledger",
-        "postgresql://u@/db?host=/nonexistent&connect_timeout=soon", input=UTIL_PATCH,
+        "apply",
+        "-",
+        "--repo",
+        str(repo.path),
+        "--remote",
+        "origin",
+        "--ledger",
+        "postgresql://u@/db?host=/nonexistent&connect_timeout=soon",
+        input=UTIL_PATCH,
     )
     assert run.returncode == 2, run.stderr
     assert "connect_timeout" in run.stderr and "Traceback" not in run.stderr
@@ -41,8 +53,7 @@ def test_a_hostile_remote_name_is_never_echoed_in_a_command_to_run(repo: Repo) -
     tell the user to run 'git remote add -oProxyCommand=... URL' (it did)."""
     before = (repo.files(), repo.head())
     for name in ("-oProxyCommand=touch pwned", "origin;id", "../x"):
-        run = run_cli("apply", "-", "--repo", str(repo.path), "--remote", name,
-                      input=UTIL_PATCH)
+        run = run_cli("apply", "-", "--repo", str(repo.path), "--remote", name, input=UTIL_PATCH)
         assert run.returncode == 2, run.stderr
         assert "git remote add" not in run.stderr, run.stderr
         assert "is not a remote name" in run.stderr

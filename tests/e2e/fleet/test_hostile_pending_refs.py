@@ -41,8 +41,14 @@ def test_recover_never_publishes_a_pending_commit_whose_call_it_does_not_know(
     leave it, never publish it to the shared branch."""
     attacker = served.another_clone(tmp_path / "attacker")
     killed = run_cli(
-        "apply", "-", "--repo", str(attacker.path), "--remote", "origin",
-        input=UTIL_PATCH, env={"APPLYONCE_FAULT": "after-push-objects"},
+        "apply",
+        "-",
+        "--repo",
+        str(attacker.path),
+        "--remote",
+        "origin",
+        input=UTIL_PATCH,
+        env={"APPLYONCE_FAULT": "after-push-objects"},
     )
     assert killed.returncode == -9
     (genuine,) = served.server_git(
@@ -78,8 +84,16 @@ def test_a_foreign_commit_with_a_copied_call_id_on_the_server_is_never_adopted(
     attacker.git("push", "-q", "origin", "HEAD:main")
     forged_tip = _server_tip(served)
 
-    run = run_cli("apply", "-", "--repo", str(served.clone.path), "--remote", "origin",
-                  "--json", input=UTIL_PATCH)
+    run = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(served.clone.path),
+        "--remote",
+        "origin",
+        "--json",
+        input=UTIL_PATCH,
+    )
     assert run.returncode == 5, run.stdout + run.stderr
     assert '"forged-call-id"' in run.stdout and forged_tip[:12] in run.stdout
     assert "Traceback" not in run.stderr
@@ -98,10 +112,14 @@ def test_pending_refs_that_name_no_commit_of_theirs_are_left_without_a_traceback
     blob = attacker.git("rev-parse", "HEAD:README.md").strip()
     tree = attacker.git("rev-parse", "HEAD^{tree}").strip()
     head = attacker.head()
-    attacker.git("push", "-q", "origin",
-                 f"{head}:{PENDING}{'ab' * 20}",
-                 f"{blob}:{PENDING}{blob}",
-                 f"{tree}:{PENDING}{tree}")
+    attacker.git(
+        "push",
+        "-q",
+        "origin",
+        f"{head}:{PENDING}{'ab' * 20}",
+        f"{blob}:{PENDING}{blob}",
+        f"{tree}:{PENDING}{tree}",
+    )
     before = _server_tip(served)
     done = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
     assert "Traceback" not in done.stderr, done.stderr

@@ -28,8 +28,18 @@ def spawn(clone: Repo, patch: str) -> subprocess.Popen[str]:
     path = clone.path.parent / f"patch-{abs(hash((patch, os.urandom(4))))}.txt"
     path.write_text(patch)
     return subprocess.Popen(
-        [sys.executable, "-m", "applyonce", "apply", str(path), "--repo", str(clone.path),
-         "--remote", "origin", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            str(path),
+            "--repo",
+            str(clone.path),
+            "--remote",
+            "origin",
+            "--json",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -239,7 +249,10 @@ def test_git_daemon_cli_starts_and_stops(tmp_path: Path) -> None:
     script = Path(__file__).parents[1] / "gitserver.py"
     started = subprocess.run(
         [sys.executable, str(script), "start", str(tmp_path)],
-        capture_output=True, text=True, check=True, env={**os.environ},
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ},
     )
     base, _, url = started.stdout.strip().partition("|")
     assert url.startswith("git://127.0.0.1:") and Path(base).is_dir()
@@ -261,7 +274,9 @@ def test_a_receipt_names_the_remote_without_credentials_and_keeps_its_call_id() 
     from applyonce.core.identity import CallIdentity
     from applyonce.core.receipt import Receipt, parse_receipt, public_url
 
-    assert public_url("https://bot:s3cret@git.example/team/r.git") == "https://git.example/team/r.git"
+    assert (
+        public_url("https://bot:s3cret@git.example/team/r.git") == "https://git.example/team/r.git"
+    )
     assert public_url("ssh://git@host:22/r.git") == "ssh://host:22/r.git"
     assert public_url("/srv/r.git") == "/srv/r.git"
     ident = CallIdentity.compute("a" * 64, contract_sha256="b" * 64, attempt=1)
@@ -289,9 +304,7 @@ def test_the_users_own_local_commits_are_never_overwritten(served: Served) -> No
     assert clone.git("status", "--porcelain") == ""
 
 
-def test_a_state_directory_is_not_a_record_two_clones_share(
-    served: Served, tmp_path: Path
-) -> None:
+def test_a_state_directory_is_not_a_record_two_clones_share(served: Served, tmp_path: Path) -> None:
     """A state directory's ledger serves the repository that made it: another clone given the
     same --state-dir is refused (exit 2) and touches nothing; clones share a record through a
     PostgreSQL ledger (the next test), whose calls are the remote's repository's."""

@@ -43,7 +43,10 @@ def _assert_forged_everywhere(repo: Repo, forged: str, call_id: str) -> None:
     again = _apply(repo)
     assert again.returncode == 5, again.stderr
     assert "Success" not in again.stdout + again.stderr
-    assert f"outcome is unknown: {REASON} (commit {forged[:12]}); the patch did not run" in again.stderr
+    assert (
+        f"outcome is unknown: {REASON} (commit {forged[:12]}); the patch did not run"
+        in again.stderr
+    )
     assert (repo.path / "src/util.py").read_text() == "VALUE = 99\n"  # the patch never ran
     audit = run_cli("audit", "--repo", str(repo.path))
     assert audit.returncode == 1
@@ -56,7 +59,9 @@ def _assert_forged_everywhere(repo: Repo, forged: str, call_id: str) -> None:
     ]
 
 
-def test_recover_and_apply_refuse_a_commit_with_the_calls_trailers_but_another_change(repo: Repo) -> None:
+def test_recover_and_apply_refuse_a_commit_with_the_calls_trailers_but_another_change(
+    repo: Repo,
+) -> None:
     fields = _crash(repo, "after-prepared")
     forged = _user_commit(repo, trailer_block(fields), {"src/util.py": "VALUE = 99\n"})
     assert repo.call_ids() == [fields["call_id"]]
@@ -64,12 +69,22 @@ def test_recover_and_apply_refuse_a_commit_with_the_calls_trailers_but_another_c
     assert recovered.returncode == 5
     assert f"{REASON} (commit {forged[:12]}); the patch did not run" in recovered.stdout
     _assert_forged_everywhere(repo, forged, str(fields["call_id"]))
-    shown = orjson.loads(run_cli("show", str(fields["call_id"]), "--repo", str(repo.path), "--json").stdout)
+    shown = orjson.loads(
+        run_cli("show", str(fields["call_id"]), "--repo", str(repo.path), "--json").stdout
+    )
     assert shown["status"] == "unknown"
     assert shown["error"]["kind"] == "forged-call-id" and shown["error"]["commits"] == [forged]
     # A person settles it; the same call then replays that decision, and a new attempt runs.
-    settled = run_cli("resolve", str(fields["call_id"])[:12], "--as", "rejected",
-                      "--note", "commit was not the agent's", "--repo", str(repo.path))
+    settled = run_cli(
+        "resolve",
+        str(fields["call_id"])[:12],
+        "--as",
+        "rejected",
+        "--note",
+        "commit was not the agent's",
+        "--repo",
+        str(repo.path),
+    )
     assert settled.returncode == 0, settled.stderr
     replayed = _apply(repo)
     assert replayed.returncode == 1 and "Success" not in replayed.stdout
@@ -85,7 +100,9 @@ def test_a_forged_commit_with_a_wrong_args_digest_is_not_the_call(repo: Repo) ->
     _assert_forged_everywhere(repo, forged, str(fields["call_id"]))
 
 
-def test_a_call_killed_after_its_claim_is_not_taken_from_a_foreign_commit(repo: Repo, tmp_path: Path) -> None:
+def test_a_call_killed_after_its_claim_is_not_taken_from_a_foreign_commit(
+    repo: Repo, tmp_path: Path
+) -> None:
     assert _crash(repo, "after-claim") == {}  # no receipt yet: only the claim's record
     genuine = genuine_fields(repo)
     forged = _user_commit(repo, trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
@@ -94,14 +111,18 @@ def test_a_call_killed_after_its_claim_is_not_taken_from_a_foreign_commit(repo: 
     _assert_forged_everywhere(repo, forged, str(genuine["call_id"]))
 
 
-def test_a_call_never_run_in_this_clone_is_not_taken_from_a_foreign_commit(repo: Repo, tmp_path: Path) -> None:
+def test_a_call_never_run_in_this_clone_is_not_taken_from_a_foreign_commit(
+    repo: Repo, tmp_path: Path
+) -> None:
     genuine = genuine_fields(repo)
     forged = _user_commit(repo, trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
     assert not repo.state_dir().exists()
     _assert_forged_everywhere(repo, forged, str(genuine["call_id"]))
 
 
-def test_a_lost_state_dir_rebuilt_from_a_foreign_commit_is_caught_by_the_next_apply(repo: Repo, tmp_path: Path) -> None:
+def test_a_lost_state_dir_rebuilt_from_a_foreign_commit_is_caught_by_the_next_apply(
+    repo: Repo, tmp_path: Path
+) -> None:
     genuine = genuine_fields(repo)
     forged = _user_commit(repo, trailer_block(genuine), {"src/util.py": "VALUE = 99\n"})
     # With no record of the call's args anywhere, recover can only rebuild the record from the
@@ -136,15 +157,16 @@ def test_the_genuine_commit_of_a_crashed_call_is_still_adopted(repo: Repo) -> No
     assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
 
 
-def test_a_foreign_commit_that_lands_while_the_call_runs_is_not_the_call(repo: Repo, tmp_path: Path) -> None:
+def test_a_foreign_commit_that_lands_while_the_call_runs_is_not_the_call(
+    repo: Repo, tmp_path: Path
+) -> None:
     """The tip moves under the call (its check makes the user's commit, with the call's copied
     trailers, in the real git): the publish fails, and the commit found is not adopted."""
     genuine = genuine_fields(repo)
     message = tmp_path / "forged-message.txt"
     message.write_text(f"my own change\n\n{trailer_block(genuine)}")
     (tmp_path / "forge.sh").write_text(
-        f"cd '{repo.path}' && echo 'VALUE = 99' > src/util.py && "
-        f"git commit -q -a -F '{message}'\n"
+        f"cd '{repo.path}' && echo 'VALUE = 99' > src/util.py && git commit -q -a -F '{message}'\n"
     )
     result = _apply(repo, "--check", f"sh {tmp_path / 'forge.sh'}")
     assert result.returncode == 5, result.stderr

@@ -52,9 +52,11 @@ out.write_text(json.dumps({"added": added, "committed": committed, "loud": loud,
 
 def test_concurrent_git_add_and_commit_survive_the_sync_of_a_large_patch(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"README.md": "hi\n"})
-    patch = "*** Begin Patch\n" + "".join(
-        f"*** Add File: big/f{i}.txt\n+line {i}\n" for i in range(FILES)
-    ) + "*** End Patch\n"
+    patch = (
+        "*** Begin Patch\n"
+        + "".join(f"*** Add File: big/f{i}.txt\n+line {i}\n" for i in range(FILES))
+        + "*** End Patch\n"
+    )
     stop, out = tmp_path / "stop", tmp_path / "loop.json"
     loop = subprocess.Popen([sys.executable, "-c", USER_LOOP, str(repo.path), str(stop), str(out)])
     try:

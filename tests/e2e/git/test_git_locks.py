@@ -86,7 +86,10 @@ def test_a_lock_dated_in_the_future_does_not_make_recover_wait(repo: Repo) -> No
     assert time.monotonic() - started < 10
     assert result.returncode == 0, result.stderr
     assert lock.exists()
-    assert f"Git lock file {lock} is dated 2 h in the future (was the clock set back?)" in result.stdout
+    assert (
+        f"Git lock file {lock} is dated 2 h in the future (was the clock set back?)"
+        in result.stdout
+    )
 
 
 def test_kill_during_the_sync_then_recover_removes_its_own_index_lock_and_temp_files(

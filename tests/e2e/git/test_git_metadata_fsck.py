@@ -90,7 +90,9 @@ def _assert_refused(repo: Repo, patch: str, rule: str, *, in_process: bool = Fal
 
 
 @pytest.mark.parametrize(
-    ("rule", "path", "content"), FSCK_ERRORS, ids=[f"{r}-{p}-{i}" for i, (r, p, _) in enumerate(FSCK_ERRORS)]
+    ("rule", "path", "content"),
+    FSCK_ERRORS,
+    ids=[f"{r}-{p}-{i}" for i, (r, p, _) in enumerate(FSCK_ERRORS)],
 )
 def test_what_git_fsck_strict_refuses_is_refused(
     repo: Repo, tmp_path: Path, rule: str, path: str, content: str
@@ -152,7 +154,7 @@ def test_a_valid_gitmodules_is_committed_and_passes_fsck(tmp_path: Path) -> None
         '\tpath = "lib/two" \n'
         "\turl = ../two.git\n"
         "\tbranch = main\n"
-        "[submodule \"three\"]\n\turl = git@example.com:three.git\n\tshallow\n"
+        '[submodule "three"]\n\turl = git@example.com:three.git\n\tshallow\n'
     )
     result = apply(repo, _add_patch(".gitmodules", content))
     assert result.returncode == 0, result

@@ -28,11 +28,15 @@ def test_packs_a_multi_pack_index_names_are_not_merged_away(repo: Repo) -> None:
         _add(repo, i)
     verify = subprocess.run(
         ["git", "-C", str(repo.path), "multi-pack-index", "verify"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert verify.returncode == 0, verify.stderr
     fsck = subprocess.run(
         ["git", "-C", str(repo.path), "fsck", "--strict"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert fsck.returncode == 0 and "failed to load pack" not in fsck.stderr, fsck.stderr

@@ -17,7 +17,10 @@ from tests.conftest import Repo, apply, make_repo
 def _spawn(repo: Path, patch: str, *args: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo), "--json", *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
     )
     assert proc.stdin is not None
     proc.stdin.write(patch.encode())
@@ -31,7 +34,9 @@ def _files(n: int) -> dict[str, str]:
 
 def test_eight_processes_one_call_make_one_commit(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", _files(1))
-    patch = "*** Begin Patch\n*** Update File: mod0.py\n@@\n-VALUE_0 = 0\n+VALUE_0 = 1\n*** End Patch\n"
+    patch = (
+        "*** Begin Patch\n*** Update File: mod0.py\n@@\n-VALUE_0 = 0\n+VALUE_0 = 1\n*** End Patch\n"
+    )
     procs = [_spawn(repo.path, patch) for _ in range(8)]
     results = [(p.wait(timeout=60), p.stdout.read(), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
     codes = sorted(code for code, _, _ in results)
@@ -76,8 +81,12 @@ def test_restage_on_moved_tip_that_no_longer_applies_is_a_conflict(repo: Repo) -
     # is gone, so it is rejected as a hunk mismatch (staged on the new tip from the start).
     from tests.conftest import run_cli
 
-    one = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
-    two = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 3\n*** End Patch\n"
+    one = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+    )
+    two = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 3\n*** End Patch\n"
+    )
     assert run_cli("apply", "-", "--repo", str(repo.path), input=one).returncode == 0
     result = run_cli("apply", "-", "--repo", str(repo.path), input=two)
     assert result.returncode == 1
@@ -86,9 +95,22 @@ def test_restage_on_moved_tip_that_no_longer_applies_is_a_conflict(repo: Repo) -
 
 def test_overlapping_executions_with_separate_state_land_once(repo: Repo, tmp_path: Path) -> None:
     slow = subprocess.Popen(
-        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-         "--state-dir", str(tmp_path / "a"), "--check", "sleep 2"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            "-",
+            "--repo",
+            str(repo.path),
+            "--state-dir",
+            str(tmp_path / "a"),
+            "--check",
+            "sleep 2",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     slow.stdin.write(ADD.encode())  # type: ignore[union-attr]
     slow.stdin.close()  # type: ignore[union-attr]

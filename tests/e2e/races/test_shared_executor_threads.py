@@ -40,7 +40,10 @@ def test_two_threads_sharing_one_executor_commit_every_call(repo: Repo, tmp_path
     # A hang (seen: both threads blocked for good) is a failure too: the timeout raises.
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(repo.path)],
-        capture_output=True, text=True, timeout=30, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     first, *rest = proc.stdout.splitlines()
