@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.strace import needs_strace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_power_loss.py"
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.fleet.servers import postgres_missing
 from tests.gitserver import daemon_available
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_fleet.py"
 
 
