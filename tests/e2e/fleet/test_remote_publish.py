@@ -246,7 +246,7 @@ def test_audit_asks_the_remote_when_the_local_branch_lags(served: Served) -> Non
 
 
 def test_git_daemon_cli_starts_and_stops(tmp_path: Path) -> None:
-    script = Path(__file__).parents[1] / "gitserver.py"
+    script = Path(__file__).parents[2] / "gitserver.py"
     started = subprocess.run(
         [sys.executable, str(script), "start", str(tmp_path)],
         capture_output=True,
