@@ -66,10 +66,7 @@ def unified_repeated() -> None:
 
     data, _ = _repeated()
     body = [" " + "    pass"] * (M - 1) + ["-END", "+DONE", " " + "    pass"]
-    text = (
-        "--- a/big.py\n+++ b/big.py\n"
-        f"@@ -2,{M + 1} +2,{M + 1} @@\n" + "\n".join(body) + "\n"
-    )
+    text = f"--- a/big.py\n+++ b/big.py\n@@ -2,{M + 1} +2,{M + 1} @@\n" + "\n".join(body) + "\n"
     hunks = parse(text).operations[0].hunks  # type: ignore[union-attr]
     out, _ = _timed(apply_hunks, data, hunks, path="big.py")
     assert b"    pass\nDONE\n    pass\n" in out

@@ -30,12 +30,20 @@ def build(repo: Path, calls: int) -> None:
     from applyonce import Executor
 
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(repo)], check=True)
-    env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x",
-               GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="b",
+        GIT_AUTHOR_EMAIL="b@x",
+        GIT_COMMITTER_NAME="b",
+        GIT_COMMITTER_EMAIL="b@x",
+    )
     run = {"capture_output": True, "check": True, "env": env}
     tree = subprocess.run(["git", "-C", str(repo), "mktree"], input=b"", **run).stdout.strip()
-    base = subprocess.run(["git", "-C", str(repo), "commit-tree", tree.decode(), "-m", "base"],
-                          **run).stdout.decode().strip()
+    base = (
+        subprocess.run(["git", "-C", str(repo), "commit-tree", tree.decode(), "-m", "base"], **run)
+        .stdout.decode()
+        .strip()
+    )
     subprocess.run(["git", "-C", str(repo), "update-ref", "refs/heads/main", base], check=True)
     # The setup only: what audit reads does not depend on how durably it was written.
     os.fsync = lambda fd: None

@@ -46,8 +46,10 @@ def main() -> int:
                     print(case.describe())
     elapsed = time.perf_counter() - started
     base = "drifted base" if ns.drift else "exact base"
-    print(f"{ns.cases} cases, {verdicts['agree']} agree ({base}, seeds {ns.start}.."
-          f"{ns.start + ns.cases - 1}; git apply refused {git_failed})")
+    print(
+        f"{ns.cases} cases, {verdicts['agree']} agree ({base}, seeds {ns.start}.."
+        f"{ns.start + ns.cases - 1}; git apply refused {git_failed})"
+    )
     for verdict in ("lenient", "context-less", "eof-marker"):
         if verdicts[verdict]:
             print(f"  by design: {verdicts[verdict]} {verdict}")

@@ -210,7 +210,10 @@ def measure(
             procs.append(
                 subprocess.Popen(
                     [sys.executable, __file__, "--client", json.dumps(spec)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err_file, text=True,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err_file,
+                    text=True,
                 )
             )
     for proc, err in zip(procs, errs, strict=True):

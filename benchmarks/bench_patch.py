@@ -36,23 +36,35 @@ def main() -> None:
     tail = lines[-3:]
     cases = {
         "exact": [f" {tail[0]}", f"-{tail[1]}", "+    replaced = True", f" {tail[2]}"],
-        "rstrip": [f" {tail[0].rstrip()}", f"-{tail[1].rstrip()}", "+    replaced = True",
-                   f" {tail[2].rstrip()}"],
-        "strip": [f" {tail[0].strip()}", f"-{tail[1].strip()}", "+replaced = True",
-                  f" {tail[2].strip()}"],
+        "rstrip": [
+            f" {tail[0].rstrip()}",
+            f"-{tail[1].rstrip()}",
+            "+    replaced = True",
+            f" {tail[2].rstrip()}",
+        ],
+        "strip": [
+            f" {tail[0].strip()}",
+            f"-{tail[1].strip()}",
+            "+replaced = True",
+            f" {tail[2].strip()}",
+        ],
     }
     print(f"file: {n:,} lines, {len(data) / 1e6:.1f} MB; hunk: last 3 lines; {ns.repeat} runs each")
     for level, body in cases.items():
-        text = "*** Begin Patch\n*** Update File: big.py\n@@\n" + "\n".join(body) + "\n*** End Patch\n"
+        text = (
+            "*** Begin Patch\n*** Update File: big.py\n@@\n" + "\n".join(body) + "\n*** End Patch\n"
+        )
 
-        def run(text: str = text) -> None:
+        def run(text: str = text, level: str = level) -> None:
             patch = parse(text)
-            out, levels = apply_hunks(data, patch.operations[0].hunks, path="big.py")
+            _, levels = apply_hunks(data, patch.operations[0].hunks, path="big.py")
             assert levels[0].label == level, levels
 
         runs = _time(run, ns.repeat)
-        print(f"  parse + apply, matched at {level:<6}: best {min(runs) * 1000:7.1f} ms, "
-              f"median {statistics.median(runs) * 1000:7.1f} ms")
+        print(
+            f"  parse + apply, matched at {level:<6}: best {min(runs) * 1000:7.1f} ms, "
+            f"median {statistics.median(runs) * 1000:7.1f} ms"
+        )
 
 
 if __name__ == "__main__":

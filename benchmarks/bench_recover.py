@@ -13,6 +13,7 @@ leaves. Then one real ``applyonce recover`` process is timed, and audit checks t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -36,8 +37,13 @@ def main() -> None:
     repo = root / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     (repo / "README.md").write_text("bench\n")
-    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-           "GIT_COMMITTER_EMAIL": "b@x", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "base"], check=True, env=env)
 
@@ -55,17 +61,18 @@ def main() -> None:
     for i in range(ns.calls):
         armed["point"] = kinds[i % 3]
         patch = f"*** Begin Patch\n*** Add File: calls/c{i:05d}.txt\n+call {i}\n*** End Patch\n"
-        try:
+        with contextlib.suppress(Crash):
             ex.apply(patch)
-        except Crash:
-            pass
     ex.ledger.db.execute("UPDATE calls SET owner_pid = 4194000, owner_start = '1'")
     ex.close()
     print(f"prepared {ns.calls} interrupted calls in {time.perf_counter() - started:.1f} s")
 
     t0 = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), "--json"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), "--json"],
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - t0
     import orjson
 
@@ -74,8 +81,11 @@ def main() -> None:
     for outcome in report["outcomes"]:
         outcomes[outcome["now"]] = outcomes.get(outcome["now"], 0) + 1
     print(f"applyonce recover: {elapsed:.2f} s for {ns.calls} interrupted calls -> {outcomes}")
-    audit = subprocess.run([sys.executable, "-m", "applyonce", "audit", "--repo", str(repo)],
-                           capture_output=True, text=True)
+    audit = subprocess.run(
+        [sys.executable, "-m", "applyonce", "audit", "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+    )
     print(f"audit after recover: exit {audit.returncode}: {audit.stdout.strip().splitlines()[-1]}")
     print(f"(repo left at {root})")
 

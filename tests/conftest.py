@@ -31,6 +31,61 @@ GIT_ENV = {
 }
 
 
+# Sampling the slow real-process suites (the ``sampled`` marker, pyproject.toml). With
+# APPLYONCE_TEST_SAMPLE=SEED set (.ci/run sets it), a test marked ``sampled(every=N, by=PARAM)`` runs
+# one case in N: within each group of its cases that share PARAM's value (each state of the
+# situations matrix, say), the cases whose place plus SEED plus the group's place is a multiple
+# of N, and at least one case a group. Another SEED runs other cases; every case is reported as
+# deselected, never dropped silently. Without the variable (the README's command,
+# benchmarks/sampled_whole.py) every case runs.
+SAMPLE_ENV = "APPLYONCE_TEST_SAMPLE"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = os.environ.get(SAMPLE_ENV)
+    if not seed:
+        return None
+    return (
+        f"sampled: {SAMPLE_ENV}={seed} runs one case in N of each test marked sampled(every=N); "
+        "unset it to run them whole"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seed_text = os.environ.get(SAMPLE_ENV)
+    if not seed_text:
+        return
+    try:
+        seed = int(seed_text)
+    except ValueError:
+        raise pytest.UsageError(f"{SAMPLE_ENV}={seed_text!r} is not an integer seed") from None
+    groups: dict[tuple[str, str], list[pytest.Item]] = {}
+    every: dict[tuple[str, str], int] = {}
+    for item in items:
+        mark = item.get_closest_marker("sampled")
+        if mark is None:
+            continue
+        by = mark.kwargs.get("by")
+        params = getattr(item, "callspec", None)
+        value = str(params.params.get(by)) if by and params is not None else ""
+        key = (item.nodeid.split("[", 1)[0], value)
+        groups.setdefault(key, []).append(item)
+        every[key] = int(mark.kwargs["every"])
+    dropped: set[str] = set()
+    places: dict[str, int] = {}
+    for (function, value), members in groups.items():
+        place = places[function] = places.get(function, -1) + 1
+        n = every[(function, value)]
+        kept = [j for j in range(len(members)) if (j + seed + place) % n == 0]
+        if not kept:
+            kept = [(seed + place) % len(members)]
+        dropped.update(m.nodeid for j, m in enumerate(members) if j not in kept)
+    if dropped:
+        deselected = [item for item in items if item.nodeid in dropped]
+        items[:] = [item for item in items if item.nodeid not in dropped]
+        config.hook.pytest_deselected(items=deselected)
+
+
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No user or system git config leaks into a test, and no fault is armed by accident."""
@@ -91,7 +146,9 @@ class Repo:
         return snapshot(self.path)
 
 
-def make_repo(root: Path, files: Mapping[str, bytes | str] | None = None, *, bare: bool = False) -> Repo:
+def make_repo(
+    root: Path, files: Mapping[str, bytes | str] | None = None, *, bare: bool = False
+) -> Repo:
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main", *(["--bare"] if bare else []))
     git(root, "config", "core.autocrlf", "false")
@@ -122,8 +179,11 @@ class Run:
 
 
 def run_cli(
-    *args: str, input: str | bytes | None = None, env: Mapping[str, str] | None = None,
-    cwd: Path | None = None, timeout: float = 60,
+    *args: str,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 60,
 ) -> Run:
     """The real ``applyonce`` in its own process."""
     data = input.encode() if isinstance(input, str) else input
@@ -155,9 +215,11 @@ def apply(repo: Repo, patch: str, *args: str, env: dict[str, str] | None = None)
     return run_cli("apply", "-", "--repo", str(repo.path), *args, input=patch, env=env)
 
 
-# The patches the feature tests share (tests/flow, git, state, adapters), all against the ``repo``
+# The patches the feature tests share (tests/e2e, flow, git, state, adapters), all against the ``repo``
 # fixture; each file imports the one it calls ``PATCH`` (and ``ADD``).
-UTIL_PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+UTIL_PATCH = (
+    "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
+)
 APP_PATCH = """*** Begin Patch
 *** Update File: src/app.py
 @@ def greet(name):

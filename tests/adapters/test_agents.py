@@ -44,7 +44,11 @@ def anthropic_block(patch: str = PATCH, id: str = "toolu_01A") -> dict[str, Any]
 
 def chat_call(patch: str = PATCH, id: str = "call_chat1") -> dict[str, Any]:
     arguments = json.dumps({"patch": patch})
-    return {"id": id, "type": "function", "function": {"name": "apply_patch", "arguments": arguments}}
+    return {
+        "id": id,
+        "type": "function",
+        "function": {"name": "apply_patch", "arguments": arguments},
+    }
 
 
 def chat_custom_call(patch: str = PATCH, id: str = "call_chat2") -> dict[str, Any]:
@@ -53,13 +57,23 @@ def chat_custom_call(patch: str = PATCH, id: str = "call_chat2") -> dict[str, An
 
 def responses_call(patch: str = PATCH, id: str = "call_resp1") -> dict[str, Any]:
     return {
-        "type": "function_call", "id": "fc_1", "call_id": id, "name": "apply_patch",
-        "arguments": json.dumps({"patch": patch}), "status": "completed",
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": id,
+        "name": "apply_patch",
+        "arguments": json.dumps({"patch": patch}),
+        "status": "completed",
     }
 
 
 def responses_custom_call(patch: str = PATCH, id: str = "call_resp2") -> dict[str, Any]:
-    return {"type": "custom_tool_call", "id": "ctc_1", "call_id": id, "name": "apply_patch", "input": patch}
+    return {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "call_id": id,
+        "name": "apply_patch",
+        "input": patch,
+    }
 
 
 class CountingExecute:
@@ -117,13 +131,19 @@ SHAPES = [
 
 @pytest.mark.parametrize(("message", "expected", "tool_call_id"), SHAPES)
 def test_each_api_shape_gets_its_result_shape_and_runs_once(
-    repo: Repo, monkeypatch: pytest.MonkeyPatch, message: Any, expected: dict[str, Any],
+    repo: Repo,
+    monkeypatch: pytest.MonkeyPatch,
+    message: Any,
+    expected: dict[str, Any],
     tool_call_id: str,
 ) -> None:
     probe = CountingExecute(monkeypatch)
     adapter = ToolCallAdapter(repo.path)
     assert adapter.run(message()) == [expected]
-    assert repo.git("log", "-1", "--format=%(trailers:key=Tool-Call-Id,valueonly)").strip() == tool_call_id
+    assert (
+        repo.git("log", "-1", "--format=%(trailers:key=Tool-Call-Id,valueonly)").strip()
+        == tool_call_id
+    )
     # The harness replays the turn: same result, nothing runs, still one commit.
     assert ToolCallAdapter(repo.path).run(message()) == [expected]
     assert probe.count == 1
@@ -144,13 +164,17 @@ def test_sdk_objects_are_read_through_model_dump(repo: Repo) -> None:
 
 def test_several_calls_in_one_turn_answer_in_order(repo: Repo) -> None:
     results = ToolCallAdapter(repo.path, fallback=lambda call: "sunny").run(
-        [anthropic_block(PATCH, "toolu_1"),
-         {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
-         anthropic_block(PATCH_2, "toolu_3")]
+        [
+            anthropic_block(PATCH, "toolu_1"),
+            {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
+            anthropic_block(PATCH_2, "toolu_3"),
+        ]
     )
     assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3"]
     assert [r["content"] for r in results] == [
-        SUCCESS, "sunny", "Success. Updated the following files:\nA docs/notes.md\n",
+        SUCCESS,
+        "sunny",
+        "Success. Updated the following files:\nA docs/notes.md\n",
     ]
     assert len(repo.call_ids()) == 2
 
@@ -161,12 +185,18 @@ def test_several_calls_in_one_turn_answer_in_order(repo: Repo) -> None:
 @pytest.mark.parametrize(
     ("block", "message"),
     [
-        (chat_call() | {"function": {"name": "apply_patch", "arguments": "{not json"}},
-         "the tool arguments are not valid JSON"),
-        ({"type": "tool_use", "id": "toolu_x", "name": "apply_patch", "input": {"patch": 5}},
-         "bad tool arguments: patch: Input should be a valid string"),
-        ({"type": "tool_use", "id": "toolu_x", "name": "apply_patch", "input": {"diff": PATCH}},
-         "bad tool arguments: patch: Field required"),
+        (
+            chat_call() | {"function": {"name": "apply_patch", "arguments": "{not json"}},
+            "the tool arguments are not valid JSON",
+        ),
+        (
+            {"type": "tool_use", "id": "toolu_x", "name": "apply_patch", "input": {"patch": 5}},
+            "bad tool arguments: patch: Input should be a valid string",
+        ),
+        (
+            {"type": "tool_use", "id": "toolu_x", "name": "apply_patch", "input": {"diff": PATCH}},
+            "bad tool arguments: patch: Field required",
+        ),
         # The parser's own words are pinned by its tests; here: an error result, one line.
         (responses_custom_call("this is not a patch"), ""),
     ],
@@ -201,16 +231,25 @@ def test_a_tool_call_block_without_an_id_is_a_programming_error(repo: Repo) -> N
 
 
 def test_tool_calls_skips_blocks_that_are_not_calls() -> None:
-    calls = tool_calls({"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "hi"}, anthropic_block(),
-    ]})
+    calls = tool_calls(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "hi"},
+                anthropic_block(),
+            ],
+        }
+    )
     assert [(c.api, c.id, c.name) for c in calls] == [("anthropic", "toolu_01A", "apply_patch")]
 
 
 # --- approval -----------------------------------------------------------------------------------
 
 
-def test_approval_comes_after_the_idempotency_gate(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_approval_comes_after_the_idempotency_gate(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     asked: list[tuple[str, list[str]]] = []
 
     def approve(call: ToolCall, view: PlanView) -> bool:
@@ -230,7 +269,8 @@ def test_a_denied_call_is_an_error_result_and_nothing_is_committed(repo: Repo) -
     adapter = ToolCallAdapter(repo.path, approve=lambda call, view: False)
     [result] = adapter.run([chat_call()])
     assert result == {
-        "role": "tool", "tool_call_id": "call_chat1",
+        "role": "tool",
+        "tool_call_id": "call_chat1",
         "content": "error: the patch was not approved; send a different patch as a new attempt\n",
     }
     assert repo.commit_count() == 1
@@ -243,7 +283,8 @@ def test_a_denied_call_is_an_error_result_and_nothing_is_committed(repo: Repo) -
 def test_other_tools_without_a_fallback_get_an_error_result(repo: Repo) -> None:
     [result] = ToolCallAdapter(repo.path).run([responses_call() | {"name": "send_email"}])
     assert result == {
-        "type": "function_call_output", "call_id": "call_resp1",
+        "type": "function_call_output",
+        "call_id": "call_resp1",
         "output": "error: unknown tool 'send_email'; the tools here are: apply_patch, str_replace_based_edit_tool\n",
     }
 
@@ -266,10 +307,24 @@ def test_other_tools_go_to_the_fallback(repo: Repo) -> None:
         {"type": "tool_use", "id": "toolu_c", "name": "broken", "input": {}},
     ]
     assert adapter.run(blocks) == [
-        {"type": "tool_result", "tool_use_id": "toolu_a", "content": '{"id": "T-1"}', "is_error": False},
-        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no such ticket", "is_error": True},
-        {"type": "tool_result", "tool_use_id": "toolu_c",
-         "content": "error: broken failed: RuntimeError: backend down\n", "is_error": True},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_a",
+            "content": '{"id": "T-1"}',
+            "is_error": False,
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_b",
+            "content": "no such ticket",
+            "is_error": True,
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_c",
+            "content": "error: broken failed: RuntimeError: backend down\n",
+            "is_error": True,
+        },
     ]
     assert seen[0].arguments == {"title": "x"} and seen[0].api == "anthropic"
     assert repo.commit_count() == 1
@@ -311,8 +366,9 @@ def test_a_record_failure_after_the_commit_is_reported_as_landed_not_as_an_error
     monkeypatch.undo()
     probe = CountingExecute(monkeypatch)
     again = adapter.run([anthropic_block()])
-    assert again == [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS,
-                      "is_error": False}]
+    assert again == [
+        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS, "is_error": False}
+    ]
     assert probe.count == 0 and len(repo.call_ids()) == 1
     receipt = Executor(repo.path).stored_receipt(repo.call_ids()[0])
     assert receipt.status == "committed" and receipt.reconciled
@@ -341,7 +397,9 @@ def test_a_busy_ledger_after_the_commit_is_not_reported_as_a_conflict(
     assert probe.count == 0 and len(repo.call_ids()) == 1
 
 
-def test_a_passing_record_failure_is_settled_at_once(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_passing_record_failure_is_settled_at_once(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fail_committed_receipt_writes(monkeypatch, times=1)
     [result] = ToolCallAdapter(repo.path).run([anthropic_block()])
     assert result["content"] == SUCCESS and result["is_error"] is False
@@ -359,13 +417,19 @@ print(json.dumps(results))
 """
 
 
-def run_harness(repo: Repo, transcript: Path, fault: str | None) -> subprocess.CompletedProcess[str]:
+def run_harness(
+    repo: Repo, transcript: Path, fault: str | None
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     if fault:
         env["APPLYONCE_FAULT"] = fault
     return subprocess.run(
         [sys.executable, "-c", HARNESS, str(repo.path), str(transcript)],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
 
 
@@ -383,8 +447,9 @@ def test_a_harness_killed_after_the_effect_does_not_run_the_call_again(
 
     probe = CountingExecute(monkeypatch)
     replayed = ToolCallAdapter(repo.path).run(json.loads(transcript.read_text()))
-    assert replayed == [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS,
-                         "is_error": False}]
+    assert replayed == [
+        {"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS, "is_error": False}
+    ]
     assert probe.count == 0
     assert len(repo.call_ids()) == 1
     assert repo.files()["src/util.py"] == b"VALUE = 2\n"

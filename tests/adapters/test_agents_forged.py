@@ -14,7 +14,7 @@ from applyonce.agents import ToolCallAdapter
 from applyonce.executor import CallOptions
 from applyonce.state.receipts import ReceiptStore
 from tests.conftest import Repo
-from tests.flow.test_forged_call_id import _genuine_fields, _trailer_block
+from tests.support.forged import genuine_fields, trailer_block
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 
@@ -22,9 +22,9 @@ PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE =
 def test_a_failure_after_a_foreign_commit_landed_is_not_reported_as_the_patch(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    genuine = _genuine_fields(repo)
+    genuine = genuine_fields(repo)
     message = tmp_path / "forged-message.txt"
-    message.write_text(f"my own change\n\n{_trailer_block(genuine)}")
+    message.write_text(f"my own change\n\n{trailer_block(genuine)}")
     forge = tmp_path / "forge.sh"
     forge.write_text(
         f"cd '{repo.path}' && echo 'VALUE = 99' > src/util.py && git commit -q -a -F '{message}'\n"

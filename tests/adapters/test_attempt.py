@@ -9,8 +9,8 @@ import mcp_types as types
 from mcp import ClientSession
 
 from applyonce.agents import PatchRunner, ToolCallAdapter
-from tests.adapters.test_mcp_server import text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import text_of, with_session
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 ADD = "*** Begin Patch\n*** Add File: docs/n.md\n+# n\n*** End Patch\n"
@@ -31,7 +31,9 @@ def test_adapter_attempt_is_a_new_call_after_an_undo(repo: Repo) -> None:
     assert len(repo.call_ids()) == 1 and (repo.path / "src/util.py").read_text() == "VALUE = 1\n"
     [second] = adapter.run([_tool_use(3, patch=PATCH, attempt=2)])
     assert second["content"] == SUCCESS and second["is_error"] is False
-    assert len(set(repo.call_ids())) == 2 and (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert (
+        len(set(repo.call_ids())) == 2 and (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    )
     head = repo.head()
     [bad] = adapter.run([_tool_use(4, patch=PATCH, attempt=0)])
     assert bad["is_error"] is True

@@ -87,8 +87,9 @@ def test_every_command_help_names_its_exit_codes(command: str) -> None:
 def test_help_has_no_type_noise(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"])
     assert result.exit_code == 0
-    noise = re.findall(r"<(?:str|bool|int|float|path|list)[^>]*>|\b(?:BOOLEAN|TEXT|INTEGER|FLOAT)\b",
-                       result.stdout)
+    noise = re.findall(
+        r"<(?:str|bool|int|float|path|list)[^>]*>|\b(?:BOOLEAN|TEXT|INTEGER|FLOAT)\b", result.stdout
+    )
     assert noise == [], result.stdout
 
 
@@ -103,9 +104,13 @@ def test_help_and_errors_are_plain_on_a_terminal_and_off_it(repo: Repo) -> None:
     started = [(args, start_pty(*args, env={"NO_COLOR": "1"})) for args in cases]
     started.append((cases[0], start_pty(*cases[0], env={"TERM": "xterm-256color"})))
     pipes = [
-        subprocess.Popen([sys.executable, "-m", "applyonce", *args], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         env={**os.environ, "COLUMNS": "80"})
+        subprocess.Popen(
+            [sys.executable, "-m", "applyonce", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "COLUMNS": "80"},
+        )
         for args in cases[:3]
     ]
     for args, proc in started:
@@ -158,8 +163,14 @@ def test_recover_and_audit_progress_on_a_terminal_only(repo: Repo) -> None:
     # Two calls killed in flight (after their claim), for recover to settle; 500 commits for
     # audit to report on its way (it reports every 500).
     for name in ("a.txt", "b.txt"):
-        killed = run_cli("apply", "-", "--repo", str(repo.path), input=ADD.format(name=name),
-                         env={"APPLYONCE_FAULT": "after-claim"})
+        killed = run_cli(
+            "apply",
+            "-",
+            "--repo",
+            str(repo.path),
+            input=ADD.format(name=name),
+            env={"APPLYONCE_FAULT": "after-claim"},
+        )
         assert killed.returncode == -9
     code, out = run_pty("recover", "--repo", str(repo.path))
     assert code == 0, out
@@ -170,8 +181,9 @@ def test_recover_and_audit_progress_on_a_terminal_only(repo: Repo) -> None:
         f"data 2\nc\n{'from refs/heads/main^0' if i == 0 else ''}\n"
         for i in range(500)
     )
-    subprocess.run(["git", "-C", str(repo.path), "fast-import", "--quiet"], input=commands.encode(),
-                   check=True)
+    subprocess.run(
+        ["git", "-C", str(repo.path), "fast-import", "--quiet"], input=commands.encode(), check=True
+    )
     code, out = run_pty("audit", "--repo", str(repo.path))
     assert code == 0, out
     assert b"\raudit: 500 commits read" in out and ESCAPE not in out

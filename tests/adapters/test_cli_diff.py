@@ -25,6 +25,7 @@ def run_cli(*args: str, input: str | None = None) -> Run:
 def apply(repo: Repo, patch: str, *args: str) -> Run:
     return run_cli("apply", "-", "--repo", str(repo.path), *args, input=patch)
 
+
 SUCCESS = "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
 
 
@@ -39,11 +40,16 @@ def test_apply_diff_prints_the_output_then_the_diff_and_git_apply_reproduces_the
     where = tmp_path / "parent"
     repo.git("worktree", "add", "-q", "--detach", str(where), "HEAD~1")
     diff = result.stdout.removeprefix(SUCCESS + "\n").encode()
-    done = subprocess.run(["git", "-C", str(where), "apply", "--index", "-"], input=diff,
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", str(where), "apply", "--index", "-"],
+        input=diff,
+        capture_output=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    tree = subprocess.run(["git", "-C", str(where), "write-tree"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    tree = subprocess.run(
+        ["git", "-C", str(where), "write-tree"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert tree == repo.git("rev-parse", "HEAD^{tree}").strip()
 
     # A repeat prints the same, from the commit; show --diff prints the same diff.
@@ -73,7 +79,9 @@ def test_apply_dry_run_diff_prints_the_plan_and_its_diff_and_writes_nothing(repo
     assert not repo.state_dir().exists()
 
     # The diff it showed is the diff the call then commits.
-    planned = result.stdout.split("\n", 3)[3].removeprefix("\n").removesuffix("nothing was written\n")
+    planned = (
+        result.stdout.split("\n", 3)[3].removeprefix("\n").removesuffix("nothing was written\n")
+    )
     assert apply(repo, APP_PATCH).returncode == 0
     assert planned == repo.git("diff", "HEAD~1", "HEAD")
 
@@ -85,7 +93,9 @@ def test_json_diff_fields(repo: Repo) -> None:
     committed = json.loads(apply(repo, APP_PATCH, "--diff", "--json").stdout)
     assert committed["status"] == "committed" and committed["diff"] == planned["diff"]
     assert committed["diffstat"] == {
-        "files_changed": 2, "insertions": 3, "deletions": 1,
+        "files_changed": 2,
+        "insertions": 3,
+        "deletions": 1,
         "files": [
             {"path": "src/app.py", "insertions": 1, "deletions": 1, "binary": False},
             {"path": "tests/test_app.py", "insertions": 2, "deletions": 0, "binary": False},
@@ -107,7 +117,9 @@ def test_a_rejected_call_has_no_diff(repo: Repo) -> None:
     [call_id] = [p.stem for p in (repo.state_dir() / "receipts").glob("*.json")]
     shown = run_cli("show", call_id, "--repo", str(repo.path), "--diff")
     assert shown.stdout.endswith("diff      none: the call committed nothing\n")
-    as_json = json.loads(run_cli("show", call_id, "--repo", str(repo.path), "--json", "--diff").stdout)
+    as_json = json.loads(
+        run_cli("show", call_id, "--repo", str(repo.path), "--json", "--diff").stdout
+    )
     assert as_json["diff"] is None and as_json["diffstat"] is None
 
 

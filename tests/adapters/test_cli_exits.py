@@ -37,9 +37,20 @@ def test_interrupting_a_check_kills_it(repo: Repo, tmp_path: Path, sig: int, cod
     marker = tmp_path / "marker"
     started = tmp_path / "started"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path),
-         "--check", f"touch {started}; sleep 2; touch {marker}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            "-",
+            "--repo",
+            str(repo.path),
+            "--check",
+            f"touch {started}; sleep 2; touch {marker}",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     proc.stdin.write(PATCH.encode())  # type: ignore[union-attr]
     proc.stdin.close()  # type: ignore[union-attr]

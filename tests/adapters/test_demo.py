@@ -21,7 +21,9 @@ def test_demo_runs_end_to_end_outside_the_source_tree(tmp_path: Path) -> None:
     assert "audited 2 Call-Id commit(s) on refs/heads/main and 3 receipt(s): clean" in out
     counts = re.findall(r"commits carrying Call-Id [0-9a-f]{12}: (\d+)", out)
     assert counts == ["1", "1", "1"]
-    assert out.rstrip().endswith(f"every step behaved as promised; the scratch repo stays at {target}")
+    assert out.rstrip().endswith(
+        f"every step behaved as promised; the scratch repo stays at {target}"
+    )
     assert (target / ".git").is_dir()
 
 

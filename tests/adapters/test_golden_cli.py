@@ -1,6 +1,6 @@
 """What the CLI prints, pinned: a fixed session of calls whose exit codes, stdout, stderr and
 receipts must stay byte-identical (after masking what differs by nature: commit IDs, times,
-execution IDs, temp paths). The redesign of the house (Step 7) must not change a byte of it.
+execution IDs, temp paths). A change to the code's layout must not change a byte of it.
 
 ``APPLYONCE_UPDATE_GOLDEN=1 pytest tests/adapters/test_golden_cli.py`` rewrites
 ``tests/golden/cli_session.json`` after a deliberate change; the diff of that file is then the
@@ -111,15 +111,28 @@ def _session(repo: Repo, tmp: Path) -> list[dict[str, object]]:
         ("log --json", ["log", "--json"], None, None),
         ("audit --json", ["audit", "--json"], None, None),
         ("replay --json", ["replay", "--json"], None, None),
-        ("resolve a committed call", ["resolve", first, "--as", "rejected", "--note", "x"], None,
-         None),
+        (
+            "resolve a committed call",
+            ["resolve", first, "--as", "rejected", "--note", "x"],
+            None,
+            None,
+        ),
         ("show an unknown call", ["show", "abcdef0123"], None, None),
-        ("apply killed after the publish", ["apply", "-"], ADD, {"APPLYONCE_FAULT": "after-publish"}),
+        (
+            "apply killed after the publish",
+            ["apply", "-"],
+            ADD,
+            {"APPLYONCE_FAULT": "after-publish"},
+        ),
         ("recover after the crash", ["recover"], None, None),
         ("recover --json (nothing left)", ["recover", "--json"], None, None),
         ("apply the crashed call again", ["apply", "-"], ADD, None),
-        ("apply killed before the publish", ["apply", "-"], ADD_TWO,
-         {"APPLYONCE_FAULT": "after-commit-object"}),
+        (
+            "apply killed before the publish",
+            ["apply", "-"],
+            ADD_TWO,
+            {"APPLYONCE_FAULT": "after-commit-object"},
+        ),
         ("recover --json after that crash", ["recover", "--json"], None, None),
         ("audit after the crashes", ["audit"], None, None),
     ]

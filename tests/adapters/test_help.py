@@ -20,7 +20,16 @@ def test_every_command_has_help(command: str) -> None:
 
 
 def test_command_list_is_the_designed_one() -> None:
-    assert set(COMMANDS) >= {"apply", "recover", "replay", "audit", "show", "log", "resolve", "demo"}
+    assert set(COMMANDS) >= {
+        "apply",
+        "recover",
+        "replay",
+        "audit",
+        "show",
+        "log",
+        "resolve",
+        "demo",
+    }
 
 
 def test_help_lists_the_commands_in_the_order_a_user_meets_them() -> None:

@@ -10,8 +10,8 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from tests.adapters.test_mcp_server import PATCH, SUCCESS, text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 SLOW = "*** Begin Patch\n*** Add File: slow\n+takes a while to check\n*** End Patch\n"
 # Only the call that adds ``slow`` has a slow check.

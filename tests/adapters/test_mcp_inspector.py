@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_mcp_server import PATCH, SUCCESS
 from tests.conftest import GIT_ENV, Repo
+from tests.support.mcp_session import PATCH, SUCCESS
 
 VERSION = "2.12.0"
 REQUIRED = os.environ.get("APPLYONCE_REQUIRE_INSPECTOR") == "1"
@@ -64,12 +64,24 @@ def test_the_inspector_lists_both_tools_with_output_schemas_and_gets_structured_
     call = ["--method", "tools/call", "--tool-name", "apply_patch", "--tool-arg", f"patch={PATCH}"]
     # Both at once: each pays for starting Node and the server.
     running = [
-        subprocess.Popen([*base, "--method", "tools/list"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=os.environ, cwd=repo.path),
-        subprocess.Popen([*base, *call], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=os.environ, cwd=repo.path),
+        subprocess.Popen(
+            [*base, "--method", "tools/list"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=os.environ,
+            cwd=repo.path,
+        ),
+        subprocess.Popen(
+            [*base, *call],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=os.environ,
+            cwd=repo.path,
+        ),
     ]
-    (listed_out, listed_err), (called_out, called_err) = (p.communicate(timeout=60) for p in running)
+    (listed_out, listed_err), (called_out, called_err) = (
+        p.communicate(timeout=60) for p in running
+    )
     assert running[0].returncode == 0, listed_err.decode()
     # The Inspector checks structuredContent against the outputSchema: a misfit fails the call
     # (exit 1, "data/status must be string" when the status was a number).

@@ -8,8 +8,8 @@ from typing import Any
 import mcp_types as types
 from mcp import ClientSession
 
-from tests.adapters.test_mcp_server import PATCH, SUCCESS, text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 
 def test_revert_patch_undoes_a_call_once_and_a_repeat_replays(repo: Repo, tmp_path: Path) -> None:

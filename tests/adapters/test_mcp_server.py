@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from typer.testing import CliRunner
 
 from applyonce.agents import PatchRunner
@@ -22,39 +20,9 @@ from applyonce.cli import app
 from applyonce.executor import Executor
 from applyonce.mcp_server import PatchServer
 from tests.conftest import Repo, run_cli
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
-PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 PATCH_2 = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n*** End Patch\n"
-SUCCESS = "Success. Updated the following files:\nM src/util.py\n"
-
-
-def server_params(repo: Repo, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "applyonce", "mcp", "--repo", str(repo.path), *extra],
-        env=dict(os.environ),  # the hermetic git environment of the test
-    )
-
-
-def with_session(
-    repo: Repo, errlog: Path, scenario: Callable[[ClientSession], Awaitable[None]], *extra: str
-) -> None:
-    async def main() -> None:
-        with anyio.fail_after(30), errlog.open("w") as err:
-            async with (
-                stdio_client(server_params(repo, *extra), errlog=err) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                await scenario(session)
-
-    anyio.run(main)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    [content] = result.content
-    assert isinstance(content, types.TextContent)
-    return content.text
 
 
 def test_agent_session_over_stdio(repo: Repo, tmp_path: Path) -> None:
@@ -91,7 +59,10 @@ def test_agent_session_over_stdio(repo: Repo, tmp_path: Path) -> None:
 
     for key, reason in [
         ("garbage", "error: "),  # the parser's words are pinned by its own tests
-        ("wrong_type", "error: bad arguments for apply_patch: patch: Input should be a valid string"),
+        (
+            "wrong_type",
+            "error: bad arguments for apply_patch: patch: Input should be a valid string",
+        ),
         ("no_args", "error: bad arguments for apply_patch: patch: Field required"),
         ("huge", "error: the patch is larger than 32 MiB"),
         ("unknown", "error: unknown tool 'rm_rf'"),
@@ -141,9 +112,19 @@ def test_server_options_reach_every_call(repo: Repo, tmp_path: Path) -> None:
         results.append(await session.call_tool("apply_patch", {"patch": PATCH}))
 
     with_session(
-        repo, tmp_path / "server.err", scenario,
-        "--contract", str(contract), "--attempt", "3", "--state-dir", str(state),
-        "--check", "grep -q 'VALUE = 2' src/util.py", "--skip-check", "markers",
+        repo,
+        tmp_path / "server.err",
+        scenario,
+        "--contract",
+        str(contract),
+        "--attempt",
+        "3",
+        "--state-dir",
+        str(state),
+        "--check",
+        "grep -q 'VALUE = 2' src/util.py",
+        "--skip-check",
+        "markers",
     )
     assert results[0].is_error is False
     [receipt_file] = (state / "receipts").glob("*.json")
@@ -151,7 +132,9 @@ def test_server_options_reach_every_call(repo: Repo, tmp_path: Path) -> None:
     assert receipt["attempt"] == 3
     assert receipt["contract_sha256"] == hashlib.sha256(b"make VALUE 2\n").hexdigest()
     assert [c["name"] for c in receipt["checks"]][-1] == "grep -q 'VALUE = 2' src/util.py"
-    skipped = [c["output_tail"] for c in receipt["checks"] if c["name"] == "builtin:conflict-markers"]
+    skipped = [
+        c["output_tail"] for c in receipt["checks"] if c["name"] == "builtin:conflict-markers"
+    ]
     assert skipped == ["skipped (--skip-check markers)"]
     assert repo.git("log", "-1", "--format=%(trailers:key=Attempt,valueonly)").strip() == "3"
     assert not repo.state_dir().exists()
@@ -161,7 +144,9 @@ def test_a_server_killed_after_the_commit_answers_the_repeat_from_git(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def call(session: ClientSession) -> None:
-        results.append(await session.call_tool("apply_patch", {"patch": PATCH, "tool_call_id": "c1"}))
+        results.append(
+            await session.call_tool("apply_patch", {"patch": PATCH, "tool_call_id": "c1"})
+        )
 
     results: list[types.CallToolResult] = []
     monkeypatch.setenv("APPLYONCE_FAULT", "after-publish")
@@ -180,15 +165,23 @@ def test_a_server_killed_after_the_commit_answers_the_repeat_from_git(
 
 def test_stdout_carries_only_protocol_even_after_junk(repo: Repo) -> None:
     initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}},
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
     }
     proc = subprocess.run(
         [sys.executable, "-m", "applyonce", "mcp", "--repo", str(repo.path)],
-        input=b"this is not json\n{\"jsonrpc\": \"2.0\", \"id\": \n"
-        + json.dumps(initialize).encode() + b"\n",
-        capture_output=True, timeout=30, check=False,
+        input=b'this is not json\n{"jsonrpc": "2.0", "id": \n'
+        + json.dumps(initialize).encode()
+        + b"\n",
+        capture_output=True,
+        timeout=30,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr.decode()
     frames = [json.loads(line) for line in proc.stdout.decode().splitlines()]
@@ -231,8 +224,14 @@ def test_patch_receipt_finds_a_call_by_id_prefix_or_tool_call_id(repo: Repo) -> 
         found = receipt(key)
         assert found.is_error is False, text_of(found)
         assert json.loads(text_of(found))["call_id"] == call_id
-        assert text_of(found).encode() == (repo.state_dir() / "receipts" / f"{call_id}.json").read_bytes()
-    for key, reason in [("abc", "error: no call 'abc'"), (7, "error: bad arguments for patch_receipt")]:
+        assert (
+            text_of(found).encode()
+            == (repo.state_dir() / "receipts" / f"{call_id}.json").read_bytes()
+        )
+    for key, reason in [
+        ("abc", "error: no call 'abc'"),
+        (7, "error: bad arguments for patch_receipt"),
+    ]:
         missing = receipt(key)
         assert missing.is_error is True and text_of(missing).startswith(reason)
 

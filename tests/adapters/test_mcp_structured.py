@@ -16,15 +16,19 @@ from mcp import ClientSession
 
 from applyonce.executor import Executor
 from applyonce.results import DIFF_CAP
-from tests.adapters.test_mcp_server import PATCH, SUCCESS, text_of, with_session
 from tests.conftest import Repo
+from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 STALE = PATCH.replace("VALUE = 1", "VALUE = 9")
 RENAME = "*** Begin Patch\n*** Update File: README.md\n*** Move to: docs/README.md\n@@\n-# demo\n+# Demo\n*** End Patch\n"
 BIG_LINES = 1500  # about 87 KiB of added lines: more than the diff's bound
-BIG = "*** Begin Patch\n*** Add File: big.txt\n" + "".join(
-    f"+line {n:05d} of a file whose diff is longer than the bound\n" for n in range(BIG_LINES)
-) + "*** End Patch\n"
+BIG = (
+    "*** Begin Patch\n*** Add File: big.txt\n"
+    + "".join(
+        f"+line {n:05d} of a file whose diff is longer than the bound\n" for n in range(BIG_LINES)
+    )
+    + "*** End Patch\n"
+)
 
 
 def state_of(repo: Repo) -> dict[str, Any]:
@@ -34,8 +38,14 @@ def state_of(repo: Repo) -> dict[str, Any]:
     index = hashlib.sha256((git_dir / "index").read_bytes()).hexdigest()
     calls = [c.call_id for c in Executor(repo.path, read_only=True).calls()]
     receipts = sorted(p.name for p in (repo.state_dir() / "receipts").glob("*"))
-    return {"head": repo.head(), "index": index, "objects": objects, "calls": calls,
-            "receipts": receipts, "status": repo.git("status", "--porcelain")}
+    return {
+        "head": repo.head(),
+        "index": index,
+        "objects": objects,
+        "calls": calls,
+        "receipts": receipts,
+        "status": repo.git("status", "--porcelain"),
+    }
 
 
 def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
@@ -48,8 +58,12 @@ def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
         seen["before_dry_run"] = state_of(repo)
         seen["dry_run"] = await session.call_tool("apply_patch", {"patch": PATCH, "dry_run": True})
         seen["after_dry_run"] = state_of(repo)
-        seen["first"] = await session.call_tool("apply_patch", {"patch": PATCH, "tool_call_id": "c1"})
-        seen["again"] = await session.call_tool("apply_patch", {"patch": PATCH, "tool_call_id": "c1"})
+        seen["first"] = await session.call_tool(
+            "apply_patch", {"patch": PATCH, "tool_call_id": "c1"}
+        )
+        seen["again"] = await session.call_tool(
+            "apply_patch", {"patch": PATCH, "tool_call_id": "c1"}
+        )
         seen["stale"] = await session.call_tool("apply_patch", {"patch": STALE})
         seen["stale_dry_run"] = await session.call_tool(
             "apply_patch", {"patch": STALE, "dry_run": True}
@@ -58,7 +72,9 @@ def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
         seen["big"] = await session.call_tool("apply_patch", {"patch": BIG})
         seen["receipt"] = await session.call_tool("patch_receipt", {"call_id": "c1"})
         seen["no_receipt"] = await session.call_tool("patch_receipt", {"call_id": "c404"})
-        seen["bad_args"] = await session.call_tool("apply_patch", {"patch": PATCH, "dry_run": "yes"})
+        seen["bad_args"] = await session.call_tool(
+            "apply_patch", {"patch": PATCH, "dry_run": "yes"}
+        )
         seen["unknown"] = await session.call_tool("rm_rf", {})
 
     with_session(repo, tmp_path / "server.err", scenario)

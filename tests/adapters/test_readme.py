@@ -51,7 +51,7 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     assert len(steps) >= 8
     for command, expected in steps:
         # Each command runs in the folder the previous ones left us in (the tour does `cd shop`).
-        script = f"cd {cwd} && {command}\necho \"__CWD__=$PWD\""
+        script = f'cd {cwd} && {command}\necho "__CWD__=$PWD"'
         proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
         out = proc.stdout.splitlines()
         cwd = Path(out.pop()[len("__CWD__=") :])

@@ -56,8 +56,10 @@ def test_openai_responses_tools() -> None:
             "patch": {"type": "string", "description": properties["patch"]["description"]},
             # Optional in strict mode: required, and null allowed.
             "attempt": {
-                "anyOf": [{"type": "integer", "minimum": 1, "maximum": 2**53 - 1},
-                          {"type": "null"}],
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": 2**53 - 1},
+                    {"type": "null"},
+                ],
                 "description": properties["attempt"]["description"],
             },
             "summary": {
@@ -70,7 +72,11 @@ def test_openai_responses_tools() -> None:
     }
     assert custom["type"] == "custom" and custom["name"] == "apply_patch"
     assert set(custom) == {"type", "name", "description", "format"}
-    assert custom["format"] == {"type": "grammar", "syntax": "lark", "definition": CODEX_LARK_GRAMMAR}
+    assert custom["format"] == {
+        "type": "grammar",
+        "syntax": "lark",
+        "definition": CODEX_LARK_GRAMMAR,
+    }
     assert schema("--for", "openai", "--variant", "custom") == custom
 
 
@@ -79,12 +85,15 @@ def test_openai_chat_completions_tools() -> None:
     assert tools["function"]["type"] == "function"
     assert tools["function"]["function"]["name"] == "apply_patch"
     assert tools["function"]["function"]["parameters"]["required"] == [
-        "patch", "attempt", "summary"
+        "patch",
+        "attempt",
+        "summary",
     ]
     custom = tools["custom"]
     assert custom["type"] == "custom" and custom["custom"]["name"] == "apply_patch"
     assert custom["custom"]["format"] == {
-        "type": "grammar", "grammar": {"syntax": "lark", "definition": CODEX_LARK_GRAMMAR},
+        "type": "grammar",
+        "grammar": {"syntax": "lark", "definition": CODEX_LARK_GRAMMAR},
     }
     assert schema("--for", "openai", "--api", "chat", "--variant", "function") == tools["function"]
 
@@ -102,7 +111,11 @@ def test_mcp_tools() -> None:
     assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
     apply_patch = tools["apply_patch"]
     assert set(apply_patch["inputSchema"]["properties"]) == {
-        "patch", "tool_call_id", "dry_run", "attempt", "summary"
+        "patch",
+        "tool_call_id",
+        "dry_run",
+        "attempt",
+        "summary",
     }
     assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"
     assert apply_patch["inputSchema"]["required"] == ["patch"]
@@ -124,8 +137,16 @@ def test_every_target_teaches_the_same_description() -> None:
         schema("--for", "mcp")[0]["description"],
     }
     [description] = descriptions
-    for taught in ("*** Begin Patch", "*** Update File: ", "*** Move to: ", "@@", "exactly once",
-                   "one Git commit", "returns the stored result", EXAMPLE_PATCH):
+    for taught in (
+        "*** Begin Patch",
+        "*** Update File: ",
+        "*** Move to: ",
+        "@@",
+        "exactly once",
+        "one Git commit",
+        "returns the stored result",
+        EXAMPLE_PATCH,
+    ):
         assert taught in description
 
 
@@ -148,10 +169,13 @@ def test_bad_targets_are_usage_errors(args: list[str], message: str) -> None:
 
 def test_the_taught_example_applies_as_one_commit(tmp_path: Path) -> None:
     GRAMMAR.parse(EXAMPLE_PATCH)
-    repo = make_repo(tmp_path / "r", {
-        "src/app.py": "def greet(name):\n    return 'hello ' + name\n",
-        "old_notes.txt": "todo\n",
-    })
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "src/app.py": "def greet(name):\n    return 'hello ' + name\n",
+            "old_notes.txt": "todo\n",
+        },
+    )
     receipt = Executor(repo.path).apply(EXAMPLE_PATCH)
     assert receipt.status == "committed", receipt.output
     assert receipt.output == (
@@ -224,8 +248,9 @@ def test_the_grammar_has_no_lalr_conflicts(caplog: pytest.LogCaptureFixture) -> 
     Lark(CODEX_LARK_GRAMMAR, parser="earley").parse(EXAMPLE_PATCH)
 
 
-line_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
-                    max_size=12)
+line_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=12
+)
 path = st.from_regex(r"[a-z]{1,6}(/[a-z]{1,6}){0,2}\.(py|md|txt)", fullmatch=True)
 hunk_line = st.builds(HunkLine, kind=st.sampled_from([" ", "-", "+"]), text=line_text)
 edit_line = st.builds(HunkLine, kind=st.sampled_from(["-", "+"]), text=line_text)
@@ -240,11 +265,20 @@ hunk = st.builds(
     st.booleans(),
 )
 operation = st.one_of(
-    st.builds(AddFile, path=path, content=st.lists(line_text, max_size=4).map(
-        lambda lines: "".join(line + "\n" for line in lines))),
+    st.builds(
+        AddFile,
+        path=path,
+        content=st.lists(line_text, max_size=4).map(
+            lambda lines: "".join(line + "\n" for line in lines)
+        ),
+    ),
     st.builds(DeleteFile, path=path),
-    st.builds(UpdateFile, path=path, move_to=st.none() | path, hunks=st.lists(hunk, min_size=1, max_size=3)
-              .map(tuple)),
+    st.builds(
+        UpdateFile,
+        path=path,
+        move_to=st.none() | path,
+        hunks=st.lists(hunk, min_size=1, max_size=3).map(tuple),
+    ),
 )
 
 

@@ -16,8 +16,8 @@ from mcp import ClientSession
 
 from applyonce.agents import ToolCallAdapter
 from applyonce.schemas import mcp_tools, schema_for
-from tests.adapters.test_mcp_server import text_of, with_session
 from tests.conftest import Repo, run_cli
+from tests.support.mcp_session import text_of, with_session
 
 DIFF = "------- SEARCH\nVALUE = 1\n=======\nVALUE = 2\n+++++++ REPLACE\n"
 

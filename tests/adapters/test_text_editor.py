@@ -29,8 +29,12 @@ APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
 def repo(tmp_path: Path) -> Repo:
     return make_repo(
         tmp_path / "repo",
-        {"src/app.py": APP, "src/pkg/deep/mod.py": "X = 1\n", "src/pkg/deep/blob.bin": b"a\x00b",
-         "README.md": "# demo\n"},
+        {
+            "src/app.py": APP,
+            "src/pkg/deep/mod.py": "X = 1\n",
+            "src/pkg/deep/blob.bin": b"a\x00b",
+            "README.md": "# demo\n",
+        },
     )
 
 
@@ -63,11 +67,15 @@ def whole_repo(repo: Repo) -> dict[str, bytes]:
 
 def test_create_is_one_commit_and_its_repeat_replays(repo: Repo) -> None:
     adapter = ToolCallAdapter(repo.path)
-    block = tool_use("toolu_01Create", command="create", path="docs/notes.md", file_text="# notes\n")
+    block = tool_use(
+        "toolu_01Create", command="create", path="docs/notes.md", file_text="# notes\n"
+    )
     result = run_one(adapter, block)
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01Create",
-        "content": "File created successfully at: docs/notes.md\n", "is_error": False,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01Create",
+        "content": "File created successfully at: docs/notes.md\n",
+        "is_error": False,
     }
     assert repo.commit_count() == 2
     assert repo.files()["docs/notes.md"] == b"# notes\n"
@@ -81,11 +89,16 @@ def test_create_is_one_commit_and_its_repeat_replays(repo: Repo) -> None:
 
 def test_str_replace_is_one_commit(repo: Repo) -> None:
     block = tool_use(
-        "toolu_01Replace", command="str_replace", path="src/app.py",
-        old_str="def g():\n    return 1", new_str="def g():\n    return 2",
+        "toolu_01Replace",
+        command="str_replace",
+        path="src/app.py",
+        old_str="def g():\n    return 1",
+        new_str="def g():\n    return 2",
     )
     result = run_one(ToolCallAdapter(repo.path), block)
-    assert result["content"] == "Successfully replaced text at exactly one location in src/app.py.\n"
+    assert (
+        result["content"] == "Successfully replaced text at exactly one location in src/app.py.\n"
+    )
     assert result["is_error"] is False
     assert repo.files()["src/app.py"] == b"def f():\n    return 1\n\ndef g():\n    return 2\n"
     assert repo.commit_count() == 2
@@ -94,12 +107,19 @@ def test_str_replace_is_one_commit(repo: Repo) -> None:
 
 @pytest.mark.parametrize("field", ["insert_text", "new_str"])
 def test_insert_takes_insert_text_or_new_str(repo: Repo, field: str) -> None:
-    block = tool_use("toolu_01Insert", command="insert", path="src/app.py", insert_line=2,
-                     **{field: "    # done\n"})
+    block = tool_use(
+        "toolu_01Insert",
+        command="insert",
+        path="src/app.py",
+        insert_line=2,
+        **{field: "    # done\n"},
+    )
     result = run_one(ToolCallAdapter(repo.path), block)
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01Insert",
-        "content": "Successfully inserted text after line 2 of src/app.py.\n", "is_error": False,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01Insert",
+        "content": "Successfully inserted text after line 2 of src/app.py.\n",
+        "is_error": False,
     }
     assert repo.files()["src/app.py"] == (
         b"def f():\n    return 1\n    # done\n\ndef g():\n    return 1\n"
@@ -111,10 +131,16 @@ def test_insert_spelled_either_way_is_one_call(repo: Repo) -> None:
     """The identity is the parsed command, not its spelling: the same insert under another
     field name (or the same tool_use replayed) is answered from the first call's receipt."""
     adapter = ToolCallAdapter(repo.path)
-    first = run_one(adapter, tool_use("toolu_A", command="insert", path="./src/app.py",
-                                      insert_line=0, insert_text="# top\n"))
-    again = run_one(adapter, tool_use("toolu_A", command="insert", path="src/app.py",
-                                      insert_line=0, new_str="# top\n"))
+    first = run_one(
+        adapter,
+        tool_use(
+            "toolu_A", command="insert", path="./src/app.py", insert_line=0, insert_text="# top\n"
+        ),
+    )
+    again = run_one(
+        adapter,
+        tool_use("toolu_A", command="insert", path="src/app.py", insert_line=0, new_str="# top\n"),
+    )
     assert again == first and first["is_error"] is False
     assert repo.commit_count() == 2
     assert repo.files()["src/app.py"].startswith(b"# top\ndef f():\n")
@@ -130,7 +156,9 @@ def test_the_same_edit_from_another_tool_call_says_it_was_not_applied_again(repo
     commit = repo.head()
     second = run_one(adapter, tool_use("toolu_Second", **insert))
     assert second == {
-        "type": "tool_result", "tool_use_id": "toolu_Second", "is_error": False,
+        "type": "tool_result",
+        "tool_use_id": "toolu_Second",
+        "is_error": False,
         "content": "Successfully inserted text after line 1 of README.md.\nNote: this is the "
         f"same edit as tool call toolu_First, which made it as commit {commit[:12]}; it was not "
         "applied a second time.\n",
@@ -144,9 +172,19 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
     """A real SIGKILL after the commit moved the branch, before any record: the replayed turn
     settles the call through Git (its Call-Id is on the branch) and applies nothing again."""
     transcript = tmp_path / "turn.json"
-    transcript.write_text(json.dumps(turn(tool_use(
-        "toolu_01Crash", command="str_replace", path="README.md", old_str="# demo", new_str="# Demo",
-    ))))
+    transcript.write_text(
+        json.dumps(
+            turn(
+                tool_use(
+                    "toolu_01Crash",
+                    command="str_replace",
+                    path="README.md",
+                    old_str="# demo",
+                    new_str="# Demo",
+                )
+            )
+        )
+    )
     harness = (
         "import json, sys\nfrom applyonce.agents import ToolCallAdapter\n"
         "print(json.dumps(ToolCallAdapter(sys.argv[1]).run(json.load(open(sys.argv[2])))))\n"
@@ -154,14 +192,18 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
     killed = subprocess.run(
         [sys.executable, "-c", harness, str(repo.path), str(transcript)],
         env={**os.environ, "APPLYONCE_FAULT": "after-publish"},
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert killed.returncode == -9, killed.stderr
     assert repo.commit_count() == 2  # the effect happened; its result was never delivered
 
     [result] = ToolCallAdapter(repo.path).run(json.loads(transcript.read_text()))
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01Crash",
+        "type": "tool_result",
+        "tool_use_id": "toolu_01Crash",
         "content": "Successfully replaced text at exactly one location in README.md.\n",
         "is_error": False,
     }
@@ -196,7 +238,12 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
             "Error: File not found: gone.py. Create it with the create command first.\n",
         ),
         (
-            {"command": "str_replace", "path": "src/pkg/deep/blob.bin", "old_str": "a", "new_str": "b"},
+            {
+                "command": "str_replace",
+                "path": "src/pkg/deep/blob.bin",
+                "old_str": "a",
+                "new_str": "b",
+            },
             "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL bytes); the text "
             "editor edits UTF-8 text only\n",
         ),
@@ -207,7 +254,11 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
         ),
     ],
     ids=[
-        "no-match", "two-matches", "insert-line-out-of-range", "missing-file", "binary-file",
+        "no-match",
+        "two-matches",
+        "insert-line-out-of-range",
+        "missing-file",
+        "binary-file",
         "create-onto-an-existing-file",
     ],
 )
@@ -218,7 +269,10 @@ def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
     adapter = ToolCallAdapter(repo.path)
     result = run_one(adapter, tool_use("toolu_01Bad", **input))
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01Bad", "content": content, "is_error": True,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01Bad",
+        "content": content,
+        "is_error": True,
     }
     assert repo.head() == head
     assert repo.files() == {p: d for p, d in files.items() if not p.startswith(".git/")}
@@ -230,17 +284,25 @@ def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
 @pytest.mark.parametrize(
     ("input", "content"),
     [
-        ({"command": "undo_edit", "path": "README.md"},
-         "Error: undo_edit is not a command of text_editor_20250728; each edit is its own Git "
-         "commit: undo it with git revert\n"),
-        ({"command": "rename", "path": "README.md"},
-         "Error: unknown command 'rename'; send one of the commands view, create, str_replace, "
-         "insert with its fields\n"),
-        ({"command": "create", "path": "a.txt", "file_text": "x", "mode": "0755"},
-         "Error: create takes no field 'mode'; create takes file_text, path\n"),
-        ({"command": "create", "path": "../outside.txt", "file_text": "x"},
-         "Error: path '../outside.txt' contains '..'; use a path relative to the repository "
-         "root, inside it and outside .git\n"),
+        (
+            {"command": "undo_edit", "path": "README.md"},
+            "Error: undo_edit is not a command of text_editor_20250728; each edit is its own Git "
+            "commit: undo it with git revert\n",
+        ),
+        (
+            {"command": "rename", "path": "README.md"},
+            "Error: unknown command 'rename'; send one of the commands view, create, str_replace, "
+            "insert with its fields\n",
+        ),
+        (
+            {"command": "create", "path": "a.txt", "file_text": "x", "mode": "0755"},
+            "Error: create takes no field 'mode'; create takes file_text, path\n",
+        ),
+        (
+            {"command": "create", "path": "../outside.txt", "file_text": "x"},
+            "Error: path '../outside.txt' contains '..'; use a path relative to the repository "
+            "root, inside it and outside .git\n",
+        ),
     ],
     ids=["undo-edit", "unknown-command", "unknown-field", "path-outside"],
 )
@@ -263,7 +325,9 @@ def test_view_numbers_the_lines_and_writes_nothing(repo: Repo) -> None:
     before = whole_repo(repo)
     result = run_one(adapter, tool_use("toolu_01View", command="view", path="src/app.py"))
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01View", "is_error": False,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01View",
+        "is_error": False,
         "content": "Here's the result of running `cat -n` on src/app.py:\n"
         "     1\tdef f():\n     2\t    return 1\n     3\t\n     4\tdef g():\n     5\t    return 1\n",
     }
@@ -272,21 +336,27 @@ def test_view_numbers_the_lines_and_writes_nothing(repo: Repo) -> None:
 
 @pytest.mark.parametrize(
     ("view_range", "lines"),
-    [([2, 3], "     2\t    return 1\n     3\t\n"),
-     ([4, -1], "     4\tdef g():\n     5\t    return 1\n"),
-     ([5, 99], "     5\t    return 1\n")],
+    [
+        ([2, 3], "     2\t    return 1\n     3\t\n"),
+        ([4, -1], "     4\tdef g():\n     5\t    return 1\n"),
+        ([5, 99], "     5\t    return 1\n"),
+    ],
     ids=["middle", "to-the-end", "end-past-the-last-line"],
 )
 def test_view_range_shows_those_lines(repo: Repo, view_range: list[int], lines: str) -> None:
-    result = run_one(ToolCallAdapter(repo.path), tool_use(
-        "toolu_01Range", command="view", path="src/app.py", view_range=view_range))
+    result = run_one(
+        ToolCallAdapter(repo.path),
+        tool_use("toolu_01Range", command="view", path="src/app.py", view_range=view_range),
+    )
     assert result["content"] == f"Here's the result of running `cat -n` on src/app.py:\n{lines}"
     assert result["is_error"] is False
 
 
 def test_view_reads_the_checkout_as_the_agent_sees_it(repo: Repo) -> None:
     (repo.path / "src" / "app.py").write_text("edited by hand\n")
-    result = run_one(ToolCallAdapter(repo.path), tool_use("toolu_V", command="view", path="src/app.py"))
+    result = run_one(
+        ToolCallAdapter(repo.path), tool_use("toolu_V", command="view", path="src/app.py")
+    )
     assert result["content"].endswith("     1\tedited by hand\n")
 
 
@@ -310,9 +380,12 @@ def test_view_of_a_bare_repository_reads_the_branch_tip(repo: Repo, tmp_path: Pa
     bare = tmp_path / "bare.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(repo.path), str(bare)], check=True)
     adapter = ToolCallAdapter(bare)
-    assert run_one(adapter, tool_use("toolu_B1", command="view", path="src/app.py", view_range=[1, 2]))[
-        "content"
-    ] == "Here's the result of running `cat -n` on src/app.py:\n     1\tdef f():\n     2\t    return 1\n"
+    assert (
+        run_one(
+            adapter, tool_use("toolu_B1", command="view", path="src/app.py", view_range=[1, 2])
+        )["content"]
+        == "Here's the result of running `cat -n` on src/app.py:\n     1\tdef f():\n     2\t    return 1\n"
+    )
     assert run_one(adapter, tool_use("toolu_B2", command="view", path="src"))["content"] == (
         "Here are the files and directories up to 2 levels deep in src, excluding .git:\n"
         "src/app.py\nsrc/pkg/\nsrc/pkg/deep/\n"
@@ -322,18 +395,35 @@ def test_view_of_a_bare_repository_reads_the_branch_tip(repo: Repo, tmp_path: Pa
 @pytest.mark.parametrize(
     ("path", "content"),
     [
-        ("/etc/passwd", "Error: absolute path '/etc/passwd' is outside the repository; use a path "
-         "relative to the repository root, inside it and outside .git\n"),
-        ("src/../../x", "Error: path 'src/../../x' contains '..'; use a path relative to the "
-         "repository root, inside it and outside .git\n"),
-        (".git/config", "Error: path '.git/config' is inside .git; use a path relative to the "
-         "repository root, inside it and outside .git\n"),
-        ("link/secret", "Error: link/secret goes through a symbolic link, which a view does not "
-         "follow; view the path the link points to\n"),
-        ("src/app.py/x", "Error: file not found: src/app.py/x; view '.' to list the repository's "
-         "files\n"),
-        ("src/pkg/deep/blob.bin", "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL "
-         "bytes); a view shows UTF-8 text files only\n"),
+        (
+            "/etc/passwd",
+            "Error: absolute path '/etc/passwd' is outside the repository; use a path "
+            "relative to the repository root, inside it and outside .git\n",
+        ),
+        (
+            "src/../../x",
+            "Error: path 'src/../../x' contains '..'; use a path relative to the "
+            "repository root, inside it and outside .git\n",
+        ),
+        (
+            ".git/config",
+            "Error: path '.git/config' is inside .git; use a path relative to the "
+            "repository root, inside it and outside .git\n",
+        ),
+        (
+            "link/secret",
+            "Error: link/secret goes through a symbolic link, which a view does not "
+            "follow; view the path the link points to\n",
+        ),
+        (
+            "src/app.py/x",
+            "Error: file not found: src/app.py/x; view '.' to list the repository's files\n",
+        ),
+        (
+            "src/pkg/deep/blob.bin",
+            "Error: src/pkg/deep/blob.bin is a binary file (it contains NUL "
+            "bytes); a view shows UTF-8 text files only\n",
+        ),
     ],
     ids=["absolute-outside", "dot-dot", "git-dir", "symlinked-parent", "under-a-file", "binary"],
 )
@@ -346,13 +436,18 @@ def test_view_refuses_what_it_cannot_show(
     (repo.path / "link").symlink_to(outside)
     result = run_one(ToolCallAdapter(repo.path), tool_use("toolu_01Out", command="view", path=path))
     assert result == {
-        "type": "tool_result", "tool_use_id": "toolu_01Out", "content": content, "is_error": True,
+        "type": "tool_result",
+        "tool_use_id": "toolu_01Out",
+        "content": content,
+        "is_error": True,
     }
 
 
 def test_view_range_that_does_not_fit_the_file_is_an_error(repo: Repo) -> None:
-    result = run_one(ToolCallAdapter(repo.path), tool_use(
-        "toolu_R", command="view", path="src/app.py", view_range=[7, 9]))
+    result = run_one(
+        ToolCallAdapter(repo.path),
+        tool_use("toolu_R", command="view", path="src/app.py", view_range=[7, 9]),
+    )
     assert result["is_error"] is True
     assert result["content"] == (
         "Error: view_range [7, 9]: the file has 5 lines; start at 1 to 5; view the file "
@@ -361,8 +456,10 @@ def test_view_range_that_does_not_fit_the_file_is_an_error(repo: Repo) -> None:
 
 
 def test_max_characters_clips_a_view(repo: Repo) -> None:
-    result = run_one(ToolCallAdapter(repo.path, max_characters=59), tool_use(
-        "toolu_M", command="view", path="src/app.py"))
+    result = run_one(
+        ToolCallAdapter(repo.path, max_characters=59),
+        tool_use("toolu_M", command="view", path="src/app.py"),
+    )
     assert result["content"] == (
         "Here's the result of running `cat -n` on src/app.py:\n     1"
         "\n<response clipped at 59 characters: view a view_range to see the rest>\n"
@@ -380,11 +477,13 @@ def test_schema_prints_the_text_editor_definition() -> None:
     run = schema("--tool", "text-editor")
     assert run.exit_code == 0, run.output
     assert json.loads(run.stdout) == {
-        "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
+        "type": "text_editor_20250728",
+        "name": "str_replace_based_edit_tool",
     }
     run = schema("--tool", "text-editor", "--max-characters", "10000")
     assert json.loads(run.stdout) == {
-        "type": "text_editor_20250728", "name": "str_replace_based_edit_tool",
+        "type": "text_editor_20250728",
+        "name": "str_replace_based_edit_tool",
         "max_characters": 10000,
     }
 
@@ -392,17 +491,25 @@ def test_schema_prints_the_text_editor_definition() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--for", "openai", "--tool", "text-editor"],
-         "error: --tool text-editor goes with --for anthropic, not --for openai; it is "
-         "Anthropic's own tool: use --for anthropic --tool text-editor\n"),
-        (["--for", "mcp", "--tool", "text-editor"],
-         "error: --tool text-editor goes with --for anthropic, not --for mcp; it is "
-         "Anthropic's own tool: use --for anthropic --tool text-editor\n"),
-        (["--tool", "bash"],
-         "error: unknown tool 'bash'; use --tool apply-patch, text-editor or search-replace\n"),
+        (
+            ["--for", "openai", "--tool", "text-editor"],
+            "error: --tool text-editor goes with --for anthropic, not --for openai; it is "
+            "Anthropic's own tool: use --for anthropic --tool text-editor\n",
+        ),
+        (
+            ["--for", "mcp", "--tool", "text-editor"],
+            "error: --tool text-editor goes with --for anthropic, not --for mcp; it is "
+            "Anthropic's own tool: use --for anthropic --tool text-editor\n",
+        ),
+        (
+            ["--tool", "bash"],
+            "error: unknown tool 'bash'; use --tool apply-patch, text-editor or search-replace\n",
+        ),
         (["--max-characters", "100"], "error: --max-characters is for --tool text-editor only\n"),
-        (["--tool", "text-editor", "--max-characters", "0"],
-         "error: --max-characters must be 1 or more, not 0\n"),
+        (
+            ["--tool", "text-editor", "--max-characters", "0"],
+            "error: --max-characters must be 1 or more, not 0\n",
+        ),
     ],
     ids=["openai", "mcp", "unknown-tool", "max-characters-without-text-editor", "max-characters-0"],
 )
@@ -420,7 +527,9 @@ def test_approval_is_asked_for_an_edit_not_for_a_view(repo: Repo) -> None:
         return False
 
     adapter = ToolCallAdapter(repo.path, approve=deny)
-    assert run_one(adapter, tool_use("toolu_V", command="view", path="README.md"))["is_error"] is False
+    assert (
+        run_one(adapter, tool_use("toolu_V", command="view", path="README.md"))["is_error"] is False
+    )
     head = repo.head()
     result = run_one(adapter, tool_use("toolu_E", command="create", path="x.txt", file_text="x\n"))
     assert result["is_error"] is True and result["content"].startswith("Error: ")

@@ -103,7 +103,9 @@ def test_deleted_file_is_one_call_in_every_format(text: str) -> None:
 
 
 def test_git_rename_with_an_edit_is_the_codex_move() -> None:
-    codex = "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n x\n-y\n+Y\n*** End Patch\n"
+    codex = (
+        "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n x\n-y\n+Y\n*** End Patch\n"
+    )
     git = (
         "diff --git a/a.py b/b.py\nsimilarity index 60%\nrename from a.py\nrename to b.py\n"
         "--- a/a.py\n+++ b/b.py\n@@ -1,2 +1,2 @@\n x\n-y\n+Y\n"
@@ -134,7 +136,9 @@ def test_codex_dumps_are_what_they_were_before_the_new_fields() -> None:
 
 def test_what_only_unified_diffs_say_is_part_of_the_identity() -> None:
     plain = args("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n")
-    no_newline = args("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n\\ No newline at end of file\n")
+    no_newline = args(
+        "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n\\ No newline at end of file\n"
+    )
     assert plain.sha256() != no_newline.sha256()
     chmod = args("diff --git a/f b/f\nold mode 100644\nnew mode 100755\n")
     assert chmod.model_dump()["operations"][0]["mode"] == "100755"
@@ -156,13 +160,18 @@ def test_from_patch_normalises_and_checks_copy_and_edit_paths() -> None:
     with pytest.raises(UnsafePathError):
         args("diff --git a/x b/y\ncopy from x\ncopy to ../y\n")
     with pytest.raises(UnsafePathError):
-        args(json.dumps([{"command": "insert", "path": ".git/config", "insert_line": 0,
-                          "insert_text": "x"}]))
+        args(
+            json.dumps(
+                [{"command": "insert", "path": ".git/config", "insert_line": 0, "insert_text": "x"}]
+            )
+        )
 
 
 def test_args_round_trip_through_their_dump() -> None:
-    for text in (GIT_UPDATE, json.dumps([{"command": "insert", "path": "a", "insert_line": 2,
-                                          "insert_text": "x"}])):
+    for text in (
+        GIT_UPDATE,
+        json.dumps([{"command": "insert", "path": "a", "insert_line": 2, "insert_text": "x"}]),
+    ):
         original = args(text)
         again = ApplyPatchArgs.model_validate(original.model_dump(mode="json"))
         assert again.sha256() == original.sha256()

@@ -24,9 +24,9 @@ INVALID = [
     '[submodule "a"]\n\turl = "open\n',
     '[submodule "a"]\n\turl = bad\\qescape\n',
     '[submodule "a"]\n\turl x\n',
-    '[submodule a]\n\turl = x\n',
+    "[submodule a]\n\turl = x\n",
     '[submodule "a"]\n\t1url = x\n',
-    '[sub_module]\n\turl = x\n',
+    "[sub_module]\n\turl = x\n",
 ]
 
 

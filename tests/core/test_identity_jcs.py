@@ -44,8 +44,21 @@ JCS_MAX_INT = 2**53 - 1
 # Any Unicode scalar value (surrogates are not text), weighted towards what breaks serialisers:
 # control characters, quotes and backslashes, non-ASCII, astral-plane (UTF-16 pairs), and the
 # private use area, which sorts after surrogates in UTF-16 but before astral code points in UTF-8.
-SPECIAL = st.sampled_from(["\x00", "\x1f", "\x7f", '"', "\\", "\u2028", "é", "\ue000", "\uffff",
-                           "\U0001f600", "\U0010ffff"])
+SPECIAL = st.sampled_from(
+    [
+        "\x00",
+        "\x1f",
+        "\x7f",
+        '"',
+        "\\",
+        "\u2028",
+        "é",
+        "\ue000",
+        "\uffff",
+        "\U0001f600",
+        "\U0010ffff",
+    ]
+)
 TEXT = st.text(st.one_of(st.characters(exclude_categories=["Cs"]), SPECIAL), max_size=40)
 # Bytes that are not UTF-8 reach the model as surrogate escapes (unified diffs); they dump as
 # {"utf8b": base64}.
@@ -79,10 +92,16 @@ commands = st.one_of(
 operations = st.one_of(
     st.builds(AddFile, path=PATH, content=ANY_TEXT, mode=MODE),
     st.builds(DeleteFile, path=PATH),
-    st.builds(UpdateFile, path=PATH, move_to=st.none() | PATH,
-              hunks=st.lists(hunks, max_size=3).map(tuple), mode=MODE),
-    st.builds(CopyFile, path=PATH, copy_to=PATH, hunks=st.lists(hunks, max_size=2).map(tuple),
-              mode=MODE),
+    st.builds(
+        UpdateFile,
+        path=PATH,
+        move_to=st.none() | PATH,
+        hunks=st.lists(hunks, max_size=3).map(tuple),
+        mode=MODE,
+    ),
+    st.builds(
+        CopyFile, path=PATH, copy_to=PATH, hunks=st.lists(hunks, max_size=2).map(tuple), mode=MODE
+    ),
     st.builds(EditFile, path=PATH, commands=st.lists(commands, min_size=1, max_size=3).map(tuple)),
 )
 args_strategy = st.builds(
@@ -128,8 +147,12 @@ def test_call_id_is_the_sha256_of_the_rfc8785_body(
     args: ApplyPatchArgs, contract: str, attempt: int, tool: str, tool_version: str, key: str | None
 ) -> None:
     ident = CallIdentity.compute(
-        args.sha256(), contract_sha256=contract, attempt=attempt, idempotency_key=key,
-        tool=tool, tool_version=tool_version,
+        args.sha256(),
+        contract_sha256=contract,
+        attempt=attempt,
+        idempotency_key=key,
+        tool=tool,
+        tool_version=tool_version,
     )
     body = documented_body(ident)
     assert ident.call_id == hashlib.sha256(rfc8785.dumps(body)).hexdigest()
@@ -137,13 +160,21 @@ def test_call_id_is_the_sha256_of_the_rfc8785_body(
 
 
 @settings(max_examples=60)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers(-JCS_MAX_INT, JCS_MAX_INT) | ANY_TEXT.filter(
-        lambda t: not any("\udc80" <= c <= "\udcff" for c in t)),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(st.characters(max_codepoint=0x7F), max_size=8), inner, max_size=4),
-    max_leaves=12,
-))
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-JCS_MAX_INT, JCS_MAX_INT)
+        | ANY_TEXT.filter(lambda t: not any("\udc80" <= c <= "\udcff" for c in t)),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(
+                st.text(st.characters(max_codepoint=0x7F), max_size=8), inner, max_size=4
+            )
+        ),
+        max_leaves=12,
+    )
+)
 def test_canonical_is_rfc8785_for_ascii_keys(value: Any) -> None:
     """The serialiser itself, on any JSON value identities can hold: ASCII names (the only
     kind they have), any strings, integers within JCS's range."""
@@ -180,8 +211,10 @@ def test_the_design_shows_the_example_as_tested() -> None:
 def test_the_design_example_recomputes_call_ids_from_the_trailers(repo: Repo) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("*** Begin Patch\n*** Add File: notes/é😀.md\n+ünïcode\n*** End Patch\n", {"attempt": 7}),
-        ("*** Begin Patch\n*** Add File: notes/b.md\n+b\n*** End Patch\n",
-         {"idempotency_key": "run-1/step-2"}),
+        (
+            "*** Begin Patch\n*** Add File: notes/b.md\n+b\n*** End Patch\n",
+            {"idempotency_key": "run-1/step-2"},
+        ),
     ]
     for patch, options in calls:
         executor = Executor(repo.path)
@@ -190,8 +223,13 @@ def test_the_design_example_recomputes_call_ids_from_the_trailers(repo: Repo) ->
         finally:
             executor.close()
         done = subprocess.run(
-            [sys.executable, "-c", DESIGN_EXAMPLE], cwd=repo.path, capture_output=True,
-            text=True, env={**os.environ, "PYTHONPATH": ""}, check=False, timeout=60,
+            [sys.executable, "-c", DESIGN_EXAMPLE],
+            cwd=repo.path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ""},
+            check=False,
+            timeout=60,
         )
         assert done.stderr == ""
         assert done.stdout == f"True {repo.call_ids()[0]}\n"

@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 from pathlib import Path
 
 import pytest
 
 from applyonce.core.identity import ApplyPatchArgs
 from applyonce.core.paths import UnsafePathError
-from applyonce.core.plan import MODE_EXEC, MODE_FILE, EntryKind, PlanError, TreePlan, plan
+from applyonce.core.plan import MODE_EXEC, PlanError, TreePlan, plan
 from applyonce.errors import ApplyOnceError
 from applyonce.patch import PatchFormat, detect_format, parse
+from tests.support.dirreader import DirReader
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SCENARIO_DIRS = sorted(p for p in SCENARIOS.iterdir() if p.is_dir()) if SCENARIOS.is_dir() else []
@@ -54,31 +54,6 @@ def scenario_patch(folder: Path) -> tuple[str, PatchFormat]:
     found = [name for name in PATCH_FILES if (folder / name).exists()]
     assert len(found) == 1, f"{folder.name}: needs exactly one of {sorted(PATCH_FILES)}"
     return (folder / found[0]).read_bytes().decode("utf-8"), PATCH_FILES[found[0]]
-
-
-class DirReader:
-    """A :class:`~applyonce.plan.TreeReader` over a directory on disk."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def _full(self, path: str) -> Path:
-        return self.root.joinpath(*path.split("/"))
-
-    def kind(self, path: str) -> EntryKind | None:
-        full = self._full(path)
-        if full.is_symlink():
-            return "symlink"
-        if full.is_dir():
-            return "dir"
-        if full.is_file():
-            return "file"
-        return None
-
-    def read(self, path: str) -> tuple[bytes, int]:
-        full = self._full(path)
-        executable = full.stat().st_mode & stat.S_IXUSR
-        return full.read_bytes(), MODE_EXEC if executable else MODE_FILE
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

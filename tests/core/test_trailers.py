@@ -1,4 +1,4 @@
-"""The trailer reader's own rules (the differential against git is tests/flow/test_audit_trailers.py)."""
+"""The trailer reader's own rules (the differential against git is tests/e2e/crash/test_audit_trailers.py)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ every state runs in ``benchmarks/bench_power_loss.py``.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +69,9 @@ def test_a_power_cut_anywhere_in_a_call_is_recovered_exactly_once(
     assert len(states) > 100 and variants > len(states), (len(states), variants)
     chosen = powercut.sample(states, SAMPLE)
     assert any(s.reported for s in chosen) and not all(s.reported for s in chosen)
+    seed = os.environ.get("APPLYONCE_TEST_SAMPLE")
+    if seed:  # .ci/run: every other state of the sample, the rest at the next commit
+        chosen = chosen[int(seed) % 2 :: 2]
     broken = []
     for state in chosen:
         verdict = powercut.check(rec, state)

@@ -48,8 +48,11 @@ def test_confirm_asks_on_the_terminal(repo: Repo, tmp_path: Path) -> None:
     patch_file.write_text(PATCH)
     command = f"{sys.executable} -m applyonce apply {patch_file} --repo {repo.path} --confirm"
     proc = subprocess.run(
-        ["script", "-qec", command, "/dev/null"], input=b"y\n", capture_output=True,
-        env=dict(os.environ), timeout=60,
+        ["script", "-qec", command, "/dev/null"],
+        input=b"y\n",
+        capture_output=True,
+        env=dict(os.environ),
+        timeout=60,
     )
     out = proc.stdout.decode()
     assert "Apply this patch? [y/N]" in out and "update src/util.py" in out
@@ -61,9 +64,20 @@ def test_confirm_without_a_terminal_is_a_clear_error(repo: Repo, tmp_path: Path)
     patch_file = tmp_path / "p.patch"
     patch_file.write_text(PATCH)
     proc = subprocess.run(
-        [sys.executable, "-m", "applyonce", "apply", str(patch_file), "--repo", str(repo.path),
-         "--confirm"],
-        capture_output=True, start_new_session=True, stdin=subprocess.DEVNULL, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            str(patch_file),
+            "--repo",
+            str(repo.path),
+            "--confirm",
+        ],
+        capture_output=True,
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.decode().startswith("error: --confirm needs a terminal")

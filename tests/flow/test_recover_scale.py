@@ -2,7 +2,7 @@
 its ledger transactions do not grow with the number of interrupted calls (issue 13, item 5).
 
 The interrupted calls are made in this process, the fault point raising instead of killing (the
-state a SIGKILL leaves once the claim is handed to a dead process: tests/flow/test_recovery.py
+state a SIGKILL leaves once the claim is handed to a dead process: tests/e2e/crash/test_recovery.py
 does it with real SIGKILLs); what is counted is recover's own work.
 """
 
@@ -56,7 +56,9 @@ def interrupted_calls(root: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> Re
     return repo
 
 
-def counted_recover(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], Counter[str]]:
+def counted_recover(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Counter[str], Counter[str]]:
     """Recover ``repo`` in this process; returns the outcomes and what was counted: history
     walks (GitStore.commits), ancestry tests (GitStore.is_ancestor) and ledger transactions."""
     counts: Counter[str] = Counter()

@@ -8,22 +8,13 @@ from typer.testing import CliRunner
 
 from applyonce.cli import app
 from applyonce.executor import Executor
-from tests.conftest import UTIL_PATCH, Repo, Run, snapshot
+from tests.conftest import UTIL_PATCH, Repo, Run
+from tests.support.records import record_of
 
 
 def cli(repo: Repo, *args: str, input: str | None = None) -> Run:
     result = CliRunner().invoke(app, [*args, "--repo", str(repo.path)], input=input)
     return Run(result.exit_code, result.stdout, result.stderr)
-
-
-def record_of(repo: Repo) -> tuple[dict[str, bytes], list[tuple[str, str, dict[str, object]]]]:
-    """The receipts as bytes and the ledger's events: what a refusal must leave as it was."""
-    executor = Executor(repo.path)
-    try:
-        events = [(e.call_id, e.kind, e.data) for e in executor.ledger.events()]
-    finally:
-        executor.close()
-    return snapshot(repo.state_dir() / "receipts"), events
 
 
 def committed_call(repo: Repo) -> str:

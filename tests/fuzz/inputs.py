@@ -2,7 +2,7 @@
 
 A case starts from file operations on the fuzz repository's base files (``BASE``: LF, CRLF, BOM,
 no final newline, Latin-1, binary, executable, empty, symlinks in and out of the repository) or
-from the Codex model patches of ``tests/core/test_patch_properties.py``. The operations are
+from the Codex model patches of ``tests/support/codex_patches.py``. The operations are
 rendered as a Codex patch, a unified git diff or edit-json commands, sometimes with a hostile path
 put in place of a good one (``..``, absolute, ``.git`` in any case, ``.gitmodules``, NUL and
 control characters, a path through a symlink, ...), and then 0-3 byte-level mutations are made:
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from applyonce.patch import render_codex
-from tests.core.test_patch_properties import _patch as codex_model_patches
+from tests.support.codex_patches import codex_patches as codex_model_patches
 
 FORMATS = ("codex", "unified", "edit-json", "search-replace")
 

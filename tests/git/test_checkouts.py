@@ -13,7 +13,9 @@ from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply, make_repo, run_cli
 
 
-def test_linked_worktree_apply_syncs_and_guards_the_main_checkout(repo: Repo, tmp_path: Path) -> None:
+def test_linked_worktree_apply_syncs_and_guards_the_main_checkout(
+    repo: Repo, tmp_path: Path
+) -> None:
     linked = tmp_path / "linked"
     repo.git("worktree", "add", "-q", str(linked), "-b", "feature")
     (repo.path / "src/util.py").write_text("VALUE = 1  # mine\n")
@@ -27,7 +29,9 @@ def test_linked_worktree_apply_syncs_and_guards_the_main_checkout(repo: Repo, tm
 
 
 def test_eol_filters_are_respected(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"})
+    repo = make_repo(
+        tmp_path / "r", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"}
+    )
     (repo.path / "a.txt").unlink()
     repo.git("checkout", "--", "a.txt")
     assert (repo.path / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
@@ -81,6 +85,9 @@ def test_recover_warns_that_an_edit_made_on_the_old_file_would_undo_the_commit(r
     assert "would undo that commit there" in first.stdout
     assert (repo.path / "src/util.py").read_text() == "VALUE = 1  # my 3 a.m. edit\n"
     # Still not in sync: the next recover says it again, until the user has merged.
-    assert "left your uncommitted changes in src/util.py" in run_cli("recover", "--repo", str(repo.path)).stdout
+    assert (
+        "left your uncommitted changes in src/util.py"
+        in run_cli("recover", "--repo", str(repo.path)).stdout
+    )
     (repo.path / "src/util.py").write_text("VALUE = 2\n")
     assert "left your uncommitted" not in run_cli("recover", "--repo", str(repo.path)).stdout

@@ -33,7 +33,9 @@ def test_apply_makes_one_commit_with_trailers_and_a_clean_checkout(repo: Repo) -
         assert record["blob"] == repo.git("rev-parse", f"HEAD:{record['path']}").strip()
     assert repo.git("fsck", "--strict", "--no-dangling") == ""
     assert repo.git("status", "--porcelain") == ""
-    assert (repo.path / "src/app.py").read_text() == "def greet(name):\n    return f'hello {name}!'\n"
+    assert (
+        repo.path / "src/app.py"
+    ).read_text() == "def greet(name):\n    return f'hello {name}!'\n"
 
 
 def test_trailers_parse_with_interpret_trailers(repo: Repo) -> None:
@@ -51,21 +53,36 @@ def test_trailers_parse_with_interpret_trailers(repo: Repo) -> None:
 def test_author_comes_from_repo_config_else_fallback(repo: Repo, tmp_path: Path) -> None:
     repo.git("config", "user.name", "Repo Person")
     repo.git("config", "user.email", "person@example.invalid")
-    env = {k: "" for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")}
+    env = {
+        k: ""
+        for k in (
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "GIT_COMMITTER_NAME",
+            "GIT_COMMITTER_EMAIL",
+        )
+    }
     clean_env = {k: v for k, v in os.environ.items() if k not in env}
     import subprocess
     import sys
 
     proc = subprocess.run(
         [sys.executable, "-m", "applyonce", "apply", "-", "--repo", str(repo.path)],
-        input=PATCH.encode(), env=clean_env, capture_output=True,
+        input=PATCH.encode(),
+        env=clean_env,
+        capture_output=True,
     )
     assert proc.returncode == 0, proc.stderr
-    assert repo.git("log", "-1", "--format=%an <%ae>").strip() == "Repo Person <person@example.invalid>"
+    assert (
+        repo.git("log", "-1", "--format=%an <%ae>").strip()
+        == "Repo Person <person@example.invalid>"
+    )
 
 
 def test_bare_repository(tmp_path: Path) -> None:
-    work = make_repo(tmp_path / "work", {"src/app.py": "def greet(name):\n    return 'hello ' + name\n"})
+    work = make_repo(
+        tmp_path / "work", {"src/app.py": "def greet(name):\n    return 'hello ' + name\n"}
+    )
     bare = tmp_path / "bare.git"
     work.git("clone", "-q", "--bare", str(work.path), str(bare))
     result = run_cli("apply", "-", "--repo", str(bare), "--branch", "main", input=PATCH)

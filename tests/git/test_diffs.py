@@ -80,7 +80,9 @@ def git_apply_gives(repo: Repo, diff: bytes, commit: str, tmp_path: Path) -> Non
     where = tmp_path / "applied"
     repo.git("worktree", "add", "-q", "--detach", str(where), f"{commit}~1")
     done = subprocess.run(
-        ["git", "-C", str(where), "apply", "--index", "-"], input=diff, capture_output=True,
+        ["git", "-C", str(where), "apply", "--index", "-"],
+        input=diff,
+        capture_output=True,
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
@@ -128,7 +130,9 @@ def test_a_committed_calls_diff_applies_to_its_parent_and_equals_its_dry_run(
     # File by file, it is what 'git diff' writes (git sorts by path and scores a rename's
     # similarity; a move is named by the patch, so applyonce writes no score).
     ours = sections(text)
-    theirs = sections(re.sub(r"similarity index \d+%\n", "", repo.git("diff", "-M", "HEAD~1", "HEAD")))
+    theirs = sections(
+        re.sub(r"similarity index \d+%\n", "", repo.git("diff", "-M", "HEAD~1", "HEAD"))
+    )
     assert ours == theirs
 
 
@@ -157,7 +161,9 @@ def test_a_binary_file_is_gits_binary_line_with_full_ids_and_applies(
 
 def test_a_call_that_did_not_commit_has_no_diff(repo: Repo) -> None:
     executor = Executor(repo.path)
-    stale = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 9\n+VALUE = 2\n*** End Patch\n"
+    stale = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 9\n+VALUE = 2\n*** End Patch\n"
+    )
     assert executor.diff(executor.apply(stale)) is None
 
 
@@ -169,10 +175,16 @@ def test_paths_are_quoted_as_git_quotes_them(tmp_path: Path) -> None:
     for name in names:
         (root / name).write_bytes(b"x\n")
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    listed = subprocess.run(
-        ["git", "-C", str(root), "ls-files"], capture_output=True, check=True,
-        env={**os.environ, "LC_ALL": "C"},
-    ).stdout.decode().splitlines()
+    listed = (
+        subprocess.run(
+            ["git", "-C", str(root), "ls-files"],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "LC_ALL": "C"},
+        )
+        .stdout.decode()
+        .splitlines()
+    )
     assert sorted(listed) == sorted(quote_path(name) for name in names)
 
 
@@ -182,8 +194,12 @@ LINES = st.lists(st.sampled_from(["a", "b", "c", "", "  d", "e\r"]), max_size=8)
 @settings(max_examples=25)
 @given(old=LINES, new=LINES, old_eol=st.booleans(), new_eol=st.booleans(), mode=st.booleans())
 def test_any_text_change_round_trips_through_git_apply(
-    tmp_path_factory: pytest.TempPathFactory, old: list[str], new: list[str], old_eol: bool,
-    new_eol: bool, mode: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+    old: list[str],
+    new: list[str],
+    old_eol: bool,
+    new_eol: bool,
+    mode: bool,
 ) -> None:
     before = "\n".join(old).encode() + (b"\n" if old and old_eol else b"")
     after = "\n".join(new).encode() + (b"\n" if new and new_eol else b"")

@@ -39,7 +39,9 @@ def test_a_split_index_is_refused_before_anything_is_written(repo: Repo) -> None
 def test_a_split_index_after_the_publish_is_a_sync_warning_for_recover(repo: Repo) -> None:
     """The killed call held index.lock from before its publish: the user removed it by hand
     (as git's own message says), then split the index. recover's sync meets it."""
-    assert apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    assert (
+        apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    )
     (repo.path / ".git" / "index.lock").unlink()
     _split(repo)
     result = run_cli("recover", "--repo", str(repo.path))
@@ -167,7 +169,9 @@ def test_a_damaged_index_is_refused_in_one_line_before_anything_is_written(repo:
 
 
 def test_a_damaged_index_after_the_publish_is_a_sync_warning_naming_the_index(repo: Repo) -> None:
-    assert apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    assert (
+        apply(repo, PATCH, env={"APPLYONCE_FAULT": "after-publish"}).returncode == -signal.SIGKILL
+    )
     index_file = repo.path / ".git" / "index"
     good = index_file.read_bytes()
     index_file.write_bytes(good[:12] + b"garbage")

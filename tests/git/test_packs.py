@@ -29,10 +29,16 @@ def test_git_reads_a_written_pack_and_verifies_it(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     blobs = {}
     for data in (b"one\n", b"two\n" * 1000, bytes(range(256)) * 70):  # sizes over 4 and 7 bits
-        oid = subprocess.run(
-            ["git", "-C", str(repo.path), "hash-object", "--stdin"],
-            input=data, capture_output=True, check=True,
-        ).stdout.decode().strip()
+        oid = (
+            subprocess.run(
+                ["git", "-C", str(repo.path), "hash-object", "--stdin"],
+                input=data,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .strip()
+        )
         blobs[oid] = data
     written = write_pack(repo.path / ".git" / "objects", [(o, 3, d) for o, d in blobs.items()])
     assert written is not None and written.keep is None
@@ -63,8 +69,10 @@ def test_many_calls_leave_few_packs_and_a_sound_repository(repo: Repo) -> None:
 def test_a_rejected_call_writes_no_object(repo: Repo) -> None:
     loose, packs = _loose(repo), _packs(repo)
     # Staged (its blobs and trees made), then refused by the built-in syntax check.
-    bad = "*** Begin Patch\n*** Add File: notes.txt\n+content that never lands\n" \
-          "*** Add File: broken.py\n+def broken(:\n*** End Patch\n"
+    bad = (
+        "*** Begin Patch\n*** Add File: notes.txt\n+content that never lands\n"
+        "*** Add File: broken.py\n+def broken(:\n*** End Patch\n"
+    )
     receipt = Executor(repo.path).apply(bad)
     assert receipt.status == "rejected" and receipt.error["kind"] == "check-failed"
     assert _loose(repo) == loose and _packs(repo) == packs
@@ -98,9 +106,21 @@ def _repo_with_git_packs(root: Path, packs: int, versions: int, lines: int) -> R
         for v in range(versions):
             for _ in range(20):
                 text[rnd.randrange(lines)] = f"{rnd.getrandbits(128):032x} changed\n"
-            tree = store.TreeBuilder(store[parents[0]].peel(pygit2.Tree)) if parents else store.TreeBuilder()
-            tree.insert(f"big{p % 2}.txt", store.create_blob("".join(text).encode()), pygit2.GIT_FILEMODE_BLOB)
-            parents = [store.create_commit("refs/heads/main", sig, sig, f"p{p} v{v}", tree.write(), parents)]
+            tree = (
+                store.TreeBuilder(store[parents[0]].peel(pygit2.Tree))
+                if parents
+                else store.TreeBuilder()
+            )
+            tree.insert(
+                f"big{p % 2}.txt",
+                store.create_blob("".join(text).encode()),
+                pygit2.GIT_FILEMODE_BLOB,
+            )
+            parents = [
+                store.create_commit(
+                    "refs/heads/main", sig, sig, f"p{p} v{v}", tree.write(), parents
+                )
+            ]
         repo.git("repack", "-d", "-q")
     repo.git("reset", "-q", "--hard")
     return repo
@@ -117,9 +137,22 @@ print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 def _apply_measured(repo: Repo, patch: str) -> tuple[int, int]:
     """Apply ``patch`` with the CLI in its own process: its exit code and peak RSS in bytes."""
     measured = subprocess.run(
-        [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "applyonce", "apply", "-",
-         "--repo", str(repo.path)],
-        input=patch.encode(), capture_output=True, check=True, env=os.environ.copy(),
+        [
+            sys.executable,
+            "-c",
+            _PEAK_RSS,
+            sys.executable,
+            "-m",
+            "applyonce",
+            "apply",
+            "-",
+            "--repo",
+            str(repo.path),
+        ],
+        input=patch.encode(),
+        capture_output=True,
+        check=True,
+        env=os.environ.copy(),
     )
     code, peak_kib = measured.stdout.split()
     return int(code), int(peak_kib) * 1024
@@ -161,7 +194,9 @@ def test_small_git_packs_are_never_merged_with_applyonces(tmp_path: Path) -> Non
     for pack in ours:
         if pack.endswith(".idx"):
             verified = repo.git("verify-pack", "-v", str(repo.path / ".git/objects/pack" / pack))
-            assert "chain length" not in verified  # whole objects: nothing was inflated or deltified
+            assert (
+                "chain length" not in verified
+            )  # whole objects: nothing was inflated or deltified
 
 
 def test_a_merge_copies_entries_without_holding_objects(tmp_path: Path) -> None:
@@ -173,13 +208,21 @@ def test_a_merge_copies_entries_without_holding_objects(tmp_path: Path) -> None:
     blobs = []
     for i in range(MERGE_AT):
         data = f"blob {i}\n".encode() * 50
-        oid = subprocess.run(
-            ["git", "-C", str(repo.path), "hash-object", "--stdin"],
-            input=data, capture_output=True, check=True,
-        ).stdout.decode().strip()
+        oid = (
+            subprocess.run(
+                ["git", "-C", str(repo.path), "hash-object", "--stdin"],
+                input=data,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .strip()
+        )
         blobs.append(oid)
         # The first object in every pack too: a merge stores it once.
-        write_pack(objects_dir, [(oid, 3, data), (blobs[0], 3, b"blob 0\n" * 50)], registry=registry)
+        write_pack(
+            objects_dir, [(oid, 3, data), (blobs[0], 3, b"blob 0\n" * 50)], registry=registry
+        )
     assert merge_small_packs(objects_dir, registry) == MERGE_AT
     [merged] = [p for p in (objects_dir / "pack").glob("*.idx")]
     assert sorted(pack_ids(merged)) == sorted(blobs)

@@ -19,7 +19,9 @@ from tests.conftest import APP_PATCH, NEW_FILE_PATCH, UTIL_PATCH, Repo, apply, r
 def _assert_clean(repo: Repo) -> None:
     fsck = subprocess.run(
         ["git", "-C", str(repo.path), "fsck", "--strict", "--no-dangling"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert fsck.returncode == 0 and fsck.stdout + fsck.stderr == "", fsck
 
@@ -46,10 +48,16 @@ def test_a_scratch_checkout_whose_last_tree_was_pruned_is_checked_out_afresh(rep
 def test_an_unreachable_object_a_call_reuses_is_kept_in_its_pack(repo: Repo) -> None:
     # The new file's blob is already in the repository, loose and unreachable (someone ran
     # 'git hash-object -w'): the call reuses it, and still writes it into its own kept pack.
-    blob = subprocess.run(
-        ["git", "-C", str(repo.path), "hash-object", "-w", "--stdin"],
-        input=b"new\n", capture_output=True, check=True,
-    ).stdout.decode().strip()
+    blob = (
+        subprocess.run(
+            ["git", "-C", str(repo.path), "hash-object", "-w", "--stdin"],
+            input=b"new\n",
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
     killed = apply(repo, NEW_FILE_PATCH, env={"APPLYONCE_FAULT": "after-commit-object"})
     assert killed.returncode == -9
     repo.git("prune", "--expire=now")  # the loose copy goes; the kept pack stays
@@ -72,7 +80,8 @@ def test_recover_never_publishes_a_commit_whose_objects_were_removed(repo: Repo)
     assert killed.returncode == -9
     pack_dir = repo.path / ".git" / "objects" / "pack"
     staged = [
-        idx for idx in pack_dir.glob("*.idx")
+        idx
+        for idx in pack_dir.glob("*.idx")
         if idx.with_suffix(".keep").exists()
         and "commit" not in repo.git("verify-pack", "-v", str(idx))
     ]

@@ -127,8 +127,10 @@ class Case:
     @property
     def verdict(self) -> str:
         """``agree``, ``disagree``, or a difference by design (see the module docstring)."""
-        if self.intended is not None and self.git.tree is not None and (
-            self.git.tree != self.intended
+        if (
+            self.intended is not None
+            and self.git.tree is not None
+            and (self.git.tree != self.intended)
         ):
             # git apply misread git's own diff (an added line that looks like a header, say):
             # what counts then is whether applyonce produced the tree the diff was made from.
@@ -256,14 +258,20 @@ def _change(rng: random.Random, base: Files) -> Files:
             if free:
                 del new.files[path]
                 target = rng.choice(free)
-                new.files[target] = (_edit(rng, data, "new") if rng.random() < 0.5 else data, executable)
+                new.files[target] = (
+                    _edit(rng, data, "new") if rng.random() < 0.5 else data,
+                    executable,
+                )
         elif roll < 0.84:
             free = [n for n in NAMES if n not in new.files]
             if free:
                 new.files[rng.choice(free)] = (data, executable)  # a copy
                 new.files[path] = (_edit(rng, data, "new"), executable)
         elif roll < 0.92:
-            new.files[path] = (data if rng.random() < 0.5 else _edit(rng, data, "new"), not executable)
+            new.files[path] = (
+                data if rng.random() < 0.5 else _edit(rng, data, "new"),
+                not executable,
+            )
     if rng.random() < 0.25:
         free = [n for n in NAMES if n not in new.files]
         if free:
@@ -272,7 +280,10 @@ def _change(rng: random.Random, base: Files) -> Files:
     if new.files == base.files:
         path = rng.choice(sorted(base.files))
         data, executable = base.files[path]
-        new.files[path] = (data + b"appended\n" if data.endswith(b"\n") or not data else data + b"\n", executable)
+        new.files[path] = (
+            data + b"appended\n" if data.endswith(b"\n") or not data else data + b"\n",
+            executable,
+        )
     return new
 
 
@@ -339,7 +350,9 @@ def _ours(root: Path, patch_text: str) -> Outcome:
         else:
             tree[change.path] = (change.content, change.mode == MODE_EXEC)
     lenient = any(
-        level is not MatchLevel.EXACT for change in tree_plan.changes for level in change.match_levels
+        level is not MatchLevel.EXACT
+        for change in tree_plan.changes
+        for level in change.match_levels
     )
     return Outcome(tree, lenient=lenient)
 
@@ -361,7 +374,9 @@ def run_case(seed: int, *, drift: bool = False, workdir: Path | None = None) -> 
     apply_args: list[str] = []
     if rng.random() < 0.5:
         diff_args.append(rng.choice(["-M", "-C", "-C -C"]))
-    diff_args.append(rng.choice(["--diff-algorithm=myers", "--minimal", "--patience", "--histogram"]))
+    diff_args.append(
+        rng.choice(["--diff-algorithm=myers", "--minimal", "--patience", "--histogram"])
+    )
     prefix_style = rng.random()
     config: list[str] = []
     if prefix_style < 0.15:

@@ -557,7 +557,9 @@ def test_take_over_many_takes_what_take_over_would_in_one_step(ledger: Ledger) -
     dead = [ledger.claim(ident(n), ref=REF, owner=DEAD) for n in (2, 3)]
     done = ledger.claim(ident(4), ref=REF, owner=DEAD)
     ledger.record(
-        Event(ident(4).call_id, done.execution_id, EventKind.COMMITTED, RowChange(state="committed"))
+        Event(
+            ident(4).call_id, done.execution_id, EventKind.COMMITTED, RowChange(state="committed")
+        )
     )
     wanted = [ident(n).call_id for n in (1, 2, 3, 4)] + ["f" * 64]
     taken = ledger.take_over_many(wanted, ME, lease_seconds=7)

@@ -5,7 +5,7 @@ ref not moved); a lock of anyone else at the same path stays.
 The holder is a real process SIGKILLed inside :func:`journaled_ref_lock`. libgit2's part is played
 by the child with libgit2's exact steps (refdb_fs.c ``loose_lock``: ``O_CREAT|O_EXCL``, nothing
 written; ``loose_commit``: one write of the new oid and a newline, then fsync and rename): no fault
-point can fire inside libgit2. tests/flow/test_ref_locks.py makes libgit2 itself leave one.
+point can fire inside libgit2. tests/e2e/git/test_ref_locks.py makes libgit2 itself leave one.
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ def _assert_path_refused(repo: Repo, patch: str, *args: str) -> None:
     assert "leads into applyonce's state directory" in result.stderr
     assert repo.head() == head
     assert repo.git("ls-tree", "-r", "--name-only", "HEAD").split() == [
-        "README.md", "src/app.py", "src/util.py"
+        "README.md",
+        "src/app.py",
+        "src/util.py",
     ]
 
 

@@ -33,7 +33,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def _in_namespace(script: str) -> None:
-    result = subprocess.run(["unshare", "-m", "sh", "-ec", script], capture_output=True, check=False)
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-ec", script], capture_output=True, check=False
+    )
     assert result.returncode == 0, result.stderr.decode()
 
 
@@ -42,7 +44,14 @@ def _cli(tmp_path: Path, name: str, repo: Repo, state: Path, *args: str, patch: 
     patch_file = tmp_path / f"{name}.patch"
     patch_file.write_text(patch)
     command = [
-        sys.executable, "-m", "applyonce", *args, "--repo", str(repo.path), "--state-dir", str(state)
+        sys.executable,
+        "-m",
+        "applyonce",
+        *args,
+        "--repo",
+        str(repo.path),
+        "--state-dir",
+        str(state),
     ]
     out = tmp_path / name
     return (
@@ -67,11 +76,14 @@ def test_a_full_disk_is_named_and_the_ledger_kept(repo: Repo, tmp_path: Path) ->
     head = repo.head()
     _in_namespace(
         f"mount -t tmpfs -o size=1m tmpfs {state}\n"
-        + _cli(tmp_path, "first", repo, state, "apply", "-", patch=NEW_FILE_PATCH) + "\n"
+        + _cli(tmp_path, "first", repo, state, "apply", "-", patch=NEW_FILE_PATCH)
+        + "\n"
         + f"dd if=/dev/zero of={state}/fill bs=4k count=1000 2>/dev/null || true\n"
-        + _cli(tmp_path, "full", repo, state, "apply", "-") + "\n"
+        + _cli(tmp_path, "full", repo, state, "apply", "-")
+        + "\n"
         + f"rm {state}/fill\n"
-        + _cli(tmp_path, "again", repo, state, "apply", "-") + "\n"
+        + _cli(tmp_path, "again", repo, state, "apply", "-")
+        + "\n"
     )
     assert _result(tmp_path, "first")[0] == 0
     code, err = _result(tmp_path, "full")
@@ -91,7 +103,8 @@ def test_a_read_only_state_dir_is_named_and_nothing_written(repo: Repo, tmp_path
     ledger = (state / "ledger.sqlite3").read_bytes()
     _in_namespace(
         f"mount --bind {state} {state}\nmount -o remount,bind,ro {state}\n"
-        + _cli(tmp_path, "ro", repo, state, "apply", "-") + "\n"
+        + _cli(tmp_path, "ro", repo, state, "apply", "-")
+        + "\n"
     )
     code, err = _result(tmp_path, "ro")
     assert code == 2, err
@@ -107,10 +120,13 @@ def test_a_full_disk_after_the_publish_says_the_patch_landed(repo: Repo, tmp_pat
     fill = f"dd if=/dev/zero of={receipts}/fill bs=4k count=1000 2>/dev/null; true"
     _in_namespace(
         f"mount -t tmpfs -o size=256k tmpfs {receipts}\n"
-        + _cli(tmp_path, "landed", repo, state, "apply", "-", "--check", fill) + "\n"
+        + _cli(tmp_path, "landed", repo, state, "apply", "-", "--check", fill)
+        + "\n"
         + f"rm {receipts}/fill\n"
-        + _cli(tmp_path, "recover", repo, state, "recover") + "\n"
-        + _cli(tmp_path, "repeat", repo, state, "apply", "-", "--check", "true") + "\n"
+        + _cli(tmp_path, "recover", repo, state, "recover")
+        + "\n"
+        + _cli(tmp_path, "repeat", repo, state, "apply", "-", "--check", "true")
+        + "\n"
     )
     code, err = _result(tmp_path, "landed")
     assert code == 5, err
@@ -134,9 +150,11 @@ def test_a_full_disk_under_the_repository_rejects_the_call_as_retryable(tmp_path
         "git init -q -b main . && mkdir src && echo 'VALUE = 1' > src/util.py\n"
         "git add -A && git commit -q -m base\n"
         f"dd if=/dev/zero of={repo.path}/.fill bs=4k count=1000 2>/dev/null || true\n"
-        + _cli(tmp_path, "full", repo, state, "apply", "-") + "\n"
+        + _cli(tmp_path, "full", repo, state, "apply", "-")
+        + "\n"
         + f"git rev-list --count HEAD > {commits}.before\nrm {repo.path}/.fill\n"
-        + _cli(tmp_path, "again", repo, state, "apply", "-") + "\n"
+        + _cli(tmp_path, "again", repo, state, "apply", "-")
+        + "\n"
         + f"git rev-list --count HEAD > {commits}.after\n"
     )
     code, err = _result(tmp_path, "full")

@@ -3,9 +3,9 @@
 When ``auto`` recognises no format, the refusal says what the text resembles and what is missing, in
 one line with a hint, so an agent can fix its patch rather than guess: a Codex patch without its
 ``*** Begin Patch`` line or with prose before it, diff lines or a hunk without file headers,
-merge-conflict markers, an empty text, or prose (a SEARCH/REPLACE block without its file-name line is the
-block parser's to say, ``searchreplace.py``). The refusal is a usage error (exit 2): nothing is
-read, nothing written.
+merge-conflict markers, an empty text, or prose (a SEARCH/REPLACE block without its file-name line
+is the block parser's to say, ``searchreplace.py``). The refusal is a usage error (exit 2): nothing
+is read, nothing written.
 
 Pure: text in, an error out.
 """

@@ -1,0 +1,61 @@
+"""``applyonce recover`` never says "every call is settled" when one is not: a call another
+process's claim still holds is named, with its owner, host, lease end and what to do, and a
+checkout it could not update is said; both exit 4 (held by another process)."""
+
+from __future__ import annotations
+
+import orjson
+
+from tests.conftest import Repo, run_cli
+from tests.e2e.crash.claims import OTHER_HOST, apply, ledger_events, ledger_rows
+
+
+def test_recover_names_a_call_held_under_another_hosts_live_lease(repo: Repo) -> None:
+    killed = apply(repo, env={"APPLYONCE_FAULT": "after-stage", **OTHER_HOST})  # lease: 30 s
+    assert killed.returncode == -9
+    [row] = ledger_rows(repo)
+    call_id, short = str(row["call_id"]), str(row["call_id"])[:12]
+    before = ledger_events(repo, call_id)
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 4, recovered.stderr
+    assert "every call is settled" not in recovered.stdout
+    assert recovered.stdout == (
+        "call          was        now        why\n"
+        f"{short}  prepared   held       held by process {row['owner_pid']} on "
+        f"{OTHER_HOST['APPLYONCE_HOST_ID']} until {row['lease_expires_at']}: wait for its lease "
+        f"to end, or, if no process runs it, run 'applyonce resolve {short} --release'\n"
+    )
+    as_json = run_cli("recover", "--repo", str(repo.path), "--json")
+    assert as_json.returncode == 4, as_json.stderr
+    [outcome] = orjson.loads(as_json.stdout)["outcomes"]
+    assert (outcome["call_id"], outcome["was"], outcome["now"]) == (call_id, "prepared", "held")
+    assert ledger_events(repo, call_id) == before  # recover wrote nothing of a held call
+    # Freed by hand, the same recover settles it: nothing was published, so rejected, retryable.
+    assert run_cli("resolve", short, "--release", "--repo", str(repo.path)).returncode == 0
+    settled = run_cli("recover", "--repo", str(repo.path))
+    assert settled.returncode == 0, settled.stderr
+    assert f"{short}  prepared   rejected" in settled.stdout
+
+
+def test_recover_does_not_say_settled_when_the_checkout_was_not_updated(repo: Repo) -> None:
+    killed = apply(repo, env={"APPLYONCE_FAULT": "after-ledger"})  # committed, checkout not synced
+    assert killed.returncode == -9
+    lock = repo.path / ".git" / "index.lock"
+    # The user's git holds the index (the killed call's lock gone, removed by hand): the sync
+    # must not take it.
+    lock.unlink()
+    lock.write_bytes(b"DIRC")
+    try:
+        recovered = run_cli("recover", "--repo", str(repo.path))
+    finally:
+        lock.unlink()
+    assert recovered.returncode == 4, recovered.stderr
+    assert "note: checkout not updated (" in recovered.stdout
+    assert "every call is settled" not in recovered.stdout
+    assert recovered.stdout.endswith(
+        "not everything is settled: a checkout was not updated (see the notes above)\n"
+    )
+    again = run_cli("recover", "--repo", str(repo.path))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.endswith("committed  committed  checkout updated\n")
+    assert repo.git("status", "--porcelain") == ""

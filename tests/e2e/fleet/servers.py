@@ -1,0 +1,81 @@
+"""The fleet's servers: the session's ``git daemon`` (tests/gitserver.py) serving the one bare
+repository, and a PostgreSQL server of the test's own (tests/pgserver.py; the scenario crashes and
+restarts it, so it cannot share the session's); the fixture is in tests/e2e/fleet/conftest.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import make_repo
+from tests.e2e.fleet.fleet import Call, git
+
+
+class FleetServers:
+    """The session's git daemon and a PostgreSQL server of this test's own."""
+
+    def __init__(self, daemon: Any) -> None:
+        from tests.pgserver import PostgresServer
+
+        self.daemon = daemon
+        # In a temporary directory of its own, not the test's: as root, the server runs as
+        # another user, who cannot enter pytest's private folders.
+        self.postgres = PostgresServer()
+
+    def start(self) -> None:
+        self.postgres.start()
+
+    def stop(self) -> None:
+        self.postgres.cleanup()
+
+    def database(self) -> str:
+        """A fresh database's URL."""
+        url: str = self.postgres.create_database()
+        return url
+
+    def crash_database(self) -> None:
+        """An immediate shutdown while calls run: every connection cut, no checkpoint."""
+        self.postgres.kill()
+
+    def start_database(self) -> None:
+        """Up again after :meth:`crash_database`, replaying the WAL."""
+        self.postgres.start()
+
+    def server_with_clones(
+        self, tmp: Path, files: Mapping[str, str], clients: int
+    ) -> tuple[Path, list[Path], Path]:
+        """The bare server repository (its branch ``main`` holding ``files``), a clone per client,
+        and one more clone, the observer, that makes no call."""
+        url = self.daemon.make_bare()
+        seed = make_repo(tmp / "seed", files)
+        git(seed.path, "push", "-q", url, "main:refs/heads/main")
+        clones = [self.daemon.clone(url, tmp / f"client{i}") for i in range(clients)]
+        observer = self.daemon.clone(url, tmp / "observer")
+        bare: Path = self.daemon.path_of(url)
+        return bare, clones, observer
+
+    def call_ids(self, where: Path, bare: Path, calls: Sequence[Call]) -> dict[str, str]:
+        """Each call's Call-Id as applyonce computes it (in a plain clone: the identity does not
+        depend on the clone, the ledger or the remote)."""
+        from applyonce import Executor
+        from applyonce.flow.options import CallOptions
+
+        git(where.parent, "clone", "-q", str(bare), str(where))
+        executor = Executor(where)
+        try:
+            return {
+                call.key: executor.identify(
+                    call.patch, CallOptions(attempt=call.attempt, tool_call_id=call.tool_call_id)
+                )[1].call_id
+                for call in calls
+            }
+        finally:
+            executor.close()
+
+
+def postgres_missing() -> bool:
+    """Whether this machine has no PostgreSQL server binaries."""
+    from tests.pgserver import find_binaries
+
+    return find_binaries() is None
