@@ -17,10 +17,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from typer.testing import CliRunner
 
-from applyonce.agents import PatchRunner
-from applyonce.cli import app
+from applyonce.adapters.agents import PatchRunner
+from applyonce.adapters.cli import app
+from applyonce.adapters.mcp_server import PatchServer
 from applyonce.executor import Executor
-from applyonce.mcp_server import PatchServer
 from tests.conftest import Repo, run_cli
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"

@@ -14,8 +14,8 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 
+from applyonce.adapters.results import DIFF_CAP
 from applyonce.executor import Executor
-from applyonce.results import DIFF_CAP
 from tests.adapters.test_mcp_server import PATCH, SUCCESS, text_of, with_session
 from tests.conftest import Repo
 

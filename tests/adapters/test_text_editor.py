@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from applyonce.agents import ToolCallAdapter
-from applyonce.cli import app
+from applyonce.adapters.agents import ToolCallAdapter
+from applyonce.adapters.cli import app
 from applyonce.executor import Executor
 from tests.conftest import Repo, make_repo
 
@@ -148,7 +148,7 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
         "toolu_01Crash", command="str_replace", path="README.md", old_str="# demo", new_str="# Demo",
     ))))
     harness = (
-        "import json, sys\nfrom applyonce.agents import ToolCallAdapter\n"
+        "import json, sys\nfrom applyonce.adapters.agents import ToolCallAdapter\n"
         "print(json.dumps(ToolCallAdapter(sys.argv[1]).run(json.load(open(sys.argv[2])))))\n"
     )
     killed = subprocess.run(

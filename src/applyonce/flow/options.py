@@ -16,7 +16,7 @@ from applyonce.core.message import RESERVED_TRAILERS, check_message, check_trail
 from applyonce.core.plan import TreePlan
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
-from applyonce.flow.replays import ReplayNote
+from applyonce.flow.repeat import ReplayNote
 from applyonce.git.checkouts import SyncReport
 from applyonce.patch import PatchFormat
 from applyonce.patch.mail import MailAuthor, read_mail

@@ -2,7 +2,7 @@
 
 Work is linear in the input, and the input is capped (DESIGN §11). A cap hit is caused by the
 patch alone: it is refused like the other bad patches (exit 1) before anything is written. The
-caps are configured in git config, where a patch cannot change them (``flow/limits.py`` reads
+caps are configured in git config, where a patch cannot change them (``flow/call/limits.py`` reads
 them)::
 
     applyonce.maxPatchBytes   the patch text                        (default 32 MiB)
