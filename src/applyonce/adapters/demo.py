@@ -23,9 +23,10 @@ from applyonce.errors import UsageError
 from applyonce.faults import ENV as FAULT_ENV
 
 Echo = Callable[[str], None]
-SOURCE_WORKSPACE = Path(__file__).resolve().parents[2] / "workspaces" / "demo"
-# Installed from a wheel there is no source tree: the build copies the workspace here (setup.py).
-PACKAGED_WORKSPACE = Path(__file__).resolve().parent / "_demo"
+SOURCE_WORKSPACE = Path(__file__).resolve().parents[3] / "workspaces" / "demo"
+# Installed from a wheel there is no source tree: the build copies the workspace to applyonce/_demo
+# (setup.py).
+PACKAGED_WORKSPACE = Path(__file__).resolve().parents[1] / "_demo"
 
 
 def _git(repo: Path, *args: str) -> str:
