@@ -17,7 +17,7 @@ from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
     revert,
     serve,
 )
-from applyonce.adapters.cli.app import app
+from applyonce.adapters.cli.app import app, only_the_named_command
 from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -32,7 +32,8 @@ def main() -> None:
     try:
         # Named as installed, also under 'python -m applyonce': the usage lines say
         # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.
-        app(prog_name="applyonce")
+        with only_the_named_command(sys.argv[1:]):
+            app(prog_name="applyonce")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 

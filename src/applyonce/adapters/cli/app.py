@@ -6,17 +6,16 @@ the exit codes of DESIGN §8 through :func:`applyonce.adapters.console.error_bou
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
-import typer.main
-from typer.core import TyperArgument, TyperCommand
-from typer.models import CommandFunctionType, CommandInfo
+from typer.core import TyperArgument
+from typer.models import CommandInfo
 
 import applyonce
 from applyonce.adapters.console import SCHEMA_VERSION, emit_json, error_boundary
@@ -49,8 +48,9 @@ class _Argument(TyperArgument):
         return None
 
 
-class _Command(typer.core.TyperCommand):
-    """Every command: notes for the error boundary whether ``--json`` was asked."""
+class Command(typer.core.TyperCommand):
+    """Every command (``@app.command(cls=Command)``): notes for the error boundary whether
+    ``--json`` was asked."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,42 +86,34 @@ class _Commands(typer.core.TyperGroup):
         return sorted(names, key=lambda n: _ORDER.index(n) if n in _ORDER else len(_ORDER))
 
 
-def _name_of(info: CommandInfo) -> str | None:
-    """A registered command's name, as typer derives it."""
-    if info.name:
-        return info.name
-    callback = info.callback
-    return None if callback is None else typer.main.get_command_name(callback.__name__)
-
-
 _ORDER = ["apply", "revert", "recover", "audit", "show", "log", "replay", "resolve", "mcp"]
 _ORDER += ["schema", "demo", "version"]
 
 
-class _App(typer.Typer):
-    """A typer app whose commands are :class:`_Command` unless they say otherwise."""
+def _name_of(info: CommandInfo) -> str | None:
+    """A registered command's name, as typer derives it (its function's name, dashed)."""
+    if info.name:
+        return info.name
+    callback = info.callback
+    return None if callback is None else callback.__name__.lower().replace("_", "-")
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the command line. A command line that starts with a command's name builds that
-        command alone: typer would build every command's parameters first, each with its type
-        adapters, and only one runs. What it prints and how it exits stay the same: the group's
-        options and list of commands show only before a command's name (shell completion, which
-        lists them, builds them all)."""
-        every = self.registered_commands
-        argv = args[0] if args else kwargs.get("args", sys.argv[1:])
-        if argv and "_APPLYONCE_COMPLETE" not in os.environ:
-            named = [info for info in every if _name_of(info) == argv[0]]
-            if named:
-                self.registered_commands = named
-        try:
-            return super().__call__(*args, **kwargs)
-        finally:
-            self.registered_commands = every
 
-    def command(
-        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any
-    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
-        return super().command(name, cls=cls or _Command, **kwargs)
+@contextlib.contextmanager
+def only_the_named_command(argv: list[str]) -> Iterator[None]:
+    """While a command line that starts with a command's name runs, the app holds that command
+    alone: typer would build every command's parameters first, each with its type adapters, and
+    only one runs. What it prints and how it exits stay the same: the group's options and list of
+    commands show only before a command's name (shell completion, which lists them, builds them
+    all)."""
+    every = app.registered_commands
+    if argv and "_APPLYONCE_COMPLETE" not in os.environ:
+        named = [info for info in every if _name_of(info) == argv[0]]
+        if named:
+            app.registered_commands = named
+    try:
+        yield
+    finally:
+        app.registered_commands = every
 
 
 def _print_version(value: bool) -> None:
@@ -130,7 +122,7 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = _App(
+app = typer.Typer(
     cls=_Commands,
     name="applyonce",
     help="Exactly-once apply_patch for coding agents: one patch, one commit, a receipt.",

@@ -13,6 +13,7 @@ from applyonce.adapters.cli.app import (
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    Command,
     ContractOpt,
     ContractShaOpt,
     DiffOpt,
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 @app.command(
     epilog="Exit codes: 0 committed (new or replayed; with --dry-run: the plan printed), "
     "1 rejected, 2 usage, 3 internal error, 4 conflict (see the message; repeat the call), "
-    "5 outcome unknown (run 'applyonce recover'), 130 interrupted."
+    "5 outcome unknown (run 'applyonce recover'), 130 interrupted.",
+    cls=Command,
 )
 def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from applyonce.adapters.cli.app import (
+    Command,
     JsonOpt,
     LedgerOpt,
     RemoteOpt,
@@ -30,7 +31,8 @@ from applyonce.errors import EXIT_PROBLEMS
 
 @app.command(
     epilog="Exit codes: 0 shown, 2 usage (no such call), 3 internal error, "
-    "5 the receipt does not verify."
+    "5 the receipt does not verify.",
+    cls=Command,
 )
 def show(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],
@@ -86,7 +88,9 @@ def show(
         typer.echo("diff      none: the call committed nothing")
 
 
-@app.command(epilog="Exit codes: 0 listed, 2 usage, 3 internal error, 5 unreadable state.")
+@app.command(
+    epilog="Exit codes: 0 listed, 2 usage, 3 internal error, 5 unreadable state.", cls=Command
+)
 def log(
     repo: RepoOpt = Path("."),
     state_dir: StateOpt = None,
@@ -115,7 +119,8 @@ def log(
 
 @app.command(
     epilog="Exit codes: 0 every call agrees, 1 some disagree, 2 usage, 3 internal error, "
-    "5 unreadable state."
+    "5 unreadable state.",
+    cls=Command,
 )
 def replay(
     repo: RepoOpt = Path("."),
@@ -149,7 +154,8 @@ def replay(
 
 @app.command(
     epilog="Exit codes: 0 clean, 1 problems found, 2 usage, 3 internal error, 4 history"
-    " incomplete (a shallow clone), 5 unreadable state."
+    " incomplete (a shallow clone), 5 unreadable state.",
+    cls=Command,
 )
 def audit(
     repo: RepoOpt = Path("."),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from applyonce.adapters.cli.app import (
+    Command,
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 @app.command(
     epilog="Exit codes: 0 every call settled, 2 usage, 3 internal error, 4 a call held by a "
     "running process or a checkout not updated (run it again later), 5 a call's outcome is "
-    "unknown (see 'applyonce resolve')."
+    "unknown (see 'applyonce resolve').",
+    cls=Command,
 )
 def recover(
     repo: RepoOpt = Path("."),
@@ -80,7 +82,8 @@ def _print_recovery(report: RecoveryReport) -> None:
 
 @app.command(
     epilog="Exit codes: 0 resolved or released, 2 usage (bad options, or a call that is not "
-    "unknown), 3 internal error, 4 the claim is held by a live process, 5 unreadable state."
+    "unknown), 3 internal error, 4 the claim is held by a live process, 5 unreadable state.",
+    cls=Command,
 )
 def resolve(
     call_id: Annotated[str, typer.Argument(help="Call ID or a unique prefix (6+ characters).")],

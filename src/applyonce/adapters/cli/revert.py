@@ -12,6 +12,7 @@ from applyonce.adapters.cli.app import (
     AttemptOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    Command,
     DiffOpt,
     DirtyOpt,
     DryRunOpt,
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 @app.command(
     epilog="Exit codes: 0 committed (new or replayed; --dry-run: plan printed), 1 nothing left "
     "to undo, 2 usage or not a committed call on the branch, 3 internal, 4 later commits changed "
-    "the same lines (retryable) or the call is running, 5 outcome unknown."
+    "the same lines (retryable) or the call is running, 5 outcome unknown.",
+    cls=Command,
 )
 def revert(
     call_id: Annotated[

@@ -13,6 +13,7 @@ from applyonce.adapters.cli.app import (
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    Command,
     ContractOpt,
     ContractShaOpt,
     DirtyOpt,
@@ -33,7 +34,11 @@ if TYPE_CHECKING:
     from applyonce.flow.options import DirtyMode
 
 
-@app.command("mcp", epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.")
+@app.command(
+    "mcp",
+    epilog="Exit codes: 0 the client ended the session, 2 usage, 3 internal error.",
+    cls=Command,
+)
 def mcp_command(
     ctx: typer.Context,
     repo: RepoOpt = Path("."),
@@ -94,7 +99,7 @@ def mcp_command(
     )
 
 
-@app.command("schema", epilog="Exit codes: 0 printed, 2 usage.")
+@app.command("schema", epilog="Exit codes: 0 printed, 2 usage.", cls=Command)
 def schema_command(
     for_: Annotated[
         str,
@@ -158,7 +163,9 @@ def receipt_schema() -> dict[str, object]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-@app.command(epilog="Exit codes: 0 every step behaved as promised, 1 a step did not, 2 usage.")
+@app.command(
+    epilog="Exit codes: 0 every step behaved as promised, 1 a step did not, 2 usage.", cls=Command
+)
 def demo(
     workspace: Annotated[
         Path | None, typer.Option(help="Workspace folder (default: the embedded demo).")
@@ -173,7 +180,7 @@ def demo(
     raise typer.Exit(run_demo(workspace, into, echo=typer.echo))
 
 
-@app.command(epilog="Exit codes: 0.")
+@app.command(epilog="Exit codes: 0.", cls=Command)
 def version() -> None:
     """Print the version."""
     typer.echo(f"applyonce {applyonce.__version__}")
