@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from gettext import gettext as _
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
-from typer.core import TyperArgument
 from typer.models import CommandInfo
 
 import applyonce
@@ -41,13 +41,6 @@ def _asks_json(args: list[str]) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
-class _Argument(TyperArgument):
-    """An argument whose help line shows its name only (``PATCH``, not ``PATCH <str>``)."""
-
-    def display_type_rich(self, ctx: Any) -> str | None:
-        return None
-
-
 class Command(typer.core.TyperCommand):
     """Every command (``@app.command(cls=Command)``): notes for the error boundary whether
     ``--json`` was asked."""
@@ -59,8 +52,26 @@ class Command(typer.core.TyperCommand):
         for param in self.params:
             if param.metavar is None and not getattr(param, "is_flag", False) and param.name:
                 param.metavar = param.name.rstrip("_").upper()
-            if type(param) is TyperArgument:
-                param.__class__ = _Argument
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """The Arguments, then the Options, as typer writes them; an argument's line shows its
+        name only (``PATCH``, not ``PATCH <str>``)."""
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((param.metavar or record[0], record[1]))
+            elif param.param_type_name == "option":
+                options.append(record)
+        if arguments:
+            with formatter.section(_("Arguments")):
+                formatter.write_dl(arguments)
+        if options:
+            with formatter.section(_("Options")):
+                formatter.write_dl(options)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         ctx.meta[_JSON] = _asks_json(args)  # the raw guess stands if parsing fails
