@@ -25,7 +25,7 @@ from pathlib import Path
 def build(repo: Path, calls: int) -> None:
     import pygit2
 
-    import applyonce.flow.apply as apply_module
+    import applyonce.flow.call.apply as apply_module
     import applyonce.state.receipts as receipts_module
     from applyonce import Executor
 

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import applyonce.flow.apply as apply_module
-import applyonce.flow.settle as settle_module
+import applyonce.flow.call.apply as apply_module
+import applyonce.flow.record.settle as settle_module
 from applyonce import Executor
 
 

@@ -1,8 +1,10 @@
 """The architecture contracts hold, and they bite.
 
-The contracts live in pyproject.toml under ``[tool.importlinter]``: the layers of applyonce, only
-``applyonce.git`` imports pygit2, only ``applyonce.state.sqlite`` imports sqlite3, only adapters
-import the package's own ``__init__``, no cycle between siblings. ``lint-imports`` checks them here
+The contracts live in pyproject.toml under ``[tool.importlinter]``: the layers of applyonce, of
+its adapters and of its use cases (a call, recovery, the read-only commands, the shared record);
+the read-only commands import no publisher and no lock; only ``applyonce.git`` imports pygit2,
+only ``applyonce.state.sqlite`` imports sqlite3, only adapters import the package's own
+``__init__``, no cycle between siblings. ``lint-imports`` checks them here
 on this checkout's ``src/``, then on copies of it with one bad import injected each, which must
 fail naming the contract they break. A last check, with grimp (import-linter's graph), finds any
 cycle in the whole module graph, packages' ``__init__`` modules included.
@@ -114,10 +116,10 @@ INJECTIONS = [
         id="state-imports-executor-in-a-function",
     ),
     pytest.param(
-        "flow/sync.py",
+        "flow/checkouts/sync.py",
         "import pygit2\n",
         "pygit2-only-in-git",
-        "applyonce.flow.sync -> pygit2",
+        "applyonce.flow.checkouts.sync -> pygit2",
         id="flow-imports-pygit2",
     ),
     pytest.param(
@@ -135,12 +137,42 @@ INJECTIONS = [
         id="core-imports-package-init",
     ),
     pytest.param(
-        "flow/settle.py",
+        "flow/record/settle.py",
         # apply imports settle: settle importing apply closes a cycle inside applyonce.flow.
-        "def _injected() -> None:\n    from applyonce.flow import apply\n",
+        "def _injected() -> None:\n    from applyonce.flow.call import apply\n",
         "acyclic",
-        ".settle -> .apply",
+        ".record -> .call",
         id="cycle-in-flow",
+    ),
+    pytest.param(
+        "adapters/results.py",
+        "def _injected() -> None:\n    from applyonce.adapters import console\n",
+        "adapter-layers",
+        "applyonce.adapters.results -> applyonce.adapters.console",
+        id="results-imports-console",
+    ),
+    pytest.param(
+        "flow/inspect/replay.py",
+        # The read-only commands sit below recovery: replay may not reach resolve's writes.
+        "def _injected() -> None:\n    from applyonce.flow.recovery import resolve\n",
+        "flow-layers",
+        "applyonce.flow.inspect.replay -> applyonce.flow.recovery.resolve",
+        id="inspect-imports-recovery",
+    ),
+    pytest.param(
+        "flow/record/verify.py",
+        # The shared record is below every use case: verify may not reach the corridor.
+        "def _injected() -> None:\n    from applyonce.flow.call import checks\n",
+        "flow-layers",
+        "applyonce.flow.record.verify -> applyonce.flow.call.checks",
+        id="record-imports-call",
+    ),
+    pytest.param(
+        "flow/inspect/view.py",
+        "def _injected() -> None:\n    from applyonce.git import publisher\n",
+        "inspect-writes-nothing",
+        "applyonce.flow.inspect.view -> applyonce.git.publisher",
+        id="inspect-imports-publisher",
     ),
 ]
 
@@ -169,9 +201,8 @@ def test_contracts_bite(
 
 
 def test_cycle_check_bites(tmp_path: Path) -> None:
-    src = broken_copy(tmp_path, "flow/settle.py", "from applyonce.flow import apply\n")
+    src = broken_copy(tmp_path, "flow/record/settle.py", "from applyonce.flow.call import apply\n")
     result = run(CYCLES, src)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "applyonce.flow.apply -> applyonce.flow.settle -> applyonce.flow.apply" in (
-        result.stdout
-    ), result.stdout
+    cycle = "applyonce.flow.call.apply -> applyonce.flow.record.settle -> applyonce.flow.call.apply"
+    assert cycle in result.stdout, result.stdout

@@ -1,3 +1,3 @@
-from applyonce.cli import main
+from applyonce.adapters.cli import main
 
 main()

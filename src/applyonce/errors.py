@@ -2,7 +2,8 @@
 
 Every expected failure is an :class:`ApplyOnceError` subclass, defined next to the code that raises
 it. Each carries a machine-readable ``kind``, a one-line ``message`` (what happened), a ``hint``
-(what to do), the CLI ``exit_code`` of DESIGN §8, whether a retry of the same call may succeed
+(what to do), the CLI ``exit_code`` of docs/design.md §8, whether a retry of the same call may
+succeed
 (``retryable``), and structured ``details`` (path, hunk index, patch line, expected lines, …) that
 the receipt stores.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-# Exit codes (DESIGN §8). They are a contract: harnesses branch on them.
+# Exit codes (docs/design.md §8). They are a contract: harnesses branch on them.
 EXIT_COMMITTED = 0
 EXIT_REJECTED = 1
 EXIT_PROBLEMS = 1  # audit found problems, replay found disagreements

@@ -16,14 +16,11 @@ from typing import TYPE_CHECKING, Any
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError
-from applyonce.flow import apply as apply_flow
-from applyonce.flow import calls as calls_flow
-from applyonce.flow import recovery
-from applyonce.flow import resolve as resolve_flow
-from applyonce.flow.adopt import with_the_change
-from applyonce.flow.approval import ApprovalError
-from applyonce.flow.calls import CallSummary
+from applyonce.flow.call import apply as apply_flow
+from applyonce.flow.call.approval import ApprovalError
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
+from applyonce.flow.inspect import calls as calls_flow
+from applyonce.flow.inspect.calls import CallSummary
 from applyonce.flow.options import (
     Approver,
     CallOptions,
@@ -32,19 +29,22 @@ from applyonce.flow.options import (
     PlanView,
     contract_digest,
 )
-from applyonce.flow.recovery_report import RecoveryReport
-from applyonce.flow.replays import ReplayNote
-from applyonce.flow.resolve import Released
-from applyonce.flow.verify import UnknownOutcomeError, stored_receipt
+from applyonce.flow.record.adopt import with_the_change
+from applyonce.flow.record.verify import UnknownOutcomeError, stored_receipt
+from applyonce.flow.recovery import recover as recovery
+from applyonce.flow.recovery import resolve as resolve_flow
+from applyonce.flow.recovery.report import RecoveryReport
+from applyonce.flow.recovery.resolve import Released
+from applyonce.flow.repeat import ReplayNote
 from applyonce.git.diffs import CallDiff
 from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
 
 if TYPE_CHECKING:
     # Imported where used: a call (``applyonce apply``) needs none of them.
-    from applyonce.flow.audit import AuditReport
-    from applyonce.flow.replay import ReplayReport
-    from applyonce.flow.view import FileView, FolderView
+    from applyonce.flow.inspect.audit import AuditReport
+    from applyonce.flow.inspect.replay import ReplayReport
+    from applyonce.flow.inspect.view import FileView, FolderView
 
 
 class Executor:
@@ -98,7 +98,7 @@ class Executor:
 
     def call(self, patch_text: str, options: CallOptions | None = None) -> CallOutcome:
         """Apply ``patch_text`` exactly once: its receipt, the checkout sync's reports, and
-        whether the call had already finished (see :func:`applyonce.flow.apply.apply`)."""
+        whether the call had already finished (see :func:`applyonce.flow.call.apply.apply`)."""
         return apply_flow.apply(self.context, patch_text, options or CallOptions())
 
     def apply(
@@ -117,14 +117,14 @@ class Executor:
 
     def revert(self, call_id: str, options: CallOptions | None = None) -> CallOutcome:
         """Revert the commit of the committed call ``call_id`` exactly once, as one commit
-        (see :func:`applyonce.flow.revert.revert`)."""
-        from applyonce.flow import revert as revert_flow
+        (see :func:`applyonce.flow.call.revert.revert`)."""
+        from applyonce.flow.call import revert as revert_flow
 
         return revert_flow.revert(self.context, call_id, options or CallOptions())
 
     def dry_run_revert(self, call_id: str, options: CallOptions | None = None) -> PlanView:
         """What ``revert`` would do on the current tip. Writes nothing at all."""
-        from applyonce.flow import revert as revert_flow
+        from applyonce.flow.call import revert as revert_flow
 
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
 
@@ -134,7 +134,7 @@ class Executor:
         progress: Callable[[int, int], None] | None = None,
         lease_seconds: float | None = None,
     ) -> RecoveryReport:
-        """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery`);
+        """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery.recover`);
         ``progress(done, total)`` is told before each call. ``lease_seconds``: how long the
         claims it takes over hold unless renewed (None: git config, else 30 s)."""
         return recovery.recover(self.context, progress=progress, lease_seconds=lease_seconds)
@@ -146,14 +146,15 @@ class Executor:
         since: str | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> AuditReport:
-        """Check every trailer commit against its receipt (see :mod:`applyonce.flow.audit`)."""
-        from applyonce.flow import audit as audit_flow
+        """Check every trailer commit against its receipt (see
+        :mod:`applyonce.flow.inspect.audit`)."""
+        from applyonce.flow.inspect import audit as audit_flow
 
         return audit_flow.audit(self.context, branch=branch, since=since, progress=progress)
 
     def replay(self) -> ReplayReport:
         """Re-derive every decision from the ledger and receipts alone (no Git)."""
-        from applyonce.flow import replay as replay_flow
+        from applyonce.flow.inspect import replay as replay_flow
 
         return replay_flow.replay(self.context)
 
@@ -167,7 +168,7 @@ class Executor:
 
     def release(self, prefix: str, *, note: str = "") -> Released:
         """Free by hand the claim on an in-flight call whose owner is gone where this host cannot
-        see (see :func:`applyonce.flow.resolve.release`)."""
+        see (see :func:`applyonce.flow.recovery.resolve.release`)."""
         return resolve_flow.release(self.context, prefix, note=note)
 
     def find_call(self, prefix: str) -> str:
@@ -180,7 +181,7 @@ class Executor:
 
     def checkout_behind(self, receipt: Receipt) -> list[CheckoutBehind]:
         """The checkouts that do not show a committed call's commit, as the ledger has it
-        (see :func:`applyonce.flow.calls.checkout_behind`)."""
+        (see :func:`applyonce.flow.inspect.calls.checkout_behind`)."""
         return calls_flow.checkout_behind(self.context, receipt)
 
     def diff(self, receipt: Receipt) -> CallDiff | None:
@@ -229,8 +230,8 @@ class Executor:
     def view(self, path: str, *, branch: str | None = None) -> FileView | FolderView:
         """What an agent's view of ``path`` on ``branch`` shows: a file's bytes or a folder's
         listing, from the checkout or the branch's tip. Writes nothing (see
-        :mod:`applyonce.flow.view`)."""
-        from applyonce.flow import view as view_flow
+        :mod:`applyonce.flow.inspect.view`)."""
+        from applyonce.flow.inspect import view as view_flow
 
         return view_flow.view(self.context, path, ref=self.branch(branch))
 

@@ -1,4 +1,4 @@
-"""Fault injection for crash tests and the demo (DESIGN §7).
+"""Fault injection for crash tests and the demo (docs/design.md §7).
 
 ``APPLYONCE_FAULT=<point>`` makes the process SIGKILL itself when it reaches ``<point>``: no
 ``finally`` blocks, no atexit, no flushing — exactly what a power cut or an OOM kill leaves behind.

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from applyonce.agents import (
+from applyonce.adapters.agents import (
     ToolCall,
     ToolCallAdapter,
     ToolCallShapeError,
@@ -78,10 +78,10 @@ def responses_custom_call(patch: str = PATCH, id: str = "call_resp2") -> dict[st
 
 class CountingExecute:
     """Counts real executions: every call that is not a replay or a reconciliation goes through
-    ``applyonce.flow.apply._run``."""
+    ``applyonce.flow.call.apply._run``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import applyonce.flow.apply as apply_module
+        import applyonce.flow.call.apply as apply_module
 
         self.count = 0
         original = apply_module._run
@@ -411,7 +411,7 @@ def test_a_passing_record_failure_is_settled_at_once(
 
 HARNESS = """
 import json, sys
-from applyonce.agents import ToolCallAdapter
+from applyonce.adapters.agents import ToolCallAdapter
 results = ToolCallAdapter(sys.argv[1]).run(json.load(open(sys.argv[2])))
 print(json.dumps(results))
 """

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from applyonce.agents import ToolCallAdapter
+from applyonce.adapters.agents import ToolCallAdapter
 from applyonce.executor import CallOptions
 from applyonce.state.receipts import ReceiptStore
 from tests.conftest import Repo

@@ -8,7 +8,7 @@ from pathlib import Path
 import mcp_types as types
 from mcp import ClientSession
 
-from applyonce.agents import PatchRunner, ToolCallAdapter
+from applyonce.adapters.agents import PatchRunner, ToolCallAdapter
 from tests.conftest import Repo
 from tests.support.mcp_session import text_of, with_session
 

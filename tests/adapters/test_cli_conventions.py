@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import applyonce
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from tests.conftest import Repo, make_repo, run_cli
 
 COMMANDS = [c.name or c.callback.__name__ for c in app.registered_commands]  # type: ignore[union-attr]

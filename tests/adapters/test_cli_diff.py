@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from applyonce.executor import Executor
 from tests.conftest import APP_PATCH, Repo, Run
 

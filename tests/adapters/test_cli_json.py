@@ -18,7 +18,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from tests.conftest import UTIL_PATCH, Repo, Run, run_cli
 
 MISMATCH = UTIL_PATCH.replace("-VALUE = 1", "-VALUE = 7")

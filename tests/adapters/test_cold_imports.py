@@ -25,17 +25,17 @@ NOT_FOR_A_CALL = [
     "mcp",
     "jsonschema",
     "anyio",
-    "applyonce.mcp_server",
-    "applyonce.agents",
-    "applyonce.toolcalls",
-    "applyonce.texteditor",
-    "applyonce.schemas",
-    "applyonce.results",
-    "applyonce.demo",
-    "applyonce.flow.audit",
-    "applyonce.flow.replay",
-    "applyonce.flow.revert",
-    "applyonce.flow.view",
+    "applyonce.adapters.mcp_server",
+    "applyonce.adapters.agents",
+    "applyonce.adapters.toolcalls",
+    "applyonce.adapters.texteditor",
+    "applyonce.adapters.schemas",
+    "applyonce.adapters.results",
+    "applyonce.adapters.demo",
+    "applyonce.flow.inspect.audit",
+    "applyonce.flow.inspect.replay",
+    "applyonce.flow.call.revert",
+    "applyonce.flow.inspect.view",
     "typer.rich_utils",
     "tomllib",  # only a patch that writes a .toml file has it parsed
     # Only a postgresql:// ledger loads the driver; a call on the local ledger never does.
@@ -54,7 +54,7 @@ def imported_by(args: list[str], tmp_path: Path, *, stdin: str = "") -> tuple[st
         "import atexit, json, sys\n"
         f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
         f"sys.argv = ['applyonce', *{args!r}]\n"
-        "from applyonce.cli import main\n"
+        "from applyonce.adapters.cli import main\n"
         "main()\n"
     )
     run = subprocess.run(
@@ -78,7 +78,7 @@ def test_a_call_imports_only_what_it_uses(repo: Repo, tmp_path: Path) -> None:
     assert stdout == "Success. Updated the following files:\nM src/util.py\n"
     assert loaded(modules, NOT_FOR_A_CALL) == []
     # The call did use Git and the ledger: the listing is of a process that worked.
-    assert {"pygit2", "sqlite3", "applyonce.flow.apply"} <= set(modules)
+    assert {"pygit2", "sqlite3", "applyonce.flow.call.apply"} <= set(modules)
 
 
 @pytest.mark.parametrize("args", [["--version"], ["apply", "--help"], ["--help"]])

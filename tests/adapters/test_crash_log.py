@@ -22,7 +22,7 @@ def test_the_crash_log_of_an_internal_error_keeps_no_password(
     connection string is masked in both, and in the line that names the log."""
     import typer
 
-    from applyonce.console import error_boundary
+    from applyonce.adapters.console import error_boundary
 
     ledger = f"host=/run/pg dbname=fleet password='{SECRET} x'"
     monkeypatch.setattr("sys.argv", ["applyonce", "apply", "--ledger", ledger])
@@ -55,7 +55,7 @@ def test_the_crash_log_masks_a_password_as_libpq_reads_it(
     of its words is masked before, as libpq reads it, and no piece of the password is left."""
     import typer
 
-    from applyonce.console import error_boundary
+    from applyonce.adapters.console import error_boundary
 
     monkeypatch.setattr("sys.argv", ["applyonce", "mcp", "--ledger", ledger])
     with pytest.raises(typer.Exit), error_boundary():

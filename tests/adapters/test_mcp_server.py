@@ -15,10 +15,10 @@ import pytest
 from mcp import ClientSession
 from typer.testing import CliRunner
 
-from applyonce.agents import PatchRunner
-from applyonce.cli import app
+from applyonce.adapters.agents import PatchRunner
+from applyonce.adapters.cli import app
+from applyonce.adapters.mcp_server import PatchServer
 from applyonce.executor import Executor
-from applyonce.mcp_server import PatchServer
 from tests.conftest import Repo, run_cli
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 

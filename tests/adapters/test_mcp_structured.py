@@ -14,8 +14,8 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 
+from applyonce.adapters.results import DIFF_CAP
 from applyonce.executor import Executor
-from applyonce.results import DIFF_CAP
 from tests.conftest import Repo
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from applyonce.mcp_wire import check_line
+from applyonce.adapters.mcp_wire import check_line
 from tests.conftest import Repo
 
 ADD = "*** Begin Patch\n*** Add File: wire.txt\n+{line}\n*** End Patch\n"

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from applyonce.agents import ToolCallAdapter
+from applyonce.adapters.agents import ToolCallAdapter
 from applyonce.executor import Executor
 from applyonce.state.sqlite.ledger import SqliteLedger
 from tests.conftest import Repo, apply

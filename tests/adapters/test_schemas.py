@@ -21,10 +21,10 @@ from lark.exceptions import LarkError
 from typer.testing import CliRunner
 
 from applyonce import Executor
-from applyonce.cli import app
+from applyonce.adapters.cli import app
+from applyonce.adapters.schemas import CODEX_LARK_GRAMMAR, EXAMPLE_PATCH
 from applyonce.patch import AddFile, DeleteFile, Hunk, HunkLine, Patch, UpdateFile
 from applyonce.patch.codex import parse_codex, render_codex
-from applyonce.schemas import CODEX_LARK_GRAMMAR, EXAMPLE_PATCH
 from tests.conftest import make_repo
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"

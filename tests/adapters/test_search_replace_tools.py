@@ -14,8 +14,8 @@ from typing import Any
 import mcp_types as types
 from mcp import ClientSession
 
-from applyonce.agents import ToolCallAdapter
-from applyonce.schemas import mcp_tools, schema_for
+from applyonce.adapters.agents import ToolCallAdapter
+from applyonce.adapters.schemas import mcp_tools, schema_for
 from tests.conftest import Repo, run_cli
 from tests.support.mcp_session import text_of, with_session
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from applyonce.agents import ToolCallAdapter
-from applyonce.cli import app
+from applyonce.adapters.agents import ToolCallAdapter
+from applyonce.adapters.cli import app
 from applyonce.executor import Executor
 from tests.conftest import Repo, make_repo
 
@@ -147,7 +147,7 @@ def test_insert_spelled_either_way_is_one_call(repo: Repo) -> None:
 
 
 def test_the_same_edit_from_another_tool_call_says_it_was_not_applied_again(repo: Repo) -> None:
-    """Edits are identified by what they change (DESIGN §3): the same insert sent again by a
+    """Edits are identified by what they change (docs/design.md §3): the same insert sent again by a
     new tool call is the recorded call, and is not applied twice; its result says so."""
     adapter = ToolCallAdapter(repo.path)
     insert = {"command": "insert", "path": "README.md", "insert_line": 1, "insert_text": "more\n"}
@@ -186,7 +186,7 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
         )
     )
     harness = (
-        "import json, sys\nfrom applyonce.agents import ToolCallAdapter\n"
+        "import json, sys\nfrom applyonce.adapters.agents import ToolCallAdapter\n"
         "print(json.dumps(ToolCallAdapter(sys.argv[1]).run(json.load(open(sys.argv[2])))))\n"
     )
     killed = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from applyonce.agents import ToolCallAdapter
+from applyonce.adapters.agents import ToolCallAdapter
 from tests.conftest import make_repo
 
 

@@ -1,4 +1,4 @@
-"""One change, one identity, whichever format spelled it (DESIGN §3).
+"""One change, one identity, whichever format spelled it (docs/design.md §3).
 
 A Codex patch and the ``git diff`` of the same change (same context lines, a bare ``@@``), and a
 text-editor ``create``/``delete``, give equal ``ApplyPatchArgs`` dumps and so one ``call_id``. What

@@ -1,4 +1,4 @@
-"""Call identity: canonical JSON, normalised args, the call_id formula of DESIGN §3."""
+"""Call identity: canonical JSON, normalised args, the call_id formula of docs/design.md §3."""
 
 from __future__ import annotations
 

@@ -845,7 +845,7 @@ def check(rec: Recording, state: CrashState, *, env: Mapping[str, str] | None = 
     except sqlite3.Error as exc:
         problems.append(f"ledger: {exc}")
     # The repository has no change of the user's: anything git status shows is the call's sync
-    # left undone (DESIGN §7: the checkout in sync for the touched paths).
+    # left undone (docs/design.md §7: the checkout in sync for the touched paths).
     status = _run([*git, "status", "--porcelain", "--untracked-files=all"], env=env)
     if settled and status.stdout.strip():
         problems.append(f"checkout not in sync: {' '.join(status.stdout.split())}")

@@ -1,5 +1,5 @@
 """Helpers shared by the end-to-end tests: the three-file patch and the invariants a crashed call
-must keep (DESIGN §7), a call through a shared remote and what the server's branch holds."""
+must keep (docs/design.md §7), a call through a shared remote and what the server's branch holds."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ THREE_FILE_PATCH = """*** Begin Patch
 
 
 def assert_invariants(repo: Repo, base: str, call_id: str, *, committed: bool) -> None:
-    """DESIGN §7, checked from the outside with git and the CLI."""
+    """docs/design.md §7, checked from the outside with git and the CLI."""
     carrying = [c for c in repo.call_ids() if c == call_id]
     assert len(carrying) == (1 if committed else 0)
     # Fast-forward only: the base is an ancestor of the tip, no merges.

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-import applyonce.flow.apply as apply_module
-import applyonce.flow.settle as settle_module
+import applyonce.flow.call.apply as apply_module
+import applyonce.flow.record.settle as settle_module
 from applyonce import Executor
 from applyonce.git.store import GitStore
 from applyonce.state.sqlite.connection import Database

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 from typer.testing import CliRunner
 
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from applyonce.executor import Executor
 from tests.conftest import UTIL_PATCH, Repo, Run
 from tests.support.records import record_of

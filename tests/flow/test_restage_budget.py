@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from applyonce.executor import Executor
-from applyonce.flow import apply as apply_flow
+from applyonce.flow.call import apply as apply_flow
 from tests.conftest import UTIL_PATCH, Repo
 
 

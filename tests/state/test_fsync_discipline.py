@@ -8,7 +8,7 @@ does, and a lost or torn entry after a power cut makes ``recover`` report the lo
 it (:mod:`applyonce.state.lockjournal`), so its entries are not flushed; and the note of the tip
 the checkouts last showed (``<state>/followed.json``), written after the index it describes is
 durable: a lost or torn note is read as none, and only makes the next call read further back
-in the reflog (:mod:`applyonce.flow.lag`).
+in the reflog (:mod:`applyonce.flow.checkouts.lag`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Built-in checks read the changed files from memory: Python, JSON and TOML files 
 (a file that did not parse before the patch is not held against it), and the patch must not add
 merge-conflict markers. Each can be skipped by name (``--skip-check syntax|markers``); a skipped
 check is still listed in the receipt, marked as skipped. The ``--check CMD`` commands run in a
-scratch checkout: :mod:`applyonce.flow.checks`.
+scratch checkout: :mod:`applyonce.flow.call.checks`.
 """
 
 from __future__ import annotations

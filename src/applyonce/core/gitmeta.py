@@ -1,6 +1,6 @@
 """Git's own metadata files in a patch, checked by the rules of ``git fsck --strict``. Pure.
 
-Every commit applyonce makes must pass ``git fsck --strict`` (DESIGN §2). The tree names are
+Every commit applyonce makes must pass ``git fsck --strict`` (docs/design.md §2). The tree names are
 checked in :mod:`applyonce.core.paths`; here, the *contents* fsck judges: a ``.gitmodules`` (in
 any folder, in any spelling HFS+ or NTFS folds to it) must parse as a Git config file, and its
 submodules must have

@@ -1,4 +1,4 @@
-r"""Call identity (DESIGN §3): canonical JSON, normalised arguments, ``call_id``.
+r"""Call identity (docs/design.md §3): canonical JSON, normalised arguments, ``call_id``.
 
     args_sha256 = sha256(canonical(args))
     call_id     = sha256(canonical({"v": 1, "contract_sha256", "attempt", "tool", "tool_version",
@@ -232,7 +232,7 @@ def call_id_of(
     args_sha256: str,
     idempotency_key: str | None,
 ) -> str:
-    """The ``call_id`` formula of DESIGN §3."""
+    """The ``call_id`` formula of docs/design.md §3."""
     body: dict[str, Any] = {
         "v": IDENTITY_VERSION,
         "contract_sha256": contract_sha256,

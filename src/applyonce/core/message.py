@@ -1,4 +1,4 @@
-"""The commit message of an applyonce commit (DESIGN §2)::
+"""The commit message of an applyonce commit (docs/design.md §2)::
 
     apply_patch: M src/price.py, A tests/test_price.py
 
@@ -22,7 +22,8 @@ The caller may word the message (``apply --message``, an MCP ``summary``): its f
 the subject, the rest is the body. Its own trailers (``--trailer Co-authored-by=…``) go in the
 same last paragraph, before applyonce's, since git reads only the last paragraph as trailers; a
 caller's trailer may not use a token applyonce reads (:data:`RESERVED_TRAILERS`), so it can neither
-override nor forge one. None of this is part of the call's identity (DESIGN §3: a call is its
+override nor forge one. None of this is part of the call's identity (docs/design.md §3: a call is
+its
 patch): a repeat returns the first call's commit, worded as that call worded it.
 """
 

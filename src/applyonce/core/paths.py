@@ -1,4 +1,4 @@
-"""Path safety for untrusted patch paths (DESIGN §9).
+"""Path safety for untrusted patch paths (docs/design.md §9).
 
 Every path a patch names is checked and normalised here before anything is staged. The rules:
 

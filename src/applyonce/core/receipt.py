@@ -1,4 +1,4 @@
-"""The receipt (DESIGN §4): the record of one call, as a model, and its self-verification.
+"""The receipt (docs/design.md §4): the record of one call, as a model, and its self-verification.
 
 A receipt is never trusted as read: its ``call_id`` must recompute from its own fields and its
 ``output_sha256`` must match its output (:func:`parse_receipt`). That its digest matches the one the
@@ -75,7 +75,7 @@ class CheckRecord(BaseModel):
 
 
 class Receipt(BaseModel):
-    """The record of one call. Field names are a contract (DESIGN §4)."""
+    """The record of one call. Field names are a contract (docs/design.md §4)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -1,11 +1,12 @@
 """Undo (``applyonce revert``): the arguments of a revert call, and its plan. Pure.
 
-A revert is a call like any other (DESIGN §1): one commit, exactly once. Its identity comes from
+A revert is a call like any other (docs/design.md §1): one commit, exactly once. Its identity comes
+from
 the call it reverts, not from the change it computes, so repeating ``applyonce revert X`` is the
 same call whatever the branch looks like by then::
 
     args = {"ref": …, "reverts": <call_id of X>, "commit": <X's commit>}
-    call_id = the formula of DESIGN §3 with tool "revert_patch"
+    call_id = the formula of docs/design.md §3 with tool "revert_patch"
 
 Its plan is the reverse of X's commit ``C`` (parent ``P``) applied to the tip, one path at a time,
 as a three-way merge whose ancestor is ``C``: a path the tip still has as ``C`` wrote it gets

@@ -145,6 +145,12 @@ class Context:
             self.index.close()
 
 
+def scratch_dir(ctx: Context) -> Path:
+    """The pool of scratch checkouts the ``--check`` commands run in
+    (:mod:`applyonce.flow.call.checks`)."""
+    return ctx.state_dir / "scratch"
+
+
 def open_context(
     repo: str | os.PathLike[str],
     *,

@@ -16,7 +16,7 @@ from applyonce.core.message import RESERVED_TRAILERS, check_message, check_trail
 from applyonce.core.plan import TreePlan
 from applyonce.core.receipt import Receipt
 from applyonce.errors import UsageError
-from applyonce.flow.replays import ReplayNote
+from applyonce.flow.repeat import ReplayNote
 from applyonce.git.checkouts import SyncReport
 from applyonce.patch import PatchFormat
 from applyonce.patch.mail import MailAuthor, read_mail
@@ -84,7 +84,7 @@ class CallOptions:
     checks: Sequence[str] | None = None
     check_timeout: float = 300.0
     # Built-in checks not to run ("syntax", "markers"). Like ``checks``, not part of the call's
-    # identity (DESIGN §3: a call is its patch); the receipt lists each one as skipped.
+    # identity (docs/design.md §3: a call is its patch); the receipt lists each one as skipped.
     # None: git config applyonce.skipCheck.
     skip_checks: Sequence[str] | None = None
     # Globs of paths that need approval. None: git config applyonce.protect.

@@ -32,7 +32,8 @@ search is complete there; its missing trees and blobs are fetched when read
 (:mod:`applyonce.git.promisor`).
 
 A pending ref left by a process killed between the two pushes is settled by ``applyonce recover``
-(:func:`applyonce.flow.pending.settle_pending`), from any clone: :meth:`pending` fetches them.
+(:func:`applyonce.flow.recovery.pending.settle_pending`), from any clone: :meth:`pending` fetches
+them.
 """
 
 from __future__ import annotations

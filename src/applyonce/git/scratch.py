@@ -1,6 +1,6 @@
 """A scratch checkout: a private repository that borrows the main repository's objects.
 
-``--check`` commands run in one (:mod:`applyonce.flow.checks` keeps the pool of slots and their
+``--check`` commands run in one (:mod:`applyonce.flow.call.checks` keeps the pool of slots and their
 locks). It reads the objects through ``objects/info/alternates``, and its HEAD is the last tree it
 held, so libgit2 checks out only what changed: after the first call, the cost follows the patch,
 not the repository.

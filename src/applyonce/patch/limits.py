@@ -1,8 +1,9 @@
 """The caps on one patch (pure): its bytes, its files, its longest line, and the bytes it writes.
 
-Work is linear in the input, and the input is capped (DESIGN §11). A cap hit is caused by the
+Work is linear in the input, and the input is capped (docs/design.md §11). A cap hit is caused by
+the
 patch alone: it is refused like the other bad patches (exit 1) before anything is written. The
-caps are configured in git config, where a patch cannot change them (``flow/limits.py`` reads
+caps are configured in git config, where a patch cannot change them (``flow/call/limits.py`` reads
 them)::
 
     applyonce.maxPatchBytes   the patch text                        (default 32 MiB)

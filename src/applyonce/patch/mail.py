@@ -15,7 +15,8 @@ so the call's commit says what the mail says, as ``git am`` would commit it:
   ``Date:`` line (first lines of the body, then a blank line: ``git format-patch`` writes it when
   the sender is not the author) overrides the header, as in ``git am``.
 
-Neither is part of the call's identity (DESIGN §3: a call is its patch): a repeat returns the
+Neither is part of the call's identity (docs/design.md §3: a call is its patch): a repeat returns
+the
 first call's commit. ``--message`` given by the caller wins over the mail's.
 
 **A series** (several mails in one text, an mbox) is refused with a hint, not applied as one

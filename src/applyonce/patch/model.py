@@ -3,7 +3,8 @@
 A patch is an ordered list of file operations. It says *what* should change, never how it was
 spelled: two spellings of one change (CRLF patch text, a heredoc wrapper, padded markers) parse to
 models with equal dumps (``model_dump()``; only where a hunk sat in the text differs, and that is
-excluded), which is what makes the call identity stable (DESIGN §3). That holds across formats
+excluded), which is what makes the call identity stable (docs/design.md §3). That holds across
+formats
 where nothing but the spelling differs: a Codex ``Add File``, the ``git diff`` of that addition and
 a text-editor ``create`` dump the same (so do deletions and pure renames), and so does a
 SEARCH/REPLACE block with an empty SEARCH. An update in a unified diff carries its line numbers,

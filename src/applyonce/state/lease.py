@@ -1,4 +1,5 @@
-"""Claims are leases (DESIGN §5, §11): who holds a call, until when, and when another may take it.
+"""Claims are leases (docs/design.md §5, §11): who holds a call, until when, and when another may
+take it.
 
 A claim records its :class:`Owner` (pid, host, the pid's start time) and a :class:`Lease`: when it
 ends, and its length. The owner renews it while it runs (:class:`Heartbeat`, every third of a

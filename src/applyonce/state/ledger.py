@@ -1,4 +1,5 @@
-"""The ledger (DESIGN §5): the record of every call — its events, and the state they lead to.
+"""The ledger (docs/design.md §5): the record of every call — its events, and the state they lead
+to.
 
 :class:`Ledger` is the seam: what applyonce needs of a ledger, whatever keeps it (a clone's own
 SQLite file, :class:`applyonce.state.sqlite.ledger.SqliteLedger`, or a PostgreSQL database that

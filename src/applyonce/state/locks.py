@@ -25,7 +25,7 @@ from applyonce.errors import ConflictError
 # A lock file younger than this may belong to a writer we cannot see; it is given time to age.
 LOCK_MIN_AGE_S = 2.0
 # The longest applyonce waits for one of its own lock files (the sync lock, a database's first
-# open): every wait of applyonce is bounded (DESIGN §11).
+# open): every wait of applyonce is bounded (docs/design.md §11).
 LOCK_WAIT_S = 5.0
 
 

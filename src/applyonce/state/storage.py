@@ -27,7 +27,7 @@ class StorageError(UsageError):
     """The state directory cannot be written: disk full, read-only, or permission denied.
 
     Exit 2, as for any state directory applyonce cannot use: nothing of the call took effect
-    (after a publish, :class:`applyonce.flow.apply` says so instead).
+    (after a publish, :class:`applyonce.flow.call.apply` says so instead).
     """
 
     kind = "storage"
@@ -78,7 +78,7 @@ def storage_error(directory: Path, cause: str, detail: str = "") -> StorageError
 class LedgerUnavailableError(StorageError):
     """The ledger's database server cannot be reached, or the connection to it was lost.
 
-    A :class:`StorageError`: after a publish, :mod:`applyonce.flow.apply` reports the commit as
+    A :class:`StorageError`: after a publish, :mod:`applyonce.flow.call.apply` reports the commit as
     landed but unrecorded (exit 5), as for any state it cannot write. Before it, exit 4 and
     retryable: nothing took effect, and a call caught in flight is settled later through Git.
     """

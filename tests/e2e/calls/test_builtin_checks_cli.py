@@ -156,7 +156,7 @@ def test_skip_check_syntax_lets_python_2_through(repo: Repo) -> None:
 
 
 def test_skip_check_is_not_part_of_the_calls_identity(repo: Repo) -> None:
-    # Like --check, --skip-check is how a call is run, not what it is (DESIGN §3): a rejected
+    # Like --check, --skip-check is how a call is run, not what it is (docs/design.md §3): a rejected
     # call repeated with the skip replays its rejection; a new attempt runs.
     head, files = repo.head(), repo.files()
     first = apply(repo, PYTHON_2)

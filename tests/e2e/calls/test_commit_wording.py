@@ -15,7 +15,7 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
-from applyonce.agents import ToolCallAdapter
+from applyonce.adapters.agents import ToolCallAdapter
 from tests.conftest import UTIL_PATCH, Repo, apply, run_cli
 
 OURS = ["Call-Id", "Contract-Sha256", "Attempt", "Tool", "Tool-Version", "Args-Sha256"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from applyonce.agents import PatchRunner
+from applyonce.adapters.agents import PatchRunner
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import UTIL_PATCH, Repo, apply, git, run_cli
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from applyonce import Executor
-from applyonce.agents import PatchRunner
+from applyonce.adapters.agents import PatchRunner
 from applyonce.executor import CallOptions
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply, run_cli

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 from typer.testing import CliRunner
 
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from tests.conftest import UTIL_PATCH, Repo, Run, make_repo, run_cli
 from tests.support.records import record_of
 

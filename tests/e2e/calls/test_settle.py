@@ -48,7 +48,7 @@ def test_a_call_that_failed_halfway_in_this_process_can_be_repeated_here(
 ) -> None:
     """An exception (not a crash) after the publish leaves the call claimed by this live process;
     repeating it here must settle it through Git, not report it as running, nor apply it twice."""
-    import applyonce.flow.apply as apply_module
+    import applyonce.flow.call.apply as apply_module
 
     executor = Executor(repo.path)
     original = apply_module.fault

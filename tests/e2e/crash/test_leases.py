@@ -49,7 +49,7 @@ def _killed_under_another_hostname(repo: Repo) -> None:
 
 def _landed_once(repo: Repo, base: str, call_id: str) -> None:
     """Exactly one commit carries the call, right on its base; the checkout is in sync; fsck is
-    clean (the full DESIGN §7 check, with the CLI, is tests/e2e/crash/test_recovery.py's)."""
+    clean (the full docs/design.md §7 check, with the CLI, is tests/e2e/crash/test_recovery.py's)."""
     assert repo.call_ids() == [call_id]
     assert repo.git("rev-parse", "HEAD~1").strip() == base
     assert repo.git("status", "--porcelain") == ""

@@ -1,4 +1,4 @@
-"""Crashes at every fault point, with real SIGKILLs, then recover: the invariants of DESIGN §7."""
+"""Crashes at every fault point, with real SIGKILLs, then recover: the invariants of docs/design.md §7."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-# The exit codes a call may end with in a fleet (DESIGN §8): committed, rejected, conflict (the
+# The exit codes a call may end with in a fleet (docs/design.md §8): committed, rejected, conflict (the
 # call is held by another live process), unknown (e.g. the database went away mid-call: the call
 # is settled later by Git); -9 is a process killed by its armed fault point.
 DESIGNED_EXITS = frozenset({0, 1, 4, 5, -9})

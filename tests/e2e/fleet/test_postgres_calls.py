@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from applyonce import Executor
-from applyonce.flow import apply as apply_flow
-from applyonce.flow.apply import UnrecordedCommitError
+from applyonce.flow.call import apply as apply_flow
+from applyonce.flow.call.apply import UnrecordedCommitError
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, Run, Served, run_cli
 from tests.e2e.support import server_calls

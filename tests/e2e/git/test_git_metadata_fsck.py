@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from applyonce.cli import app
+from applyonce.adapters.cli import app
 from tests.conftest import Repo, Run, apply, make_repo
 
 

@@ -95,7 +95,7 @@ class Database:
     def _connect(self) -> sqlite3.Connection:
         # Not tied to the opening thread: a long-lived process (the MCP server, an agent
         # adapter) keeps one connection and uses it from whichever worker thread runs its
-        # current call, one call at a time (applyonce.agents).
+        # current call, one call at a time (applyonce.adapters.agents).
         db = sqlite3.connect(
             self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )

@@ -1,0 +1,41 @@
+"""The command line: a thin typer layer over :class:`applyonce.executor.Executor`.
+
+:mod:`~applyonce.adapters.cli.app` holds the typer app and the shared options; each command lives in
+the module of its kind (``apply``; ``inspect``: show, log, replay, audit; ``recovery``:
+recover, resolve; ``serve``: mcp, schema, demo, version) and registers itself on import.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
+    apply,
+    inspect,
+    recovery,
+    revert,
+    serve,
+)
+from applyonce.adapters.cli.app import app, only_the_named_command
+from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C does: a running --check is killed with its process group, and
+    # whatever was in flight is left for 'applyonce recover', as after any crash.
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        # Named as installed, also under 'python -m applyonce': the usage lines say
+        # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.
+        with only_the_named_command(sys.argv[1:]):
+            app(prog_name="applyonce")
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+__all__ = ["EXIT_USAGE", "app", "main"]

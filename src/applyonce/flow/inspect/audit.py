@@ -1,0 +1,459 @@
+"""Audit (docs/design.md §6): every trailer commit against its receipt, and every receipt against
+Git.
+
+Problems found, each named by call ID with what to do:
+
+* ``forged``          a commit carries a call's Call-Id but not its change: the patch never ran;
+* ``changed``         a commit rewrote a call's own commit (an amend, a rebase) with another
+                      change to the call's files: the patch ran, but the branch does not hold its
+                      change as it made it;
+* ``user-rewrite``    a commit is the user's rewrite of a call's own commit (an amend, a rebase, a
+                      cherry-pick after a reset) and carries its change, maybe beside other
+                      changes: run ``applyonce recover`` to record it;
+* ``identity``        a commit's trailers do not recompute to its Call-Id;
+* ``duplicate``       two commits carry one Call-Id and its change, and no later commit undid
+                      either (the change may be there twice): ``git revert`` the later one;
+* ``no-receipt``      a commit carries a Call-Id but its receipt is missing;
+* ``tampered``        a receipt does not verify (edited, unreadable, or disagrees with the ledger);
+* ``mismatch``        a receipt's commit, files or digests differ from what the commit holds;
+* ``unreachable``     a committed receipt's commit is no longer on the branch: record a
+                      rewrite done on purpose with ``applyonce resolve CALL_ID --as rewritten``;
+* ``unpushed``        with ``--remote``: a committed receipt's commit is on this repository's
+                      branch and not on the remote's (made without ``--remote``, not pushed);
+* ``pending``         a call is still prepared (interrupted): run ``applyonce recover``;
+* ``unknown``         a call's outcome is unknown: run ``applyonce resolve``.
+
+A committed call whose commit a person rewrote away on purpose and recorded so (``applyonce
+resolve CALL_ID --as rewritten --note TEXT``) is not a problem: it is listed as ``rewritten``.
+Nor is a commit carrying a call's change that a later commit undid (``git revert``, or by hand):
+the call's change reverted and applied again (``git revert`` then ``git cherry-pick`` of the
+call's commit) stands once, and is counted as ``undone``.
+
+An audit needs the whole history it checks: in a shallow clone (or one with grafts) a call's
+commit may lie below the boundary, where it looks unreachable, and the commit at the boundary
+looks parentless. Rather than report those as problems (or "clean" without the commits it cannot
+see), audit is refused with :class:`~applyonce.git.history.HistoryIncompleteError` and the
+command that makes the clone complete, as a call is (``--remote`` deepens it from the remote).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from applyonce.core.message import identity_from_trailers
+from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.core.trailers import Trailers
+from applyonce.flow.context import Context
+from applyonce.flow.record.adopt import carries_other_change, own_commit, paths_rewrite_adds
+from applyonce.flow.record.settle import duplicate_hint, rewritten_note, unknown_hint
+from applyonce.flow.record.verify import push_hint, unpushed, verify_against_git
+from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete, undone_by
+from applyonce.state.ledger import CallRow
+
+Progress = Callable[[int], None]
+REBUILD = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    call_id: str
+    message: str
+    hint: str
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A committed call whose commit was rewritten away by hand, as a person recorded it."""
+
+    call_id: str
+    commit: str | None
+    note: str
+
+
+@dataclass
+class AuditReport:
+    ref: str
+    commits: int = 0
+    receipts: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    copies: int = 0  # copies (cherry-picks) of calls that landed on another branch
+    undone: int = 0  # commits carrying a call's change that a later commit undid (git revert)
+    rewritten: list[Rewritten] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ref": self.ref,
+            "commits": self.commits,
+            "receipts": self.receipts,
+            "clean": self.clean,
+            "problems": [asdict(p) for p in self.problems],
+            **({"copies": self.copies} if self.copies else {}),
+            **({"undone": self.undone} if self.undone else {}),
+            **({"rewritten": [asdict(r) for r in self.rewritten]} if self.rewritten else {}),
+        }
+
+
+class _Receipts:
+    """Every receipt as audit reads it: loaded and verified once (against the ledger's digest),
+    however many times the walk and the pass over the receipts directory ask for it."""
+
+    def __init__(self, ctx: Context, rows: dict[str, CallRow]) -> None:
+        self.ctx = ctx
+        self.rows = rows
+        self._loaded: dict[str, Receipt | ReceiptError | None] = {}
+
+    def load(self, call_id: str) -> Receipt | None:
+        """The verified receipt of ``call_id`` (None: there is none).
+
+        Raises:
+            ReceiptError: it does not verify (each time it is asked for).
+        """
+        if call_id not in self._loaded:
+            row = self.rows.get(call_id)
+            try:
+                self._loaded[call_id] = self.ctx.receipts.load(
+                    call_id, expected_sha256=row.receipt_sha256 if row else None
+                )
+            except ReceiptError as exc:
+                self._loaded[call_id] = exc
+        found = self._loaded[call_id]
+        if isinstance(found, ReceiptError):
+            raise found
+        return found
+
+
+def audit(
+    ctx: Context,
+    *,
+    branch: str | None = None,
+    since: str | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Check the trailer commits of ``branch`` (after ``since``) and every receipt of the repo."""
+    ref = ctx.store.resolve_branch(branch)
+    report = AuditReport(ref=ref)
+    tip = ctx.publisher.tip(ref)
+    hide = ctx.store.resolve_commit(since) if since else None
+    require_complete(
+        ctx.store,
+        ref,
+        tip,
+        hide=hide,
+        hint=REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None,
+        unknown="its calls cannot all be checked",
+    )
+    ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
+    receipts = _Receipts(ctx, ledger_rows)
+    # Call-Id -> the commits of the walk carrying it and the call's change, newest first.
+    seen: dict[str, list[tuple[str, Trailers]]] = {}
+    forged: set[str] = set()
+    walk = ctx.store.walk_trailers(tip, hide=hide, key="Call-Id")
+    for count, (commit_id, block) in enumerate(walk, start=1):
+        if progress is not None and count % 500 == 0:
+            progress(count)
+        # Every Call-Id git shows for the commit (git log --format='%(trailers:key=Call-Id)').
+        calls = block.all("Call-Id")
+        if calls:
+            report.commits += 1
+        for call_id in calls:
+            if _forged(ctx, report, ref, commit_id, call_id, receipts):
+                forged.add(call_id)
+            else:
+                seen.setdefault(call_id, []).append((commit_id, block))
+    for call_id, commits in seen.items():
+        assert tip is not None  # a commit was walked
+        _check_call(ctx, report, tip, call_id, commits, receipts)
+    for call_id in ctx.receipts.call_ids():
+        report.receipts += 1
+        try:
+            receipt = receipts.load(call_id)
+        except ReceiptError as exc:
+            if call_id not in seen:
+                report.problems.append(Problem("tampered", call_id, exc.message, exc.hint))
+            continue
+        if receipt is None or receipt.ref != ref:
+            continue
+        if receipt.status == "prepared":
+            report.problems.append(
+                Problem(
+                    "pending",
+                    call_id,
+                    "the call was interrupted and is not settled",
+                    "run 'applyonce recover'",
+                )
+            )
+        elif receipt.status == "unknown" and call_id not in forged:
+            why = (receipt.error or {}).get("message")
+            report.problems.append(
+                Problem(
+                    "unknown",
+                    call_id,
+                    "the call's outcome is unknown" + (f" ({why})" if why else ""),
+                    _unknown_hint(ctx, tip, receipt),
+                )
+            )
+        elif (
+            receipt.status == "committed"
+            and call_id not in seen
+            and not since
+            and (receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit))
+        ):
+            note = rewritten_note(ctx.ledger, call_id, receipt.commit)
+            if note is not None:
+                report.rewritten.append(Rewritten(call_id, receipt.commit, note))
+                continue
+            report.problems.append(_unreachable(ctx, ref, call_id, receipt.commit))
+    return report
+
+
+def _unknown_hint(ctx: Context, tip: str | None, receipt: Receipt) -> str:
+    """What settles a call recorded unknown; for one several commits carry, the one of them
+    no later commit undid, when exactly one of those on the branch stands."""
+    error = receipt.error or {}
+    commits = error.get("commits")
+    if error.get("kind") == "duplicate-call-id" and isinstance(commits, list) and tip is not None:
+        store = ctx.store
+        standing = [
+            str(c)
+            for c in commits
+            if store.has_object(str(c))
+            and store.is_ancestor(str(c), tip)
+            and undone_by(store, tip, str(c)) is None
+        ]
+        if len(standing) == 1:
+            return duplicate_hint(receipt.call_id, commits, standing=standing[0])
+    return unknown_hint(receipt.call_id, error)
+
+
+def _unreachable(ctx: Context, ref: str, call_id: str, commit: str | None) -> Problem:
+    """The problem of a committed call whose commit ``ref`` does not have."""
+    short = str(commit)[:12]
+    if commit is not None and unpushed(ctx, ref, commit):
+        branch = ref.removeprefix("refs/heads/")
+        return Problem(
+            "unpushed",
+            call_id,
+            f"receipt's commit {short} is on this repository's {branch}, not on remote "
+            f"{ctx.remote}'s (the call was made without --remote, and not pushed)",
+            push_hint(ctx, ref, "audit again"),
+            commit,
+        )
+    return Problem(
+        "unreachable",
+        call_id,
+        f"receipt's commit {short} is not on {ref} (the branch was reset or rewritten)",
+        f"if that was done on purpose, record it with 'applyonce resolve {call_id[:12]} --as "
+        "rewritten --note TEXT' (and send the change again as a new attempt if it is still "
+        "wanted)",
+        commit,
+    )
+
+
+def _forged(
+    ctx: Context,
+    report: AuditReport,
+    ref: str,
+    commit_id: str,
+    call_id: str,
+    receipts: _Receipts,
+) -> bool:
+    """Report ``commit_id`` if it carries ``call_id`` but not the call's change (True: it does
+    not count as the call's commit, reported or, after 'resolve --as rewritten', accepted)."""
+    try:
+        receipt = receipts.load(call_id)
+    except ReceiptError:
+        return False  # reported as tampered
+    if not carries_other_change(ctx, call_id, ref, commit_id, receipt):
+        return False
+    # A person recorded that the call's commit was rewritten by hand (a squash keeps its trailers
+    # beside other changes): the receipt is listed as rewritten, and this is no problem.
+    if (
+        receipt is not None
+        and receipt.status == "committed"
+        and rewritten_note(ctx.ledger, call_id, receipt.commit) is not None
+    ):
+        return True
+    own = own_commit(receipt, commit_id)
+    if own is not None and not ctx.publisher.is_on(ref, own):
+        report.problems.append(
+            Problem(
+                "changed",
+                call_id,
+                f"commit {commit_id[:12]} rewrote the call's commit {own[:12]} with another change "
+                "to its files (changed by the user); the patch ran, but the branch does not hold "
+                "its change as it made it",
+                f"inspect it with 'git diff {own[:12]} {commit_id[:12]}', then run 'applyonce "
+                "recover' to record the call as unknown, and 'applyonce resolve'",
+                commit_id,
+            )
+        )
+        return True
+    if receipt is not None and receipt.status == "unknown":
+        hint = (
+            f"do not count the patch as applied: settle the call with 'applyonce resolve "
+            f"{call_id[:12]} --as rejected --note TEXT' and send the change again as a new "
+            "attempt if it is still wanted"
+        )
+    else:
+        hint = "run 'applyonce recover' to record the call as unknown, then 'applyonce resolve'"
+    report.problems.append(
+        Problem(
+            "forged",
+            call_id,
+            f"commit {commit_id[:12]} carries this Call-Id but not its change; the patch never ran",
+            hint,
+            commit_id,
+        )
+    )
+    return True
+
+
+def _check_call(
+    ctx: Context,
+    report: AuditReport,
+    tip: str,
+    call_id: str,
+    commits: list[tuple[str, Trailers]],
+    receipts: _Receipts,
+) -> None:
+    """Check the commits of the branch that carry ``call_id`` and its change (newest first)
+    against each other and against the call's receipt."""
+    for commit_id, block in commits:
+        ident = identity_from_trailers(block)
+        if ident is None or ident.recompute() != call_id:
+            report.problems.append(
+                Problem(
+                    "identity",
+                    call_id,
+                    f"commit {commit_id[:12]}: its trailers do not recompute to its Call-Id",
+                    "the commit message was edited or forged; inspect it with git show",
+                    commit_id,
+                )
+            )
+    try:
+        receipt = receipts.load(call_id)
+    except ReceiptError as exc:
+        report.problems.append(Problem("tampered", call_id, exc.message, REBUILD, commits[0][0]))
+        return
+    walked = dict(commits)
+    ids = list(walked)
+    own = receipt.commit if receipt is not None and receipt.status == "committed" else None
+    below = (
+        own is not None
+        and own not in walked
+        and ctx.store.has_object(own)
+        and ctx.store.is_ancestor(own, tip)
+    )
+    if below:
+        assert own is not None
+        ids.append(own)  # on the branch, before --since: the oldest of them
+    standing = _applied_more_than_once(ctx, report, tip, call_id, ids) if len(ids) > 1 else ids
+    if below:
+        return  # the call's own commit is on the branch, and not among those audited
+    if receipt is None:
+        hint = "run 'applyonce recover' to rebuild it from the commit"
+        if len(ids) > 1:
+            # Recover records such a call unknown, for a person to say which commit is its.
+            one = standing[0] if len(standing) == 1 else None
+            hint = "run 'applyonce recover' to record it; then " + duplicate_hint(
+                call_id, ids, standing=one
+            )
+        report.problems.append(
+            Problem("no-receipt", call_id, f"commit {ids[0][:12]} has no receipt", hint, ids[0])
+        )
+        return
+    commit_id = own if own in walked else ids[0]
+    assert commit_id is not None
+    _check_against_receipt(ctx, report, commit_id, call_id, walked[commit_id], receipt)
+
+
+def _applied_more_than_once(
+    ctx: Context, report: AuditReport, tip: str, call_id: str, commits: list[str]
+) -> list[str]:
+    """Several commits of the branch carry one call's change (``commits``, newest first). One
+    that a later commit undid (``git revert``) no longer counts: the call's change reverted
+    and applied again (a revert, then a cherry-pick), or a second copy reverted, is on the
+    branch once. Two or more that stand are a problem each but the oldest. Returns those
+    that stand."""
+    standing = [c for c in commits if undone_by(ctx.store, tip, c) is None]
+    report.undone += len(commits) - len(standing)
+    for later in standing[:-1]:
+        report.problems.append(
+            Problem(
+                "duplicate",
+                call_id,
+                f"commits {standing[-1][:12]} and {later[:12]} both carry this Call-Id and its "
+                "change, and no later commit undid either",
+                f"if the change is there twice, undo the later one with 'git revert "
+                f"{later[:12]}' (audit then counts it as undone)",
+                later,
+            )
+        )
+    return standing
+
+
+def _check_against_receipt(
+    ctx: Context,
+    report: AuditReport,
+    commit_id: str,
+    call_id: str,
+    block: Trailers,
+    receipt: Receipt,
+) -> None:
+    """Check the commit that stands for ``call_id`` on the branch against its receipt."""
+    if (
+        receipt.status == "committed"
+        and receipt.ref != report.ref
+        and receipt.commit != commit_id
+        and receipt.commit is not None
+        and ctx.publisher.is_on(receipt.ref, receipt.commit)
+    ):
+        # A copy (cherry-pick) of a call that landed on its own branch, with the call's change
+        # (a copy with another change is reported as forged): that branch's audit checks it.
+        report.copies += 1
+        return
+    own = own_commit(receipt, commit_id)
+    if own is not None:
+        note = rewritten_note(ctx.ledger, call_id, own)
+        if note is not None:
+            # A person recorded the rewrite ('resolve --as rewritten'): it stands.
+            report.rewritten.append(Rewritten(call_id, own, note))
+            return
+        added = paths_rewrite_adds(ctx, own, commit_id)
+        report.problems.append(
+            Problem(
+                "user-rewrite",
+                call_id,
+                f"commit {commit_id[:12]} is the user's rewrite (amend, rebase) of the call's "
+                f"commit {own[:12]} and carries its change"
+                + (f", and also changes {', '.join(added)}" if added else ""),
+                "run 'applyonce recover' to record it as the call's commit",
+                commit_id,
+            )
+        )
+        return
+    if receipt.status == "unknown":
+        return  # the pass over the receipts reports it, with what settles it
+    if receipt.status != "committed" or receipt.commit != commit_id:
+        report.problems.append(
+            Problem(
+                "mismatch",
+                call_id,
+                f"receipt says {receipt.status} {str(receipt.commit)[:12]}, "
+                f"the branch has commit {commit_id[:12]}",
+                "run 'applyonce recover'",
+                commit_id,
+            )
+        )
+        return
+    try:
+        verify_against_git(ctx, receipt, trailers=block)
+    except ReceiptError as exc:
+        report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))
