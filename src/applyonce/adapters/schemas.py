@@ -156,18 +156,15 @@ class _Arguments(BaseModel):
 SUMMARY_LIMIT = 100  # a summary is a commit subject: one line, refused when longer
 
 
-class PatchArguments(_Arguments):
-    """The arguments a model gives ``apply_patch`` (OpenAI function tool, Anthropic tool)."""
+def _attempt_field() -> Any:
+    """The optional ``attempt`` of every tool that makes a call: a new attempt is a new call
+    (docs/design.md §3), as '--attempt' is on the command line."""
+    return Field(default=None, ge=1, le=MAX_ATTEMPT, description=ATTEMPT_FIELD_DESCRIPTION)
 
-    patch: str = Field(description=PATCH_FIELD_DESCRIPTION)
-    # A new attempt is a new call (docs/design.md §3), as '--attempt' is on the command line.
-    attempt: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_ATTEMPT,
-        description=ATTEMPT_FIELD_DESCRIPTION,
-    )
-    summary: str | None = Field(
+
+def _summary_field() -> Any:
+    """The optional ``summary`` of every tool that makes a call: the commit's subject."""
+    return Field(
         default=None,
         max_length=SUMMARY_LIMIT,
         pattern=r"^[^\r\n]*\S[^\r\n]*$",
@@ -176,6 +173,14 @@ class PatchArguments(_Arguments):
             "the commit's subject."
         ),
     )
+
+
+class PatchArguments(_Arguments):
+    """The arguments a model gives ``apply_patch`` (OpenAI function tool, Anthropic tool)."""
+
+    patch: str = Field(description=PATCH_FIELD_DESCRIPTION)
+    attempt: int | None = _attempt_field()
+    summary: str | None = _summary_field()
 
 
 class ReplaceArguments(_Arguments):
@@ -184,21 +189,8 @@ class ReplaceArguments(_Arguments):
 
     path: str = Field(min_length=1, description=PATH_FIELD_DESCRIPTION)
     diff: str = Field(description=DIFF_FIELD_DESCRIPTION)
-    attempt: int | None = Field(
-        default=None,
-        ge=1,
-        le=MAX_ATTEMPT,
-        description=ATTEMPT_FIELD_DESCRIPTION,
-    )
-    summary: str | None = Field(
-        default=None,
-        max_length=SUMMARY_LIMIT,
-        pattern=r"^[^\r\n]*\S[^\r\n]*$",
-        description=(
-            "Optional: one line (at most 100 characters) saying what the change does; it becomes "
-            "the commit's subject."
-        ),
-    )
+    attempt: int | None = _attempt_field()
+    summary: str | None = _summary_field()
 
 
 class McpReplaceArguments(ReplaceArguments):
