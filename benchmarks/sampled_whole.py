@@ -4,8 +4,9 @@
 
 .ci/run sets ``APPLYONCE_TEST_SAMPLE`` so that these slow real-process suites (the situations
 matrix, the power cuts, the replays against Codex and real history…) run one case in a few; this
-runs all of their cases, with the variable unset, and prints pytest's slowest cases and the time
-taken. The README's test command runs them whole too, with the rest of the suite. Extra
+runs all of their cases, and the tests it runs smaller (marked ``scaled``: the fleet
+simulation) at their full size, with the variable unset, and prints pytest's slowest cases and
+the time taken. The README's test command runs them whole too, with the rest of the suite. Extra
 arguments go to pytest (``-n 0``, ``-x``, a path…).
 """
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     env = {k: v for k, v in os.environ.items() if k != "APPLYONCE_TEST_SAMPLE"}
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "sampled", "--durations=20"]
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "sampled or scaled", "--durations=20"]
     command += ["-p", "no:cacheprovider", *sys.argv[1:]]
     started = time.monotonic()
     code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
