@@ -43,6 +43,8 @@ ROW_TYPES: dict[str, tuple[type | None, ...]] = {
 
 def is_of(value: Any, types: tuple[type | None, ...]) -> bool:
     """``value`` is one of ``types`` (None in ``types``: NULL is allowed)."""
+    if type(value) in types:  # the common case, exactly a column's type: no scan
+        return True
     return (value is None and None in types) or any(
         t is not None and isinstance(value, t) for t in types
     )
