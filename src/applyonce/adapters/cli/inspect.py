@@ -208,12 +208,14 @@ def audit(
         if report.incremental:
             inc = report.incremental
             typer.echo(
-                f"checked {report.commits} new Call-Id commit(s) since {inc.since[:12]}; "
-                f"{inc.verified} before verified at {inc.at} (--full: the whole history)"
+                f"checked {report.commits} new Call-Id commit(s) on {report.ref} since "
+                f"{inc.since[:12]}; {inc.verified} before verified at {inc.at}; "
+                f"{report.receipts} receipt(s): {verdict}"
             )
-        typer.echo(
-            f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
-            f"{report.receipts} receipt(s): {verdict}"
-        )
+        else:
+            typer.echo(
+                f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
+                f"{report.receipts} receipt(s): {verdict}"
+            )
     if not report.clean:
         raise typer.Exit(EXIT_PROBLEMS)
