@@ -44,12 +44,6 @@ import pytest
 
 from tests.conftest import Run, run_cli
 
-ENV = {
-    "GIT_AUTHOR_NAME": "me",
-    "GIT_AUTHOR_EMAIL": "me@example.com",
-    "GIT_COMMITTER_NAME": "me",
-    "GIT_COMMITTER_EMAIL": "me@example.com",
-}
 from tests.situations.defects import DEFECTS, known, race
 from tests.situations.promises import (
     Landing,
@@ -61,6 +55,13 @@ from tests.situations.promises import (
     tip,
 )
 from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_loop
+
+ENV = {
+    "GIT_AUTHOR_NAME": "me",
+    "GIT_AUTHOR_EMAIL": "me@example.com",
+    "GIT_COMMITTER_NAME": "me",
+    "GIT_COMMITTER_EMAIL": "me@example.com",
+}
 
 COLUMNS = (
     "apply",
