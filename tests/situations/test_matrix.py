@@ -43,7 +43,6 @@ from typing import Any
 import pytest
 
 from tests.conftest import Run, run_cli
-
 from tests.situations.defects import DEFECTS, known, race
 from tests.situations.promises import (
     Landing,
