@@ -329,7 +329,7 @@ def column_audit(cell: Cell) -> str:
 
 def column_audit_again(cell: Cell) -> str:
     sit = cell.sit
-    before, base = Snapshot.take(sit), tip(cell.where, sit.branch)
+    before = Snapshot.take(sit)
     with cell.loop():
         run = cell.setup_apply()
         if _ok(cell, run):
