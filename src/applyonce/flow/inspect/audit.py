@@ -193,6 +193,7 @@ def audit(
     key = ref if ctx.remote is None else f"{ctx.remote}/{ref}"
     proven: dict[str, CallRow] = {}
     again: list[str] = []
+    standing: set[str] = set()  # the calls' own commits up to the checkpoint
     # The commits naming Call-Id from the tip down (what a checkpoint at the tip records).
     named: list[str] = []
     if since is None and not full and tip is not None:
@@ -204,6 +205,7 @@ def audit(
             proven = _proven(ledger_rows, checkpoint.at)
             own = {r.commit_id for r in proven.values() if r.state == "committed" and r.ref == ref}
             again = [c for c in below if c not in own]
+            standing = {c for c in below if c in own}
             named = below
     # Call-Id -> the commits of the walk carrying it and the call's change, newest first.
     seen: dict[str, list[tuple[str, Trailers]]] = {}
@@ -230,8 +232,16 @@ def audit(
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
         row = proven.get(call_id)
-        if row is not None and call_id not in seen and _unchanged(ctx, row):
-            continue  # checked clean at the checkpoint, and neither it nor its receipt changed
+        if (
+            row is not None
+            and call_id not in seen
+            and (row.ref != ref or row.state != "committed" or row.commit_id in standing)
+            and _unchanged(ctx, row)
+        ):
+            # Checked clean at the checkpoint, and neither it nor its receipt changed since;
+            # a committed call of this branch whose commit is not on it goes the whole way
+            # (listed as rewritten, or reported).
+            continue
         try:
             receipt = receipts.load(call_id)
         except ReceiptError as exc:
