@@ -13,7 +13,7 @@ applyonce's trailers, N receipts, N ledger rows. Then, ``--runs`` times each, in
 * one more call (untimed, a real process), then ``applyonce audit``: the checkpoint the previous
   audit recorded is verified against Git and the ledger, and only the new commit is checked.
 
-Each is a fresh process; wall seconds are printed per run, then median and spread (min–max).
+Each is a fresh process; wall seconds are printed per run, then median and spread (min-max).
 """
 
 from __future__ import annotations
@@ -90,14 +90,14 @@ def main() -> None:
         "full": f"`applyonce audit --full`, {commits:,} commits (whole history)",
         "incremental": "`applyonce audit` after 1 new call (checkpoint verified, 1 commit checked)",
     }
-    print("\n| what | median | spread (min–max) | N |\n|---|---|---|---|")
+    print("\n| what | median | spread (min-max) | N |\n|---|---|---|---|")
     for key, values in rows.items():
         print(
             f"| {names[key]} | {statistics.median(values) * 1000:.0f} ms | "
-            f"{min(values) * 1000:.0f}–{max(values) * 1000:.0f} ms | {len(values)} |"
+            f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms | {len(values)} |"
         )
     ratio = statistics.median(rows["full"]) / statistics.median(rows["log"])
-    print(f"\naudit --full / git log (medians): {ratio:.1f}×")
+    print(f"\naudit --full / git log (medians): {ratio:.1f}x")
 
 
 if __name__ == "__main__":
