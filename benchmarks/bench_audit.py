@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,10 +42,18 @@ def build(repo: Path, calls: int) -> None:
     print(f"made {calls} committed calls in {time.perf_counter() - started:.0f} s at {repo}")
 
 
-def timed(argv: list[str], expect: str | None = None) -> float:
+CPU: dict[str, list[float]] = {}
+
+
+def timed(argv: list[str], expect: str | None = None, key: str = "") -> float:
+    """Wall seconds of ``argv`` (its CPU seconds, user + system, into ``CPU[key]``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    CPU.setdefault(key, []).append(cpu)
     assert proc.returncode == 0, (argv, proc.stdout[-500:], proc.stderr[-500:])
     assert expect is None or expect in proc.stdout, (expect, proc.stdout)
     return wall
@@ -69,8 +78,8 @@ def main() -> None:
     timed(full)
     rows: dict[str, list[float]] = {"log": [], "full": [], "incremental": []}
     for run in range(ns.runs):
-        rows["log"].append(timed(log))
-        rows["full"].append(timed(full))
+        rows["log"].append(timed(log, key="log"))
+        rows["full"].append(timed(full, key="full"))
         # One more call (untimed), then an audit from the previous audit's checkpoint.
         patch = (
             f"*** Begin Patch\n*** Add File: more/r{time.time_ns()}.txt\n+{run}\n*** End Patch\n"
@@ -79,25 +88,30 @@ def main() -> None:
             [*applyonce, "apply", "-C", str(repo), "-"], input=patch, text=True, env=env
         )
         assert made.returncode == 0
-        rows["incremental"].append(timed(incremental, expect="checked 1 new Call-Id commit(s)"))
+        rows["incremental"].append(
+            timed(incremental, "checked 1 new Call-Id commit(s)", "incremental")
+        )
         print(
             f"run {run + 1}: git log {rows['log'][-1] * 1000:.0f} ms, audit --full "
             f"{rows['full'][-1] * 1000:.0f} ms, audit after 1 new call "
-            f"{rows['incremental'][-1] * 1000:.0f} ms"
+            f"{rows['incremental'][-1] * 1000:.0f} ms (load average {os.getloadavg()[0]:.1f})"
         )
     names = {
         "log": f"`git log --format='%(trailers)' main`, {commits:,} commits",
         "full": f"`applyonce audit --full`, {commits:,} commits (whole history)",
         "incremental": "`applyonce audit` after 1 new call (checkpoint verified, 1 commit checked)",
     }
-    print("\n| what | median | spread (min-max) | N |\n|---|---|---|---|")
+    print("\n| what | wall median | spread (min-max) | CPU median | N |\n|---|---|---|---|---|")
     for key, values in rows.items():
         print(
             f"| {names[key]} | {statistics.median(values) * 1000:.0f} ms | "
-            f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms | {len(values)} |"
+            f"{min(values) * 1000:.0f}-{max(values) * 1000:.0f} ms | "
+            f"{statistics.median(CPU[key]) * 1000:.0f} ms | {len(values)} |"
         )
-    ratio = statistics.median(rows["full"]) / statistics.median(rows["log"])
-    print(f"\naudit --full / git log (medians): {ratio:.1f}x")
+    for what, top in (("--full", "full"), ("after 1 new call", "incremental")):
+        wall = statistics.median(rows[top]) / statistics.median(rows["log"])
+        cpu = statistics.median(CPU[top]) / statistics.median(CPU["log"])
+        print(f"audit {what} / git log (medians): {wall:.1f}x wall, {cpu:.1f}x CPU")
 
 
 if __name__ == "__main__":
