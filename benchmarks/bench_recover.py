@@ -79,13 +79,14 @@ def main() -> None:
             )
             shutil.rmtree(repo, ignore_errors=True)
     print(
-        "\n| interrupted calls | median | spread (min-max) | per call | N |\n|---|---|---|---|---|"
+        "\n| interrupted calls | wall median | spread (min-max) | CPU median | CPU per call | N |"
+        "\n|---|---|---|---|---|---|"
     )
     for calls, values in results.items():
-        median = statistics.median(values)
+        median, cpu = statistics.median(values), statistics.median(cpus[calls])
         print(
             f"| {calls:,} | {median:.2f} s | {min(values):.2f}-{max(values):.2f} s | "
-            f"{median / calls * 1000:.2f} ms | {len(values)} |"
+            f"{cpu:.2f} s | {cpu / calls * 1000:.2f} ms | {len(values)} |"
         )
 
 
