@@ -50,7 +50,6 @@ command that makes the clone complete, as a call is (``--remote`` deepens it fro
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -349,11 +348,7 @@ def _unchanged(ctx: Context, row: CallRow) -> bool:
     answer sends it through the whole check, which reports what is wrong)."""
     if row.receipt_sha256 is None or row.state in ("prepared", "unknown"):
         return False
-    try:
-        data = ctx.receipts.read_bytes(row.call_id)
-    except ReceiptError:
-        return False
-    return data is not None and hashlib.sha256(data).hexdigest() == row.receipt_sha256
+    return ctx.receipts.sha256_of(row.call_id) == row.receipt_sha256
 
 
 def _record(
