@@ -186,3 +186,20 @@ def test_a_ledger_row_changed_since_the_checkpoint_means_a_full_audit(repo: Repo
     executor.close()
     report = audit(repo)
     assert report.full_why == "the ledger rows the audit checkpoint checked have changed since"
+
+
+def test_a_receipt_made_a_symlink_to_its_own_bytes_is_not_trusted(repo: Repo) -> None:
+    """The incremental pass hashes a receipt only as a regular file, never through a symlink:
+    one put there (even to a file with the very bytes) goes through the whole check, which
+    says what is wrong."""
+    calls(repo, 2)
+    assert audit(repo).clean
+    receipt = next((repo.state_dir() / "receipts").glob("*.json"))
+    copy = repo.path.parent / "elsewhere.json"
+    copy.write_bytes(receipt.read_bytes())
+    receipt.unlink()
+    receipt.symlink_to(copy)
+    report = audit(repo)
+    assert report.incremental is not None
+    assert [(p.kind, p.call_id) for p in report.problems] == [("tampered", receipt.stem)]
+    assert "symlink" in report.problems[0].message
