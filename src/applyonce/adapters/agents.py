@@ -38,7 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from applyonce.adapters.schemas import TEXT_EDITOR_NAME, TOOL_NAME
-from applyonce.adapters.texteditor import command_input, edit_document, edit_result, view_result
+from applyonce.adapters.texteditor import (
+    UndoEditError,
+    command_input,
+    edit_document,
+    edit_result,
+    last_call_on,
+    undo_text,
+    view_result,
+)
 from applyonce.adapters.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
@@ -506,6 +514,8 @@ class ToolCallAdapter:
                 text, is_error = self._view(fields)
                 return call.result(text, is_error=is_error)
             document = edit_document(fields)
+        except UndoEditError as exc:
+            return call.result(self._undo(exc), is_error=True)
         except ApplyOnceError as exc:
             return call.result(f"Error: {exc.one_line()}\n", is_error=True)
         output = self._edit(call, document)
@@ -547,6 +557,19 @@ class ToolCallAdapter:
             assert receipt is not None
             attempt = receipt.attempt + 1
         return output
+
+    def _undo(self, error: UndoEditError) -> str:
+        """``undo_edit``: nothing is undone; the text names the last call that changed the path
+        and the revert that undoes it."""
+        path = error.details.get("path")
+        last = None
+        if isinstance(path, str):
+            try:
+                with self.runner.using() as executor:
+                    last = last_call_on(executor, path, branch=self.runner.options.branch)
+            except ApplyOnceError:
+                last = None
+        return undo_text(error, last, revert_tool=None)
 
     def _view(self, fields: dict[str, Any]) -> tuple[str, bool]:
         # The runner's kept executor: a view reads the checkout or the branch's tip only, never
