@@ -10,9 +10,11 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from applyonce.core.configkeys import PREFIX, UnknownConfigKeyWarning, unknown_key_warnings
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError, UsageError
@@ -75,6 +77,12 @@ class Executor:
             repository's own file); default git config ``applyonce.ledger``, else local.
         remote: the name of the remote whose branch is the commit point (``.``: this repository's
             own branch); default git config ``applyonce.remote``, else the own branch.
+
+    Attributes:
+        config_warnings: a line for each ``applyonce.*`` git config key applyonce does not read,
+            naming the nearest known key; each is also issued as an
+            :class:`~applyonce.core.configkeys.UnknownConfigKeyWarning` (one line on the CLI's
+            stderr).
     """
 
     def __init__(
@@ -91,6 +99,13 @@ class Executor:
         )
         self.lock = threading.RLock()
         self.closed = False
+        # Unknown applyonce.* keys in the git config (a typo is otherwise ignored without a
+        # word): each a line here and a warning (one line on the CLI's stderr).
+        self.config_warnings: list[str] = unknown_key_warnings(
+            self.context.store.config_names(PREFIX)
+        )
+        for line in self.config_warnings:
+            warnings.warn(line, UnknownConfigKeyWarning, stacklevel=2)
 
     def __enter__(self) -> Executor:
         if self.closed:
@@ -406,6 +421,7 @@ __all__ = [
     "KeptExecutor",
     "PlanView",
     "ReplayNote",
+    "UnknownConfigKeyWarning",
     "UnknownOutcomeError",
     "contract_digest",
 ]

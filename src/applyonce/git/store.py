@@ -438,6 +438,15 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
+    def config_names(self, prefix: str) -> list[str]:
+        """The names of the git config entries the repository sees that start with ``prefix``
+        (compared case-insensitively, as git does), as git lists them: ``git config -l``'s."""
+        folded = prefix.casefold()
+        try:
+            return [e.name for e in self.repo.config if e.name.casefold().startswith(folded)]
+        except (pygit2.GitError, KeyError, ValueError):
+            return []
+
     def config_values(self, name: str) -> list[str]:
         """Every value of the multi-valued ``name`` (e.g. ``applyonce.check``) in the git config
         the repository sees, in git's order (system, user, repository; none: [])."""
