@@ -122,7 +122,7 @@ def codex_failure(error: Mapping[str, object], spelled: Mapping[str, str], cwd: 
     failure (empty otherwise): the file is missing, the expected lines are not in it."""
     kind = error.get("kind")
     path = str(error.get("path") or "")
-    where = os.path.join(cwd, spelled.get(path, path))
+    where = os.path.normpath(os.path.join(cwd, spelled.get(path, path)))
     message = str(error.get("message") or "")
     expected = error.get("expected")
     if kind == "hunk-mismatch" and isinstance(expected, list):
