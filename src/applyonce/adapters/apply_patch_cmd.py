@@ -248,6 +248,7 @@ def error_line(error: ApplyOnceError) -> str:
         hint = "fix the patch and send it again"
     else:
         hint = _HINTS.get(error.kind, error.hint or "")
+        hint = hint.replace("as a new attempt (--attempt)", f"under a new {TOOL_CALL_ID_ENV}")
     line = f"{error.message}; {hint}" if hint else error.message
     return f"error: {' '.join(line.split())}\n"
 

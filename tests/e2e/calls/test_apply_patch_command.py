@@ -141,6 +141,25 @@ def test_the_tool_call_id_is_the_call(repo: Repo) -> None:
     assert app(repo) == CHANGED
 
 
+def test_a_tool_call_id_whose_commit_was_reset_away_is_unknown(repo: Repo) -> None:
+    env = {"APPLYONCE_TOOL_CALL_ID": "call_9"}
+    base = repo.head()
+    assert apply_patch(repo, env=env).returncode == 0
+    commit = repo.head()
+    repo.git("reset", "-q", "--hard", base)
+    ran = apply_patch(repo, env=env)
+    assert (ran.returncode, ran.stdout) == (5, "")
+    assert ran.stderr.startswith(f"error: call {repo_call(repo, commit)[:12]} was committed as ")
+    assert ran.stderr.endswith(
+        "if the change is still wanted, send it again under a new APPLYONCE_TOOL_CALL_ID\n"
+    )
+    assert (repo.head(), app(repo)) == (base, ORIGINAL)
+
+
+def repo_call(repo: Repo, commit: str) -> str:
+    return repo.git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", commit).strip()
+
+
 def test_a_tool_call_id_reused_for_another_patch_is_refused(repo: Repo) -> None:
     env = {"APPLYONCE_TOOL_CALL_ID": "call_1"}
     assert apply_patch(repo, env=env).returncode == 0
