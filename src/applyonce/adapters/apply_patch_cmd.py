@@ -35,7 +35,7 @@ from applyonce.errors import (
 )
 
 if TYPE_CHECKING:
-    from applyonce.core.receipt import Receipt
+    from applyonce.core.receipt import FileRecord
     from applyonce.executor import CallOptions, CallOutcome, Executor
 
 TOOL_CALL_ID_ENV = "APPLYONCE_TOOL_CALL_ID"
@@ -51,7 +51,8 @@ HELP = (
 # Patch errors Codex answers with 'Invalid patch' and exit 1 (applyonce's CLI: exit 2 or 1).
 _PATCH_KINDS = frozenset({"patch-format", "patch-syntax"})
 # The file headers whose paths Codex reads relative to the current directory.
-_HEADER = re.compile(r"^(\*\*\* (?:Add File|Delete File|Update File|Move to): )(.*?)(\r?)$")
+# Padded ones too: the Codex parser reads a padded header as a header (docs/reference/formats.md).
+_HEADER = re.compile(r"^(\s*\*\*\* (?:Add File|Delete File|Update File|Move to):[ \t]*)(.*?)(\s*)$")
 _ORDER = {"add": 0, "update": 1, "move": 1, "delete": 2}
 _LETTER = {"add": "A", "update": "M", "move": "M", "delete": "D"}
 # A patch sent again while the branch shows each earlier attempt: far more attempts than a real
@@ -71,8 +72,17 @@ class Located:
 def locate(text: str, cwd: str, root: str) -> Located:
     """``text`` with every file header's path read from ``cwd`` (inside the work tree ``root``)
     and written relative to ``root``, as Codex reads a path relative to its current directory.
-    A path that leaves the work tree is kept as written: the call refuses it (unsafe path)."""
-    prefix = os.path.relpath(cwd, root).replace(os.sep, "/")
+    A path that leaves the work tree is kept as written: the call refuses it (unsafe path).
+
+    Raises:
+        UsageError: ``cwd`` is not inside ``root``.
+    """
+    prefix = os.path.relpath(os.path.realpath(cwd), os.path.realpath(root)).replace(os.sep, "/")
+    if prefix == ".." or prefix.startswith("../"):
+        raise UsageError(
+            f"the current directory {cwd} is not inside the work tree {root}",
+            hint="run apply_patch in a folder of the work tree",
+        )
     prefix = "" if prefix == "." else prefix
     spelled: dict[str, str] = {}
     lines = text.split("\n")
@@ -109,11 +119,11 @@ def _from_root(written: str, prefix: str, root: str) -> str | None:
     return path
 
 
-def summary(receipt: Receipt, spelled: Mapping[str, str]) -> str:
+def summary(files: Sequence[FileRecord], spelled: Mapping[str, str]) -> str:
     """Codex's success text: its header, then the added files, the modified (moved ones under
     their new path), then the deleted, each in patch order and spelled as in the patch."""
-    files = sorted(receipt.files, key=lambda f: _ORDER[f.action])
-    lines = "".join(f"{_LETTER[f.action]} {spelled.get(f.path, f.path)}\n" for f in files)
+    ordered = sorted(files, key=lambda f: _ORDER[f.action])
+    lines = "".join(f"{_LETTER[f.action]} {spelled.get(f.path, f.path)}\n" for f in ordered)
     return "Success. Updated the following files:\n" + lines
 
 
@@ -322,7 +332,7 @@ def _report(
         shown = receipt.commit is not None and shows(executor, receipt.ref, receipt.commit)
         sys.stdout.write(replay_text(outcome, tool_call_id, shown=shown))
     if receipt.status == "committed":
-        sys.stdout.write(summary(receipt, located.spelled))
+        sys.stdout.write(summary(receipt.files, located.spelled))
         for note in outcome.behind:
             sys.stdout.write(note.line() + "\n")
         if not outcome.replayed and (unsigned := executor.identity_warning()) is not None:
