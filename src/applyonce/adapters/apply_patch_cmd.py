@@ -259,6 +259,8 @@ def error_line(error: ApplyOnceError) -> str:
     else:
         hint = _HINTS.get(error.kind, error.hint or "")
         hint = hint.replace("as a new attempt (--attempt)", f"under a new {TOOL_CALL_ID_ENV}")
+        if not hint and error.message.startswith(("the tool call ID ", "the idempotency key ")):
+            hint = f"set {TOOL_CALL_ID_ENV} to the model's tool-call ID, or unset it"
     line = f"{error.message}; {hint}" if hint else error.message
     return f"error: {' '.join(line.split())}\n"
 

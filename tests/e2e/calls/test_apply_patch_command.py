@@ -160,6 +160,18 @@ def repo_call(repo: Repo, commit: str) -> str:
     return repo.git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", commit).strip()
 
 
+@pytest.mark.parametrize("bad", ["two words", "x" * 201, "line\nbreak"])
+def test_a_bad_tool_call_id_is_refused(repo: Repo, bad: str) -> None:
+    files, head = repo.files(), repo.head()
+    ran = apply_patch(repo, env={"APPLYONCE_TOOL_CALL_ID": bad})
+    assert (ran.returncode, ran.stdout) == (2, "")
+    assert ran.stderr == (
+        "error: the tool call ID must be 1-200 printable ASCII characters without spaces; set "
+        "APPLYONCE_TOOL_CALL_ID to the model's tool-call ID, or unset it\n"
+    )
+    assert (repo.files(), repo.head()) == (files, head)
+
+
 def test_a_tool_call_id_reused_for_another_patch_is_refused(repo: Repo) -> None:
     env = {"APPLYONCE_TOOL_CALL_ID": "call_1"}
     assert apply_patch(repo, env=env).returncode == 0
