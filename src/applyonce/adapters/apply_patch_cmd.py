@@ -245,11 +245,30 @@ def attempt_for(executor: Executor, text: str, options: CallOptions) -> int:
     return shown if shown is not None else attempt + 1
 
 
-# Hints of errors that name the applyonce CLI's flags, in apply_patch's own terms.
+# Hints of errors that name the applyonce CLI's flags, in apply_patch's own terms (it takes no
+# options): by kind, and by the words of a hint (rejections carry theirs in the stored output).
 _HINTS = {
     "not-a-repository": "run apply_patch inside a Git work tree",
     "idempotency-key-reused": f"set a new {TOOL_CALL_ID_ENV} for a different patch",
 }
+_HINT_WORDS = (
+    ("as a new attempt (--attempt)", f"under a new {TOOL_CALL_ID_ENV}"),
+    ("pass --dirty commit", "run 'git config applyonce.dirty commit' to commit them first"),
+    ("pass --branch NAME", "check out a branch"),
+    (
+        "repeat the call with --confirm (or an approve callback)",
+        "a person applies it with 'applyonce apply --confirm'",
+    ),
+    ("pass --lease-seconds N, or run", "run"),
+)
+
+
+def in_our_terms(text: str) -> str:
+    """``text`` (an error's line, a rejection's stored output) with the applyonce CLI's flags
+    that apply_patch does not take worded as what to do instead."""
+    for flag, instead in _HINT_WORDS:
+        text = text.replace(flag, instead)
+    return text
 
 
 def error_line(error: ApplyOnceError) -> str:
@@ -257,8 +276,7 @@ def error_line(error: ApplyOnceError) -> str:
     if error.kind in _PATCH_KINDS:
         hint = "fix the patch and send it again"
     else:
-        hint = _HINTS.get(error.kind, error.hint or "")
-        hint = hint.replace("as a new attempt (--attempt)", f"under a new {TOOL_CALL_ID_ENV}")
+        hint = in_our_terms(_HINTS.get(error.kind, error.hint or ""))
         if not hint and error.message.startswith(("the tool call ID ", "the idempotency key ")):
             hint = f"set {TOOL_CALL_ID_ENV} to the model's tool-call ID, or unset it"
     line = f"{error.message}; {hint}" if hint else error.message
@@ -342,7 +360,8 @@ def _report(
         return 0
     if receipt.error is not None:
         sys.stderr.write(codex_failure(receipt.error, located.spelled, cwd))
-    sys.stderr.write(receipt.output or f"error: call {receipt.call_id[:12]} did not commit\n")
+    said = receipt.output or f"error: call {receipt.call_id[:12]} did not commit\n"
+    sys.stderr.write(in_our_terms(said))
     return receipt.exit_code or EXIT_REJECTED
 
 

@@ -160,6 +160,23 @@ def repo_call(repo: Repo, commit: str) -> str:
     return repo.git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", commit).strip()
 
 
+def test_uncommitted_changes_are_refused_in_apply_patch_terms(repo: Repo) -> None:
+    (repo.path / "src/app.py").write_text(ORIGINAL + "# mine\n")
+    head = repo.head()
+    ran = apply_patch(repo)
+    assert (ran.returncode, ran.stdout) == (4, "")
+    assert ran.stderr == (
+        f"error: src/app.py has uncommitted changes in the checkout at {repo.path}; commit or "
+        "stash them, or run 'git config applyonce.dirty commit' to commit them first\n"
+    )
+    assert app(repo) == ORIGINAL + "# mine\n" and repo.head() == head
+    # As the line says: then the patch goes on top of them, and they are kept.
+    repo.git("config", "applyonce.dirty", "commit")
+    done = apply_patch(repo)
+    assert (done.returncode, done.stdout) == (0, SUCCESS)
+    assert app(repo) == CHANGED + "# mine\n"
+
+
 @pytest.mark.parametrize("bad", ["two words", "x" * 201, "line\nbreak"])
 def test_a_bad_tool_call_id_is_refused(repo: Repo, bad: str) -> None:
     files, head = repo.files(), repo.head()
