@@ -1,9 +1,10 @@
 """The ``apply_patch`` command beside the real Codex binary, as a harness runs them.
 
 Each case is run in two fresh repositories holding the same files: by the real ``codex``
-(``@openai/codex@0.169.0``) as its ``apply_patch`` tool (argv[0] ``apply_patch``, as
-``codex --codex-run-as-apply-patch`` runs it), and by applyonce's ``apply_patch``, each in its own
-process, the patch given as the argument, on stdin, or as a shell heredoc. Compared: the exit code,
+(``@openai/codex@0.169.0``: ``codex --codex-run-as-apply-patch PATCH``; for the patch on stdin or
+in a heredoc, which that flag does not read, the binary run under the name ``apply_patch``, its
+own tool's entry point) and by applyonce's ``apply_patch``, each in its own process, the patch
+given as the argument, on stdin, or as a shell heredoc. Compared: the exit code,
 stdout byte for byte, the files left in the work tree, and on a failure Codex's stderr, which
 ``apply_patch`` prints first (the directory named as ``<dir>``), before applyonce's repair lines.
 
@@ -197,7 +198,10 @@ def both(binary: str, case: Case, tmp_path: Path) -> tuple[Ran, Ran]:
     """The case run by Codex and by ``apply_patch``, each in a repository of its own."""
     codex_repo = make_repo(tmp_path / "codex", case.files)
     our_repo = make_repo(tmp_path / "ours", case.files)
-    theirs = run_tool(["apply_patch"], codex_repo, case, executable=binary)
+    if case.form == "arg":
+        theirs = run_tool([binary, "--codex-run-as-apply-patch"], codex_repo, case)
+    else:  # that flag takes no stdin: the binary named apply_patch does, as Codex runs it
+        theirs = run_tool(["apply_patch"], codex_repo, case, executable=binary)
     ours = run_tool(OURS, our_repo, case)
     return theirs, ours
 
