@@ -20,7 +20,7 @@ import re
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING
 
 import typer
@@ -212,8 +212,6 @@ def attempt_for(executor: Executor, text: str, options: CallOptions) -> int:
     Raises:
         ApplyOnceError: the patch does not parse, or every attempt up to the bound was made.
     """
-    from dataclasses import replace
-
     context = executor.context
     latest: tuple[int, str] | None = None
     shown: int | None = None
@@ -329,15 +327,12 @@ def _call(text: str, cwd: str, tool_call_id: str | None) -> int:
                 hint="run it in a checkout",
             )
         located = locate(text, cwd, str(root))
+        # Codex's format only (with the wrappers agents put around it): no unified diff.
+        options = CallOptions(format="codex")
         if tool_call_id is not None:
-            options = CallOptions(
-                format="codex", tool_call_id=tool_call_id, idempotency_key=tool_call_id
-            )
+            options = replace(options, tool_call_id=tool_call_id, idempotency_key=tool_call_id)
         else:
-            options = CallOptions(format="codex")
-            options = CallOptions(
-                format="codex", attempt=attempt_for(executor, located.text, options)
-            )
+            options = replace(options, attempt=attempt_for(executor, located.text, options))
         outcome = executor.call(located.text, options)
         return _report(executor, outcome, located, cwd, tool_call_id)
     finally:
