@@ -98,6 +98,21 @@ CASES = [
         cwd="pkg/sub",
     ),
     Case(
+        "end-of-file-hunk",
+        "*** Begin Patch\n*** Update File: notes.txt\n@@\n two\n-three\n+THREE\n+four\n"
+        "*** End of File\n*** End Patch\n",
+    ),
+    Case(
+        "fuzzy-context",  # trailing blanks and typographic quotes in the file, plain in the patch
+        "*** Begin Patch\n*** Update File: fuzzy.txt\n@@\n-it's here\n+it is here\n end\n"
+        "*** End Patch\n",
+        files={**FILES, "fuzzy.txt": "it\u2019s here   \nend\n"},
+    ),
+    Case(
+        "pure-addition-at-end",
+        "*** Begin Patch\n*** Update File: pkg/mod.py\n@@\n OTHER = 2\n+THIRD = 3\n*** End Patch\n",
+    ),
+    Case(
         "missing-file",
         "*** Begin Patch\n*** Update File: nope.txt\n@@\n-a\n+b\n*** End Patch\n",
     ),
