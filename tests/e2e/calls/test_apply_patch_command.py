@@ -292,3 +292,38 @@ def test_help(repo: Repo) -> None:
     assert ran.returncode == 0
     assert ran.stdout.startswith("Usage: apply_patch 'PATCH'\n")
     assert "APPLYONCE_TOOL_CALL_ID" in ran.stdout
+
+
+def test_the_same_patch_at_once_from_four_processes_lands_once(repo: Repo) -> None:
+    procs = [
+        subprocess.Popen(
+            [*OURS, PATCH],
+            cwd=repo.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    results = [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs, strict=True)]
+    assert len(repo.call_ids()) == 1
+    assert app(repo) == CHANGED
+    for code, out, err in results:
+        # Each one applied it, replayed it, or was told the call runs in another process.
+        assert code in (0, 4), (code, out, err)
+        assert out.endswith(SUCCESS) if code == 0 else err.startswith("error: ")
+    assert sum(code == 0 and out == SUCCESS for code, out, _ in results) == 1
+
+
+def test_the_installed_command(repo: Repo) -> None:
+    script = Path(sys.executable).parent / "apply_patch"
+    if not script.exists():
+        pytest.skip(
+            "no apply_patch beside this interpreter (install the package: pip install -e .)"
+        )
+    ran = subprocess.run(
+        [str(script), PATCH], cwd=repo.path, capture_output=True, text=True, timeout=60
+    )
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, SUCCESS, "")
