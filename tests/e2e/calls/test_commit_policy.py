@@ -166,3 +166,26 @@ def test_the_mcp_server_commits_with_its_policy(repo: Repo, tmp_path: Path) -> N
     ]
     assert trailers[2][0] == "Call-Id"
     assert repo.git("log", "-1", "--format=%an <%ae>") == f"{BOT}\n"
+
+
+def test_the_python_api_takes_the_same_policy(repo: Repo) -> None:
+    from applyonce import Executor
+    from applyonce.flow.options import CallOptions
+
+    options = CallOptions(author=BOT, co_authors=["Ann Pair <ann@example.invalid>"], signoff=True)
+    executor = Executor(repo.path)
+    try:
+        receipt = executor.call(UTIL_PATCH, options).receipt
+    finally:
+        executor.close()
+    assert receipt.status == "committed" and receipt.signature is None
+    assert [k for k, _ in _trailers(repo)][:3] == ["Co-authored-by", "Signed-off-by", "Call-Id"]
+    assert repo.git("log", "-1", "--format=%an <%ae>") == f"{BOT}\n"
+
+
+def test_the_python_api_refuses_a_bad_identity_at_once() -> None:
+    from applyonce.errors import UsageError
+    from applyonce.flow.options import CallOptions
+
+    with pytest.raises(UsageError, match=r"--co-author 'nobody' is not 'Name <mail>'"):
+        CallOptions(co_authors=["nobody"])

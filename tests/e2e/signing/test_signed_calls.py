@@ -225,3 +225,16 @@ def test_a_revert_is_signed_too(repo: Repo, keys_of: KeysOf) -> None:
     assert reverted.returncode == 0, reverted.stdout
     assert verify(repo).returncode == 0
     assert orjson.loads(reverted.stdout)["signature"]["format"] == "ssh"
+
+
+def test_openpgp_without_user_signingkey_signs_as_the_committer(
+    repo: Repo, keys_of: KeysOf
+) -> None:
+    """As git: gpg -u 'Name <mail>' of the committer (the key's user ID here)."""
+    keys = keys_of("openpgp")
+    keys.configure(repo)
+    repo.git("config", "--unset", "user.signingKey")
+    result = apply(repo, UTIL_PATCH, "--json")
+    assert result.returncode == 0, result.stdout
+    assert verify(repo).returncode == 0
+    assert orjson.loads(result.stdout)["signature"] == {"format": "openpgp", "key": keys.key}
