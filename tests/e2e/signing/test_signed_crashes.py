@@ -30,12 +30,13 @@ def _dangling_commits(repo: Repo) -> list[str]:
 
 
 # .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
-@pytest.mark.sampled(every=2)
+@pytest.mark.sampled(every=2, by="fmt")
 @pytest.mark.parametrize("point", COMMIT_POINTS)
+@pytest.mark.parametrize("fmt", ["ssh", "openpgp"])
 def test_a_signed_call_killed_at_any_point_lands_once_signed(
-    repo: Repo, keys_of: KeysOf, point: str
+    repo: Repo, keys_of: KeysOf, fmt: str, point: str
 ) -> None:
-    keys = keys_of("ssh")
+    keys = keys_of(fmt)
     keys.configure(repo)
     base = repo.head()
     crashed = _apply(repo, env={"APPLYONCE_FAULT": point})
@@ -43,18 +44,20 @@ def test_a_signed_call_killed_at_any_point_lands_once_signed(
     published = repo.head() != base
     # Whatever the call left, nothing may be signed again: the key is gone.
     repo.git("config", "user.signingKey", "/nonexistent/key.pub")
+    repo.git("config", "gpg.program", "/nonexistent/gpg")
     recovered = run_cli("recover", "--repo", str(repo.path))
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    repo.git("config", "user.signingKey", keys.config["user.signingKey"])
+    repo.git("config", "--unset", "gpg.program")  # (git verify-commit runs it too)
     if published or point == "after-commit-object":
         # Landed (or rolled forward): the signed commit, as the call made it.
         assert repo.head() != base
         assert verify(repo).returncode == 0
-    repo.git("config", "user.signingKey", keys.config["user.signingKey"])
     again = _apply(repo)
     assert again.returncode == 0, again.stdout + again.stderr
     receipt = orjson.loads(again.stdout)
     assert receipt["output"] == OUTPUT
-    assert receipt["signature"] == {"format": "ssh", "key": keys.key}
+    assert receipt["signature"] == {"format": fmt, "key": keys.key}
     assert verify(repo).returncode == 0
     assert_invariants(repo, base, receipt["call_id"], committed=True)
     head = repo.head()
