@@ -238,3 +238,33 @@ def test_openpgp_without_user_signingkey_signs_as_the_committer(
     assert result.returncode == 0, result.stdout
     assert verify(repo).returncode == 0
     assert orjson.loads(result.stdout)["signature"] == {"format": "openpgp", "key": keys.key}
+
+
+def test_the_mcp_server_signs_with_its_option_and_reports_a_failure_as_a_tool_error(
+    repo: Repo, keys_of: KeysOf, tmp_path: Path
+) -> None:
+    from mcp import ClientSession
+
+    from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
+
+    keys = keys_of("ssh")
+    keys.configure(repo, always=False)
+    good = keys.config["user.signingKey"]
+    repo.git("config", "user.signingKey", "/nonexistent/id.pub")
+    seen: dict[str, object] = {}
+
+    async def scenario(session: ClientSession) -> None:
+        seen["failed"] = await session.call_tool("apply_patch", {"patch": PATCH})
+        repo.git("config", "user.signingKey", good)
+        seen["fixed"] = await session.call_tool("apply_patch", {"patch": PATCH})
+
+    with_session(repo, tmp_path / "server.err", scenario, "--sign")
+    failed, fixed = seen["failed"], seen["fixed"]
+    assert failed.is_error is True  # type: ignore[attr-defined]
+    assert text_of(failed).startswith("error: ssh signing with key '/nonexistent/id.pub' failed")  # type: ignore[arg-type]
+    error = failed.structured_content["error"]  # type: ignore[attr-defined]
+    assert error["kind"] == "signing-failed"
+    # The same call, once the key is fixed, runs again (retryable) and lands signed.
+    assert fixed.is_error is False and text_of(fixed) == SUCCESS  # type: ignore[attr-defined,arg-type]
+    assert verify(repo).returncode == 0
+    assert repo.commit_count() == 2
