@@ -57,3 +57,19 @@ def test_the_mcp_server_warns_on_its_stderr(repo: Repo) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == b""
     assert done.stderr.decode() == TYPO
+
+
+def test_the_apply_patch_command_warns_in_one_line_and_prints_what_codex_prints(repo: Repo) -> None:
+    repo.git("config", "applyonce.leaseSecond", "5")
+    done = subprocess.run(
+        [sys.executable, "-c", "from applyonce.adapters.apply_patch_cmd import main; main()"],
+        input=PATCH,
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Success. Updated the following files:\nM src/util.py\n"
+    assert done.stderr == TYPO

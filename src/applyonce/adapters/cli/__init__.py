@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import warnings
-from typing import TextIO
 
 from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
     apply,
@@ -20,6 +18,7 @@ from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
     serve,
 )
 from applyonce.adapters.cli.app import app, only_the_named_command
+from applyonce.adapters.console import one_line_warnings
 from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -29,31 +28,9 @@ def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _one_line_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: TextIO | None = None,
-    line: str | None = None,
-) -> None:
-    # A warning applyonce issues (an unknown git config key) is one line on stderr, as the CLI's
-    # other warnings are; anything else keeps Python's form. (Imported here: `--version` and
-    # `--help` import no core module.)
-    from applyonce.core.configkeys import UnknownConfigKeyWarning
-
-    if issubclass(category, UnknownConfigKeyWarning):
-        print(f"warning: {message}", file=file or sys.stderr, flush=True)
-    else:
-        _show_warning(message, category, filename, lineno, file, line)
-
-
-_show_warning = warnings.showwarning
-
-
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
-    warnings.showwarning = _one_line_warning
+    one_line_warnings()
     try:
         # Named as installed, also under 'python -m applyonce': the usage lines say
         # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.

@@ -265,6 +265,42 @@ DirtyOpt = Annotated[
     ),
 ]
 
+# The commit's policy (docs/design.md §2), shared by 'apply', 'revert' and 'mcp'.
+SignOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--sign/--no-sign",
+        help="Sign the commit as 'git commit -S' does (gpg.format, user.signingKey), or not "
+        "(default: git config commit.gpgSign).",
+        show_default=False,
+    ),
+]
+SignoffOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--signoff/--no-signoff",
+        help="Add a DCO 'Signed-off-by:' of the committer (default: git config applyonce.signoff).",
+        show_default=False,
+    ),
+]
+AuthorOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="'NAME <MAIL>'",
+        help="The commit's author (e.g. a bot); the committer stays git's identity.",
+        show_default=False,
+    ),
+]
+CoAuthorOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--co-author",
+        metavar="'NAME <MAIL>'",
+        help="Add a 'Co-authored-by:' trailer; repeatable.",
+        show_default=False,
+    ),
+]
+
 
 def _emit_json(data: object) -> None:
     emit_json(data)

@@ -10,9 +10,11 @@ import typer
 
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     ContractOpt,
     ContractShaOpt,
@@ -24,6 +26,8 @@ from applyonce.adapters.cli.app import (
     LedgerOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_report,
@@ -94,6 +98,10 @@ def apply(
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
     json: JsonOpt = False,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
     message: Annotated[
         str | None,
         typer.Option(
@@ -132,6 +140,10 @@ def apply(
         lease_seconds=lease_seconds,
         message=message,
         trailers=[_trailer(item) for item in trailer or []],
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)

@@ -10,8 +10,10 @@ import typer
 
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     DiffOpt,
     DirtyOpt,
@@ -21,6 +23,8 @@ from applyonce.adapters.cli.app import (
     LedgerOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     app,
@@ -58,6 +62,10 @@ def revert(
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
     json: JsonOpt = False,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
 ) -> None:
     """Undo a committed call with one new commit, exactly once.
 
@@ -73,6 +81,10 @@ def revert(
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     full = executor.find_call(call_id)

@@ -9,9 +9,11 @@ import typer
 
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     ContractOpt,
     ContractShaOpt,
@@ -20,6 +22,8 @@ from applyonce.adapters.cli.app import (
     LedgerOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_json,
@@ -54,6 +58,10 @@ def mcp_command(
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
     search_replace: Annotated[
         bool,
         typer.Option(
@@ -92,6 +100,10 @@ def mcp_command(
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
         lease_seconds=lease_seconds,
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     serve(
         PatchRunner(repo, state_dir=state_dir, options=options, ledger=ledger, remote=remote),
