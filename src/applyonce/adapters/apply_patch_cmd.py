@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING
 
 import typer
 
-from applyonce.adapters.console import error_boundary
+from applyonce.adapters.console import error_boundary, one_line_warnings
 from applyonce.errors import (
     EXIT_INTERRUPTED,
     EXIT_REJECTED,
@@ -367,6 +367,7 @@ def _terminate(signum: int, frame: object) -> None:
 def main() -> None:
     """The ``apply_patch`` console script."""
     signal.signal(signal.SIGTERM, _terminate)
+    one_line_warnings()
     code = EXIT_INTERRUPTED
     try:
         with error_boundary():

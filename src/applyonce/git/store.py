@@ -438,6 +438,15 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
+    def config_names(self, prefix: str) -> list[str]:
+        """The names of the git config entries the repository sees that start with ``prefix``
+        (compared case-insensitively, as git does), as git lists them: ``git config -l``'s."""
+        folded = prefix.casefold()
+        try:
+            return [e.name for e in self.repo.config if e.name.casefold().startswith(folded)]
+        except (pygit2.GitError, KeyError, ValueError):
+            return []
+
     def config_bool(self, name: str) -> bool | None:
         """The boolean ``name`` (e.g. ``commit.gpgSign``) as git reads one (``true``, ``yes``,
         ``on``, ``1`` or the key alone; ``false``, ``no``, ``off``, ``0``, empty), None if unset.

@@ -18,6 +18,7 @@ from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
     serve,
 )
 from applyonce.adapters.cli.app import app, only_the_named_command
+from applyonce.adapters.console import one_line_warnings
 from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -29,6 +30,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    one_line_warnings()
     try:
         # Named as installed, also under 'python -m applyonce': the usage lines say
         # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from gettext import gettext as _
 from pathlib import Path
@@ -127,9 +128,17 @@ def only_the_named_command(argv: list[str]) -> Iterator[None]:
         app.registered_commands = every
 
 
+def version_line() -> str:
+    """``applyonce <version> (<package folder>, python <x.y.z>)``: which applyonce runs, from
+    where, on which Python (an editable checkout, a venv, a tool install)."""
+    folder = os.path.dirname(os.path.abspath(applyonce.__file__))
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"applyonce {applyonce.__version__} ({folder}, python {python})"
+
+
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"applyonce {applyonce.__version__}")
+        typer.echo(version_line())
         raise typer.Exit()
 
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-import applyonce
 from applyonce.adapters.cli.app import (
     AttemptOpt,
     AuthorOpt,
@@ -30,6 +29,7 @@ from applyonce.adapters.cli.app import (
     _emit_json,
     app,
     on_internal_error,
+    version_line,
 )
 from applyonce.adapters.console import contract_sha256
 from applyonce.errors import UsageError
@@ -194,5 +194,5 @@ def demo(
 
 @app.command(epilog="Exit codes: 0.", cls=Command)
 def version() -> None:
-    """Print the version."""
-    typer.echo(f"applyonce {applyonce.__version__}")
+    """Print the version, the package's folder and the Python version."""
+    typer.echo(version_line())
