@@ -105,6 +105,9 @@ class Receipt(BaseModel):
     # The remote whose branch the call was published to (its URL, no user name or password);
     # None, and absent from the JSON, for the repository's own branch.
     remote: str | None = None
+    # The call was made with --no-verify: the repository's pre-commit and commit-msg hooks did
+    # not run. Absent from the JSON when false.
+    no_verify: bool = False
     created_at: str
     updated_at: str
 
@@ -154,6 +157,8 @@ class Receipt(BaseModel):
         fields = self.model_dump(mode="json", by_alias=True)
         if fields["remote"] is None:
             del fields["remote"]  # a local call's receipt reads as it always has
+        if not fields["no_verify"]:
+            del fields["no_verify"]  # likewise a call that ran the hooks
         return (
             orjson.dumps(
                 fields,

@@ -109,6 +109,9 @@ class CallOptions:
     # The commit's author (a ``git format-patch`` mail's From: and Date:, see with_mail); None:
     # git's author for the repository. Presentation too, not identity.
     author: MailAuthor | None = None
+    # Skip the repository's pre-commit and commit-msg hooks, as 'git commit --no-verify' does
+    # (prepare-commit-msg still runs). Not part of the call's identity; the receipt records it.
+    no_verify: bool = False
 
     def __post_init__(self) -> None:
         if not self.check_timeout > 0:

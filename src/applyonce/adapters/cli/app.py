@@ -255,6 +255,14 @@ DirtyOpt = Annotated[
         show_default=False,
     ),
 ]
+NoVerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-verify",
+        help="Do not run the repository's pre-commit and commit-msg hooks, as 'git commit "
+        "--no-verify' (recorded in the receipt).",
+    ),
+]
 
 
 def _emit_json(data: object) -> None:

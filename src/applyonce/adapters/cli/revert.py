@@ -19,6 +19,7 @@ from applyonce.adapters.cli.app import (
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
     SkipCheckOpt,
@@ -51,6 +52,7 @@ def revert(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     dry_run: DryRunOpt = False,
     diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
@@ -72,6 +74,7 @@ def revert(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
     )
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)

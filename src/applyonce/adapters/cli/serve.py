@@ -19,6 +19,7 @@ from applyonce.adapters.cli.app import (
     DirtyOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
     SkipCheckOpt,
@@ -50,6 +51,7 @@ def mcp_command(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
@@ -91,6 +93,7 @@ def mcp_command(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
     )
     serve(
