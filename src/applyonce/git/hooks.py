@@ -74,7 +74,7 @@ def hook_command(path: Path, args: tuple[str, ...]) -> str:
 
 
 def hook_env(
-    root: Path, *, author: tuple[str, str] | None, base: Mapping[str, str] | None = None
+    root: Path, *, author: tuple[str, str], base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment a hook runs with in the checkout at ``root``: ``GIT_DIR`` and
     ``GIT_INDEX_FILE`` of that checkout, ``GIT_EDITOR=:``, and the commit's author as
@@ -86,6 +86,5 @@ def hook_env(
         GIT_INDEX_FILE=str(gitdir / "index"),
         GIT_EDITOR=":",
     )
-    if author is not None:
-        env["GIT_AUTHOR_NAME"], env["GIT_AUTHOR_EMAIL"] = author
+    env["GIT_AUTHOR_NAME"], env["GIT_AUTHOR_EMAIL"] = author
     return env

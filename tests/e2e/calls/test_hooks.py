@@ -28,6 +28,8 @@ SPY = """#!/bin/sh
   echo "git_dir=$GIT_DIR"
   echo "index=$GIT_INDEX_FILE"
   echo "editor=$GIT_EDITOR"
+  echo "author=$GIT_AUTHOR_NAME <$GIT_AUTHOR_EMAIL>"
+  echo "call=$APPLYONCE_CALL_ID"
   echo "head=$(git symbolic-ref HEAD)"
   echo "parent=$(git rev-parse -q --verify HEAD)"
   echo "staged=$(git diff --cached --name-only | tr '\\n' ' ')"
@@ -95,11 +97,14 @@ def test_hooks_see_the_staged_tree_in_a_scratch_checkout_as_git_commit_runs_them
     scratch = str(repo.state_dir() / "scratch")
     assert f"cwd={scratch}" in seen and f"git_dir={scratch}" in seen
     assert f"index={scratch}" in seen and "editor=:" in seen
+    author = repo.git("log", "-1", "--format=%an <%ae>").strip()
+    assert f"author={author}" in seen
     # As during 'git commit': HEAD is the branch at the parent, the patch is staged.
     assert "head=refs/heads/main" in seen and f"parent={base}" in seen
     assert "staged=src/util.py " in seen and "value=VALUE = 2" in seen
     assert "args=.git/COMMIT_EDITMSG message" in seen and "args=.git/COMMIT_EDITMSG\n" in seen
     receipt = orjson.loads(done.stdout)
+    assert f"call={receipt['call_id']}" in seen
     names = [c["name"] for c in receipt["checks"]]
     assert names[-3:] == ["hook:pre-commit", "hook:prepare-commit-msg", "hook:commit-msg"]
     assert "no_verify" not in receipt

@@ -62,7 +62,11 @@ def run_hooks(
         editmsg = scratch.root / EDITMSG
         editmsg.write_bytes(message.encode())
         author = options.author
-        named = (author.name, author.email) if author is not None else None
+        if author is not None:
+            named = (author.name, author.email)
+        else:
+            signature = ctx.store.signature("AUTHOR")
+            named = (signature.name, signature.email)
         env = hook_env(scratch.root, author=named)
         env["APPLYONCE_CALL_ID"] = call_id
         with scratch.staged_on(ref, parent):
