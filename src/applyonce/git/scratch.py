@@ -49,6 +49,7 @@ class ScratchRepo:
         """Make the work tree hold exactly ``tree_id``: nothing a previous check wrote is left,
         ignored build output included, so one call's output can never make another call's check
         pass."""
+        self._unlock()
         if self.prepare is not None:
             held = None
             with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
@@ -75,6 +76,15 @@ class ScratchRepo:
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
         commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
         self.repo.set_head(commit)
+
+    def _unlock(self) -> None:
+        """Remove the lock files a check or a hook left in the slot's repository (one killed in
+        the middle of a 'git add' or 'git commit' of its own): the slot is this process's while
+        it holds the slot's lock, and nothing it started still runs."""
+        gitdir = self.root / ".git"
+        for lock in (gitdir / "index.lock", gitdir / "HEAD.lock", *gitdir.glob("refs/**/*.lock")):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
 
     @contextlib.contextmanager
     def staged_on(self, ref: str, parent: str | None) -> Iterator[None]:

@@ -280,3 +280,29 @@ def test_a_hook_that_hangs_is_killed_at_the_check_timeout(repo: Repo, hook: str)
     assert done.stderr.startswith(
         f"error: the repository's {hook} hook refused the commit (timed out)"
     )
+
+
+def test_a_hook_that_writes_with_git_touches_only_the_scratch_checkout(repo: Repo) -> None:
+    """A hook's git commands run in the scratch checkout: its commits, refs, config and lock
+    files never reach the user's repository."""
+    meddle = (
+        "#!/bin/sh\nset -e\ngit config user.name Meddler\n"
+        "git -c user.email=m@x commit -q --allow-empty -m sneaky\n"
+        "git update-ref refs/heads/sneaky HEAD\n: > .git/index.lock\n"
+    )
+    install(repo.path / ".git" / "hooks", "pre-commit", meddle)
+    config = (repo.path / ".git" / "config").read_bytes()
+    base = repo.head()
+    done = apply(repo, UTIL_PATCH, "--json")
+    assert done.returncode == 0, done.stderr
+    assert repo.git("rev-parse", "HEAD~1").strip() == base
+    assert repo.git("for-each-ref", "--format=%(refname)") == "refs/heads/main\n"
+    assert (repo.path / ".git" / "config").read_bytes() == config
+    assert not (repo.path / ".git" / "index.lock").exists()
+    assert repo.git("status", "--porcelain") == ""
+    assert "sneaky" not in repo.git("log", "--format=%s")
+    # The lock file it left in the scratch checkout does not stop the next call.
+    back = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 2\n+VALUE = 1\n*** End Patch\n"
+    )
+    assert apply(repo, back).returncode == 0

@@ -60,7 +60,7 @@ def run_hooks(
     with scratch_checkout(ctx) as scratch:
         scratch.checkout(tree_id)
         editmsg = scratch.root / EDITMSG
-        editmsg.write_bytes(message.encode())
+        edited = message.encode()
         author = options.author
         if author is not None:
             named = (author.name, author.email)
@@ -72,6 +72,12 @@ def run_hooks(
         with scratch.staged_on(ref, parent):
             for name, path in hooks.items():
                 args = _HOOK_ARGS[name]
+                if name == "prepare-commit-msg" or (
+                    name == "commit-msg" and "prepare-commit-msg" not in hooks
+                ):
+                    # Written after pre-commit, as git writes it: what pre-commit does in the
+                    # scratch repository (a 'git commit' of its own) cannot change the message.
+                    editmsg.write_bytes(message.encode())
                 record = run_command(
                     hook_command(path, args),
                     cwd=scratch.root,
@@ -109,7 +115,8 @@ def run_hooks(
                         ),
                         [*checks, *records],
                     )
-            edited = editmsg.read_bytes()
+            if set(hooks) - {"pre-commit"}:
+                edited = editmsg.read_bytes()
     if edited == message.encode():
         return message, records
     try:
