@@ -306,3 +306,15 @@ def test_a_hook_that_writes_with_git_touches_only_the_scratch_checkout(repo: Rep
         "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 2\n+VALUE = 1\n*** End Patch\n"
     )
     assert apply(repo, back).returncode == 0
+
+
+def test_a_message_hook_that_empties_the_message_rejects(repo: Repo) -> None:
+    install(repo.path / ".git" / "hooks", "commit-msg", '#!/bin/sh\n: > "$1"\n')
+    before = user_state(repo)
+    done = apply(repo, UTIL_PATCH)
+    assert done.returncode == 4
+    assert done.stderr == (
+        "error: the commit-msg or prepare-commit-msg hook left the commit message empty; fix the"
+        " repository's hook, or pass --no-verify\n"
+    )
+    assert user_state(repo) == before
