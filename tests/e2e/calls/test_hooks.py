@@ -318,3 +318,23 @@ def test_a_message_hook_that_empties_the_message_rejects(repo: Repo) -> None:
         " repository's hook, or pass --no-verify\n"
     )
     assert user_state(repo) == before
+
+
+def test_with_dirty_commit_the_hooks_judge_the_call_on_the_snapshot(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """--dirty commit: the call's parent is the snapshot of the user's changes, so the hooks see
+    only the call's change staged, as 'git commit' after committing those changes would."""
+    spy = tmp_path / "staged.diff"
+    install(
+        repo.path / ".git" / "hooks",
+        "pre-commit",
+        '#!/bin/sh\ngit diff --cached -U0 > "$SPY_LOG"\ngit diff --cached -U0 | grep "^+" | grep -q FIXME && exit 1\n'
+        "exit 0\n",
+    )
+    (repo.path / "src" / "util.py").write_text("VALUE = 1\n# FIXME mine, not committed\n")
+    done = apply(repo, UTIL_PATCH, "--dirty", "commit", env={"SPY_LOG": str(spy)})
+    assert done.returncode == 0, done.stderr
+    staged = spy.read_text()
+    assert "+VALUE = 2" in staged and "FIXME" not in staged
+    assert repo.git("show", "HEAD:src/util.py") == "VALUE = 2\n# FIXME mine, not committed\n"
