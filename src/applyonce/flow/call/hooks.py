@@ -116,7 +116,8 @@ def run_hooks(
                         [*checks, *records],
                     )
             if set(hooks) - {"pre-commit"}:
-                edited = editmsg.read_bytes()
+                # A hook that removed the file left no message (git: "could not read").
+                edited = editmsg.read_bytes() if editmsg.is_file() else b""
     if edited == message.encode():
         return message, records
     try:
