@@ -118,6 +118,9 @@ class Receipt(BaseModel):
     remote: str | None = None
     # The commit's signature, read from the commit (None, and absent from the JSON: unsigned).
     signature: SignatureRecord | None = None
+    # The call was made with --no-verify: the repository's pre-commit and commit-msg hooks did
+    # not run. Absent from the JSON when false.
+    no_verify: bool = False
     created_at: str
     updated_at: str
 
@@ -169,6 +172,8 @@ class Receipt(BaseModel):
             del fields["remote"]  # a local call's receipt reads as it always has
         if fields["signature"] is None:
             del fields["signature"]  # so does an unsigned call's
+        if not fields["no_verify"]:
+            del fields["no_verify"]  # likewise a call that ran the hooks
         return (
             orjson.dumps(
                 fields,

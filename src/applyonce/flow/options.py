@@ -119,6 +119,9 @@ class CallOptions:
     sign: bool | None = None
     signoff: bool | None = None
     co_authors: Sequence[str] = ()
+    # Skip the repository's pre-commit and commit-msg hooks, as 'git commit --no-verify' does
+    # (prepare-commit-msg still runs). Not part of the call's identity; the receipt records it.
+    no_verify: bool = False
 
     def __post_init__(self) -> None:
         if not self.check_timeout > 0:

@@ -264,6 +264,14 @@ DirtyOpt = Annotated[
         show_default=False,
     ),
 ]
+NoVerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-verify",
+        help="Do not run the repository's pre-commit and commit-msg hooks, as 'git commit "
+        "--no-verify' (recorded in the receipt).",
+    ),
+]
 
 # The commit's policy (docs/design.md §2), shared by 'apply', 'revert' and 'mcp'.
 SignOpt = Annotated[

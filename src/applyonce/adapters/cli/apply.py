@@ -24,6 +24,7 @@ from applyonce.adapters.cli.app import (
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
     SignoffOpt,
@@ -90,6 +91,7 @@ def apply(
         ),
     ] = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: DryRunOpt = False,
     diff: DiffOpt = False,
@@ -135,6 +137,7 @@ def apply(
         skip_checks=skip_check,
         protect=protect,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,

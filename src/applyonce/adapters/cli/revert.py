@@ -21,6 +21,7 @@ from applyonce.adapters.cli.app import (
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
     SignoffOpt,
@@ -55,6 +56,7 @@ def revert(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     dry_run: DryRunOpt = False,
     diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
@@ -80,6 +82,7 @@ def revert(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
         sign=sign,
         signoff=signoff,

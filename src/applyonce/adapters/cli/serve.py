@@ -20,6 +20,7 @@ from applyonce.adapters.cli.app import (
     DirtyOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
     SignoffOpt,
@@ -54,6 +55,7 @@ def mcp_command(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
@@ -99,6 +101,7 @@ def mcp_command(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
         sign=sign,
         signoff=signoff,

@@ -36,6 +36,7 @@ from applyonce.faults import fault
 from applyonce.flow.call.approval import approval_gate
 from applyonce.flow.call.checks import run_checks
 from applyonce.flow.call.config import with_config
+from applyonce.flow.call.hooks import run_hooks
 from applyonce.flow.call.limits import check_write_bound, read_limits
 from applyonce.flow.call.policy import commit_policy
 from applyonce.flow.checkouts.dirty import Snapshot, take_dirty
@@ -379,7 +380,13 @@ def _run(
     ref = args.ref
     base = ctx.publisher.tip(ref)
     prepared = settle.prepare(
-        ctx, ident, execution_id, ref=ref, base=base, tool_call_id=options.tool_call_id
+        ctx,
+        ident,
+        execution_id,
+        ref=ref,
+        base=base,
+        tool_call_id=options.tool_call_id,
+        no_verify=options.no_verify,
     )
     fault("after-prepared")
     # The checkouts, held from just before the publish until the sync has written their indexes
@@ -468,6 +475,9 @@ def _stage_and_publish(
                 message=options.message,
                 trailers=policy.trailers,
             )
+            message, hooked = run_hooks(ctx, ref, parent, tree_id, message, options, checks)
+            checks = [*checks, *hooked]
+            fault("after-hooks")
             commit_id = ctx.store.create_commit(
                 tree_id, parent, message, policy.author, sign=policy.sign
             )

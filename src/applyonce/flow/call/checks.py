@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from applyonce.core.checks import OUTPUT_TAIL, CheckFailedError, builtin_checks, failure_hint
@@ -117,16 +117,25 @@ def scratch_checkout(ctx: Context) -> Iterator[ScratchRepo]:
     )
 
 
-def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: float) -> CheckRecord:
-    """Run one ``--check`` command; its whole process group is killed on timeout."""
-    env = {**os.environ, "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
-    env.pop("APPLYONCE_FAULT", None)
+def run_command(
+    command: str,
+    *,
+    cwd: Path,
+    changed: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> CheckRecord:
+    """Run one ``--check`` command (or a hook: its ``env`` and record ``name``); its whole
+    process group is killed on timeout."""
+    full = {**(os.environ if env is None else env), "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
+    full.pop("APPLYONCE_FAULT", None)
     started = time.monotonic()
     proc = subprocess.Popen(
         command,
         shell=True,
         cwd=cwd,
-        env=env,
+        env=full,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -148,7 +157,7 @@ def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: flo
         raise
     elapsed = int((time.monotonic() - started) * 1000)
     tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
-    return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)
+    return CheckRecord(name=name or command, exit_code=code, duration_ms=elapsed, output_tail=tail)
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> bytes:

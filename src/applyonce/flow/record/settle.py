@@ -99,6 +99,7 @@ def prepare(
     ref: str,
     base: str | None,
     tool_call_id: str | None,
+    no_verify: bool = False,
 ) -> Receipt:
     """The ``prepared`` receipt and event: the call is about to be staged on ``base``."""
     prepared = Receipt.of_call(
@@ -109,6 +110,7 @@ def prepare(
         tool_call_id=tool_call_id,
         base_commit=base,
         remote=published_to(ctx),
+        no_verify=no_verify,
     )
     sha = ctx.receipts.write(prepared)
     ctx.ledger.record(
