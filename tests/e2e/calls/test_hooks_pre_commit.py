@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import orjson
+import pre_commit  # noqa: F401  (the 'test' extra installs it: missing, the suite fails)
 import pytest
 
 from tests.conftest import UTIL_PATCH, Repo, apply, make_repo
-
-pytest.importorskip("pre_commit")  # the 'test' extra installs it
 
 CONFIG = r"""repos:
 - repo: local
