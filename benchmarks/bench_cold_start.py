@@ -1,0 +1,148 @@
+"""Cold start: a fresh ``applyonce`` process per call, beside the interpreter's own start (issue 27).
+
+    python3 benchmarks/bench_cold_start.py [--runs N] [--files N] [--keep DIR] [--importtime]
+
+Each run starts, in turn (interleaved, so that a shared machine's drifting load weighs on every
+row alike), ``python -c pass``, ``python -c 'import pygit2'``, ``applyonce --version``,
+``applyonce apply`` of a fresh three-file edit (a new commit) and ``applyonce apply`` of one patch
+already applied (a replay), on a generated repository of ``--files`` files with a checkout. The
+modules' bytecode is compiled first (compileall), as an installed wheel's is. Prints a markdown
+table: median, spread (min – max) and runs of each row, in milliseconds of wall time.
+
+``--importtime``: then one replaying ``applyonce apply`` under ``python -X importtime``, its
+import time summed by package (each module's own time), the floor that explains the rest.
+Timings on a shared machine are only indicative: nothing here is asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from speed_setup import ENV, Edits, applyonce_command, machine, make_repo, timed
+
+
+def _environment() -> dict[str, str]:
+    """The children's environment: a git identity, bytecode read (and written) as installed."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(ENV)
+    return env
+
+
+def _run(argv: list[str], env: dict[str, str]) -> None:
+    proc = subprocess.run(argv, capture_output=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+
+
+def _group(module: str) -> str:
+    """The line of the import breakdown a module's own time is added to."""
+    top = module.split(".")[0]
+    if top == "applyonce":
+        return "applyonce." + module.split(".")[1] if "." in module else "applyonce"
+    if top in ("pydantic", "pydantic_core", "annotated_types", "typing_inspection"):
+        return "pydantic (+ pydantic_core, annotated_types, typing_inspection)"
+    if top in ("pygit2", "cffi", "_cffi_backend"):
+        return "pygit2 (+ cffi)"
+    if top == "typer":
+        return "typer (its bundled click included)"
+    if top in ("orjson", "typing_extensions"):
+        return top
+    return "the standard library and site (and any .pth hooks)"
+
+
+def importtime(argv: list[str], env: dict[str, str]) -> list[tuple[str, float]]:
+    """``argv`` (a Python command line) run once under ``-X importtime``: ms of import by group."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(proc.stderr.decode()[-2000:])
+    totals: Counter[str] = Counter()
+    line = re.compile(r"import time:\s+(\d+) \|\s+\d+ \|( *)(\S+)")
+    for text in proc.stderr.decode().splitlines():
+        found = line.match(text)
+        if found:
+            totals[_group(found.group(3))] += int(found.group(1)) / 1000
+    return totals.most_common()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21, help="runs of each row (default 21)")
+    parser.add_argument("--files", type=int, default=1000, help="files in the repository")
+    parser.add_argument("--keep", type=Path, help="make (or reuse) the repository here")
+    parser.add_argument("--importtime", action="store_true", help="also the import breakdown")
+    ns = parser.parse_args()
+    root = ns.keep or Path(tempfile.mkdtemp(prefix="aocold-"))
+    root.mkdir(parents=True, exist_ok=True)
+    repo = make_repo(root / f"ck-{ns.files}", ns.files, checkout=True)
+    edits = Edits(repo, ns.files)
+    env = _environment()
+    command, how = applyonce_command()
+    import applyonce
+
+    package = Path(applyonce.__file__).parent
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+
+    fresh, replayed = root / "fresh.patch", root / "replayed.patch"
+    replayed.write_text(edits.next()[0])
+    apply = [*command, "apply", "--json", "-C", str(repo)]
+    _run([*apply, str(replayed)], env)  # committed once here: every timed run replays it
+
+    def commit() -> None:
+        fresh.write_text(edits.next()[0])
+        _run([*apply, str(fresh)], env)
+
+    rows = {
+        "`python -c pass`": lambda: _run([sys.executable, "-c", "pass"], env),
+        "`python -c 'import pygit2'`": lambda: _run([sys.executable, "-c", "import pygit2"], env),
+        "`applyonce --version`": lambda: _run([*command, "--version"], env),
+        f"`applyonce apply`, a new commit, {ns.files} files": commit,
+        f"`applyonce apply`, a replay, {ns.files} files": lambda: _run(
+            [*apply, str(replayed)], env
+        ),
+    }
+    values: dict[str, list[float]] = {name: [] for name in rows}
+    for name, fn in rows.items():  # warm the page cache and the repository's packs once
+        timed(fn, 0, warmup=1)
+    for _ in range(ns.runs):
+        for name, fn in rows.items():
+            values[name] += timed(fn, 1)
+
+    for line in machine(root):
+        print(line)
+    print(f"applyonce: {how}; bytecode compiled (compileall); {ns.runs} runs, interleaved")
+    print()
+    print("| what | median | spread (min – max) | runs |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, ms in values.items():
+        median = statistics.median(ms)
+        print(f"| {name} | {median:.1f} ms | {min(ms):.1f} – {max(ms):.1f} ms | {len(ms)} |")
+    if ns.importtime:
+        print()
+        print("Import time of one replaying `applyonce apply` (`python -X importtime`, each")
+        print("module's own time; importtime itself adds to it):")
+        print()
+        print("| imported | ms |")
+        print("| --- | ---: |")
+        code = "from applyonce.adapters.cli import main; main()"
+        argv = ["-c", code, "apply", "--json", "-C", str(repo), str(replayed)]
+        argv = ["-c", f"import sys; sys.argv = ['applyonce', *sys.argv[1:]]; {code}", *argv[2:]]
+        groups = importtime(argv, env)
+        for group, ms in groups:
+            print(f"| {group} | {ms:.1f} |")
+        print(f"| **all imports** | **{sum(ms for _, ms in groups):.1f}** |")
+
+
+if __name__ == "__main__":
+    main()
