@@ -1,4 +1,4 @@
-"""Cold start: a fresh ``applyonce`` process per call, beside the interpreter's own start (issue 27).
+"""Cold start: a fresh ``applyonce`` process per call, beside the interpreter's own start.
 
     python3 benchmarks/bench_cold_start.py [--runs N] [--files N] [--keep DIR] [--importtime]
 
@@ -7,7 +7,7 @@ row alike), ``python -c pass``, ``python -c 'import pygit2'``, ``applyonce --ver
 ``applyonce apply`` of a fresh three-file edit (a new commit) and ``applyonce apply`` of one patch
 already applied (a replay), on a generated repository of ``--files`` files with a checkout. The
 modules' bytecode is compiled first (compileall), as an installed wheel's is. Prints a markdown
-table: median, spread (min – max) and runs of each row, in milliseconds of wall time.
+table: median, spread (min - max) and runs of each row, in milliseconds of wall time.
 
 ``--importtime``: then one replaying ``applyonce apply`` under ``python -X importtime``, its
 import time summed by package (each module's own time), the floor that explains the rest.
@@ -113,7 +113,7 @@ def main() -> None:
         ),
     }
     values: dict[str, list[float]] = {name: [] for name in rows}
-    for name, fn in rows.items():  # warm the page cache and the repository's packs once
+    for fn in rows.values():  # warm the page cache and the repository's packs once
         timed(fn, 0, warmup=1)
     for _ in range(ns.runs):
         for name, fn in rows.items():
@@ -123,11 +123,11 @@ def main() -> None:
         print(line)
     print(f"applyonce: {how}; bytecode compiled (compileall); {ns.runs} runs, interleaved")
     print()
-    print("| what | median | spread (min – max) | runs |")
+    print("| what | median | spread (min - max) | runs |")
     print("| --- | ---: | ---: | ---: |")
     for name, ms in values.items():
         median = statistics.median(ms)
-        print(f"| {name} | {median:.1f} ms | {min(ms):.1f} – {max(ms):.1f} ms | {len(ms)} |")
+        print(f"| {name} | {median:.1f} ms | {min(ms):.1f} - {max(ms):.1f} ms | {len(ms)} |")
     if ns.importtime:
         print()
         print("Import time of one replaying `applyonce apply` (`python -X importtime`, each")
