@@ -3,11 +3,14 @@
     python3 benchmarks/bench_cold_start.py [--runs N] [--files N] [--keep DIR] [--importtime]
 
 Each run starts, in turn (interleaved, so that a shared machine's drifting load weighs on every
-row alike), ``python -c pass``, ``python -c 'import pygit2'``, ``applyonce --version``,
-``applyonce apply`` of a fresh three-file edit (a new commit) and ``applyonce apply`` of one patch
-already applied (a replay), on a generated repository of ``--files`` files with a checkout. The
-modules' bytecode is compiled first (compileall), as an installed wheel's is. Prints a markdown
-table: median, spread (min - max) and runs of each row, in milliseconds of wall time.
+row alike), ``python -c pass``, ``python -c 'import pygit2'``, the floor of what a call cannot do
+without (``import pygit2, pydantic.main``, then with ``typer.main``: Git, the models, the command
+line), ``applyonce --version``, ``applyonce apply`` of a fresh three-file edit (a new commit) and
+``applyonce apply`` of one patch already applied (a replay), on a generated repository of
+``--files`` files with a checkout. The modules' bytecode is compiled first (compileall), as an
+installed wheel's is. Prints a markdown table: median, spread (min - max) and runs of each row, in
+milliseconds of wall time, and the median CPU time (user + system) of the process, which a busy
+machine disturbs less.
 
 ``--importtime``: then one replaying ``applyonce apply`` under ``python -X importtime``, its
 import time summed by package (each module's own time), the floor that explains the rest.
@@ -19,16 +22,19 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from speed_setup import ENV, Edits, applyonce_command, machine, make_repo, timed
+from speed_setup import ENV, Edits, applyonce_command, machine, make_repo
 
 
 def _environment() -> dict[str, str]:
@@ -38,10 +44,17 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], env: dict[str, str]) -> None:
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run ``argv`` to its end: its wall time and its CPU time (user + system), in ms."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, env=env, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall * 1000, cpu * 1000
 
 
 def _group(module: str) -> str:
@@ -99,35 +112,44 @@ def main() -> None:
     apply = [*command, "apply", "--json", "-C", str(repo)]
     _run([*apply, str(replayed)], env)  # committed once here: every timed run replays it
 
-    def commit() -> None:
+    def commit() -> tuple[float, float]:
         fresh.write_text(edits.next()[0])
-        _run([*apply, str(fresh)], env)
+        return _run([*apply, str(fresh)], env)
 
-    rows = {
-        "`python -c pass`": lambda: _run([sys.executable, "-c", "pass"], env),
-        "`python -c 'import pygit2'`": lambda: _run([sys.executable, "-c", "import pygit2"], env),
+    def python(code: str) -> Callable[[], tuple[float, float]]:
+        return lambda: _run([sys.executable, "-c", code], env)
+
+    rows: dict[str, Callable[[], tuple[float, float]]] = {
+        "`python -c pass`": python("pass"),
+        "`python -c 'import pygit2'`": python("import pygit2"),
+        "`python -c 'import pygit2, pydantic.main'`": python("import pygit2, pydantic.main"),
+        "`python -c 'import pygit2, pydantic.main, typer.main'`": python(
+            "import pygit2, pydantic.main, typer.main"
+        ),
         "`applyonce --version`": lambda: _run([*command, "--version"], env),
         f"`applyonce apply`, a new commit, {ns.files} files": commit,
         f"`applyonce apply`, a replay, {ns.files} files": lambda: _run(
             [*apply, str(replayed)], env
         ),
     }
-    values: dict[str, list[float]] = {name: [] for name in rows}
+    values: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
     for fn in rows.values():  # warm the page cache and the repository's packs once
-        timed(fn, 0, warmup=1)
+        fn()
     for _ in range(ns.runs):
         for name, fn in rows.items():
-            values[name] += timed(fn, 1)
+            values[name].append(fn())
 
     for line in machine(root):
         print(line)
     print(f"applyonce: {how}; bytecode compiled (compileall); {ns.runs} runs, interleaved")
     print()
-    print("| what | median | spread (min - max) | runs |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, ms in values.items():
-        median = statistics.median(ms)
-        print(f"| {name} | {median:.1f} ms | {min(ms):.1f} - {max(ms):.1f} ms | {len(ms)} |")
+    print("| what | median | spread (min - max) | CPU, median | runs |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, pairs in values.items():
+        ms, cpu = [wall for wall, _ in pairs], [used for _, used in pairs]
+        spread = f"{min(ms):.1f} - {max(ms):.1f} ms"
+        row = f"{statistics.median(ms):.1f} ms | {spread} | {statistics.median(cpu):.1f} ms"
+        print(f"| {name} | {row} | {len(ms)} |")
     if ns.importtime:
         print()
         print("Import time of one replaying `applyonce apply` (`python -X importtime`, each")
