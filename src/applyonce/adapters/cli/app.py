@@ -105,6 +105,7 @@ class _Commands(typer.core.TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self._looked_up: set[str] = set()  # an unknown name is searched for once
+        self._every_module = False
 
     def invoke(self, ctx: Any) -> Any:
         # ctx.args: the command's arguments (typer has taken its name off), for the case where
@@ -123,14 +124,34 @@ class _Commands(typer.core.TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name not in self._looked_up:
             self._looked_up.add(cmd_name)
-            import_commands(COMMANDS.get(cmd_name))
-            # typer's documented way to a click command: the app, with what is now registered.
-            built = typer.main.get_command(app)
-            assert isinstance(built, typer.core.TyperGroup)
-            for name, each in built.commands.items():
-                self.commands.setdefault(name, each)
+            self._load(COMMANDS.get(cmd_name))
             command = super().get_command(ctx, cmd_name)
         return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """``--help``'s list of commands: every module imported at once, the commands built
+        once."""
+        self._load(None)
+        super().format_commands(ctx, formatter)
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> Any:
+        """Shell completion lists every command: every module imported at once."""
+        self._load(None)
+        return super().shell_complete(ctx, incomplete)
+
+    def _load(self, module: str | None) -> None:
+        """Import the command module ``module``, or every one (``None``), and add the commands
+        they register."""
+        if module is None:
+            if self._every_module:
+                return
+            self._every_module = True
+        import_commands(module)
+        # typer's documented way to a click command: the app, with what is now registered.
+        built = typer.main.get_command(app)
+        assert isinstance(built, typer.core.TyperGroup)
+        for name, each in built.commands.items():
+            self.commands.setdefault(name, each)
 
 
 def import_commands(module: str | None = None) -> None:
