@@ -9,8 +9,9 @@ line), ``applyonce --version``, ``applyonce apply`` of a fresh three-file edit (
 ``applyonce apply`` of one patch already applied (a replay), on a generated repository of
 ``--files`` files with a checkout. The modules' bytecode is compiled first (compileall), as an
 installed wheel's is. Prints a markdown table: median, spread (min - max) and runs of each row, in
-milliseconds of wall time, and the median CPU time (user + system) of the process, which a busy
-machine disturbs less.
+milliseconds of wall time, the median CPU time (user + system) of the process, which a busy
+machine disturbs less, and the instructions one more run executes, counted by valgrind where it is
+installed, which the machine's load does not change at all.
 
 ``--importtime``: then one replaying ``applyonce apply`` under ``python -X importtime``, its
 import time summed by package (each module's own time), the floor that explains the rest.
@@ -23,6 +24,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +57,21 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
         raise SystemExit(f"{argv}: exit {proc.returncode}: {proc.stderr.decode()[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall * 1000, cpu * 1000
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int | None:
+    """The instructions ``argv`` executes, counted by valgrind (cachegrind, no cache model): a
+    figure a busy machine does not disturb; None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    if argv[0] != sys.executable:  # the console script: valgrind runs its interpreter
+        with open(argv[0], "rb") as handle:
+            argv = [handle.readline()[2:].decode().strip(), *argv]
+    tool = ["--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    proc = subprocess.run([valgrind, *tool, *argv], capture_output=True, env=env, check=False)
+    found = re.search(rb"I\s+refs:\s+([\d,]+)", proc.stderr)
+    return int(found.group(1).replace(b",", b"")) if proc.returncode == 0 and found else None
 
 
 def _group(module: str) -> str:
@@ -112,44 +129,48 @@ def main() -> None:
     apply = [*command, "apply", "--json", "-C", str(repo)]
     _run([*apply, str(replayed)], env)  # committed once here: every timed run replays it
 
-    def commit() -> tuple[float, float]:
+    def commit() -> list[str]:
         fresh.write_text(edits.next()[0])
-        return _run([*apply, str(fresh)], env)
+        return [*apply, str(fresh)]
 
-    def python(code: str) -> Callable[[], tuple[float, float]]:
-        return lambda: _run([sys.executable, "-c", code], env)
+    def python(code: str) -> Callable[[], list[str]]:
+        return lambda: [sys.executable, "-c", code]
 
-    rows: dict[str, Callable[[], tuple[float, float]]] = {
+    floor = "import pygit2, pydantic.main, typer.main"
+    # Each row's command line, made anew for each run (a commit needs a fresh edit).
+    rows: dict[str, Callable[[], list[str]]] = {
         "`python -c pass`": python("pass"),
         "`python -c 'import pygit2'`": python("import pygit2"),
         "`python -c 'import pygit2, pydantic.main'`": python("import pygit2, pydantic.main"),
-        "`python -c 'import pygit2, pydantic.main, typer.main'`": python(
-            "import pygit2, pydantic.main, typer.main"
-        ),
-        "`applyonce --version`": lambda: _run([*command, "--version"], env),
+        f"`python -c '{floor}'`": python(floor),
+        f"`python -c '{floor}, applyonce.executor'`": python(f"{floor}, applyonce.executor"),
+        "`applyonce --version`": lambda: [*command, "--version"],
         f"`applyonce apply`, a new commit, {ns.files} files": commit,
-        f"`applyonce apply`, a replay, {ns.files} files": lambda: _run(
-            [*apply, str(replayed)], env
-        ),
+        f"`applyonce apply`, a replay, {ns.files} files": lambda: [*apply, str(replayed)],
     }
     values: dict[str, list[tuple[float, float]]] = {name: [] for name in rows}
-    for fn in rows.values():  # warm the page cache and the repository's packs once
-        fn()
+    for argv_of in rows.values():  # warm the page cache and the repository's packs once
+        _run(argv_of(), env)
     for _ in range(ns.runs):
-        for name, fn in rows.items():
-            values[name].append(fn())
+        for name, argv_of in rows.items():
+            values[name].append(_run(argv_of(), env))
+    counted = {name: instructions(argv_of(), env) for name, argv_of in rows.items()}
 
     for line in machine(root):
         print(line)
     print(f"applyonce: {how}; bytecode compiled (compileall); {ns.runs} runs, interleaved")
     print()
-    print("| what | median | spread (min - max) | CPU, median | runs |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| what | median | spread (min - max) | CPU, median | instructions | runs |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, pairs in values.items():
         ms, cpu = [wall for wall, _ in pairs], [used for _, used in pairs]
         spread = f"{min(ms):.1f} - {max(ms):.1f} ms"
         row = f"{statistics.median(ms):.1f} ms | {spread} | {statistics.median(cpu):.1f} ms"
+        count = counted[name]
+        row += f" | {count / 1e6:,.0f} M" if count is not None else " | -"
         print(f"| {name} | {row} | {len(ms)} |")
+    if None in counted.values():
+        print("\n(instructions: valgrind is not installed, or could not count)")
     if ns.importtime:
         print()
         print("Import time of one replaying `applyonce apply` (`python -X importtime`, each")
