@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import typer.core
 import typer.main
@@ -10,6 +12,8 @@ from typer.testing import CliRunner
 from applyonce.adapters.cli import app
 from applyonce.adapters.cli.app import COMMANDS as MODULES
 from applyonce.adapters.cli.app import import_commands
+from applyonce.errors import EXIT_USAGE
+from tests.conftest import run_cli
 
 COMMANDS = list(MODULES)
 
@@ -57,3 +61,31 @@ def test_every_command_a_module_registers_is_listed_with_its_module() -> None:
         assert info.callback is not None
         name = info.name or info.callback.__name__.replace("_", "-")
         assert info.callback.__module__ == f"applyonce.adapters.cli.{MODULES[name]}", name
+
+
+def test_an_unknown_command_is_a_usage_error_that_names_the_near_ones() -> None:
+    """A name no module is known for loads them all, so that the suggestion can name commands
+    that were not loaded yet; nothing runs, no traceback."""
+    typo = run_cli("aply")
+    assert (typo.returncode, typo.stdout) == (EXIT_USAGE, "")
+    assert (
+        typo.stderr.splitlines()[-1]
+        == "Error: No such command 'aply'. Did you mean 'apply', 'replay'?"
+    )
+    assert "Traceback" not in typo.stderr
+    unknown = run_cli("bogus", "--json")
+    assert unknown.returncode == EXIT_USAGE
+    error = json.loads(unknown.stdout)["error"]
+    assert (error["kind"], error["message"]) == ("usage", "No such command 'bogus'.")
+
+
+def test_shell_completion_lists_commands_of_every_module() -> None:
+    env = {"_APPLYONCE_COMPLETE": "complete_bash", "COMP_WORDS": "applyonce re", "COMP_CWORD": "1"}
+    asked = run_cli(env=env)
+    assert (asked.returncode, asked.stdout.split()) == (
+        0,
+        ["revert", "recover", "replay", "resolve"],
+    )
+    # And the options of a command whose module a completion loads on its own.
+    env = {**env, "COMP_WORDS": "applyonce show --js", "COMP_CWORD": "2"}
+    assert run_cli(env=env).stdout.split() == ["--json"]
