@@ -97,10 +97,15 @@ COMMANDS = {
 
 
 class _Commands(typer.core.TyperGroup):
-    """The group of commands, loaded lazily (click's documented ``list_commands`` and
-    ``get_command``): listing them imports nothing; a command's module is imported, and its
-    commands built, when the command is looked up. Every command runs inside the one
-    :func:`error_boundary`."""
+    """The group of commands, loaded lazily: listing them imports nothing; a command's module is
+    imported, and its commands built, when the command is looked up. Every command runs inside
+    the one :func:`error_boundary`.
+
+    typer (0.29) bundles its own click and its group is no ``click.Group``: the documented way is
+    ``Typer(cls=...)`` with a ``TyperGroup`` whose ``list_commands`` and ``get_command`` keep
+    click's meaning (click's "Lazily Loading Subcommands"), and ``typer.main.get_command`` to build
+    the commands an imported module registered. typer suggests near names from the commands
+    already built, so an unknown name builds them all."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
