@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 import applyonce
 from applyonce.adapters.cli import app
+from applyonce.adapters.cli.app import COMMANDS as MODULES
 from tests.conftest import Repo, make_repo, run_cli
 
-COMMANDS = [c.name or c.callback.__name__ for c in app.registered_commands]  # type: ignore[union-attr]
+COMMANDS = list(MODULES)
 ADD = "*** Begin Patch\n*** Add File: {name}\n+x\n*** End Patch\n"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing: ╭ ─ │ ╰ …
 ESCAPE = b"\x1b"
