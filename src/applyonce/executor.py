@@ -185,13 +185,17 @@ class Executor:
         *,
         branch: str | None = None,
         since: str | None = None,
+        full: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> AuditReport:
         """Check every trailer commit against its receipt (see
-        :mod:`applyonce.flow.inspect.audit`)."""
+        :mod:`applyonce.flow.inspect.audit`): what is new since the branch's audit checkpoint,
+        once it is verified; the whole history with ``full``."""
         from applyonce.flow.inspect import audit as audit_flow
 
-        return audit_flow.audit(self.context, branch=branch, since=since, progress=progress)
+        return audit_flow.audit(
+            self.context, branch=branch, since=since, full=full, progress=progress
+        )
 
     def replay(self) -> ReplayReport:
         """Re-derive every decision from the ledger and receipts alone (no Git)."""

@@ -21,6 +21,7 @@ import applyonce.flow.record.settle as settle_module
 from applyonce import Executor
 from applyonce.git.store import GitStore
 from applyonce.state.sqlite.connection import Database
+from applyonce.state.sqlite.ledger import SqliteLedger
 from tests.conftest import Repo, make_repo
 
 KINDS = ("after-publish", "after-commit-object", "after-prepared")
@@ -60,9 +61,19 @@ def counted_recover(
     repo: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Counter[str], Counter[str]]:
     """Recover ``repo`` in this process; returns the outcomes and what was counted: history
-    walks (GitStore.commits), ancestry tests (GitStore.is_ancestor) and ledger transactions."""
+    walks (GitStore.commits), ancestry tests (GitStore.is_ancestor), ledger transactions and
+    ledger queries for rows by call ID (one call's, or a batch's)."""
     counts: Counter[str] = Counter()
     commits, is_ancestor, transaction = GitStore.commits, GitStore.is_ancestor, Database.transaction
+    find, find_many = SqliteLedger._find, SqliteLedger._find_many
+
+    def counting_find(self: SqliteLedger, db: Any, call_id: str) -> Any:
+        counts["row queries"] += 1
+        return find(self, db, call_id)
+
+    def counting_find_many(self: SqliteLedger, db: Any, call_ids: list[str]) -> Any:
+        counts["row queries"] += 1
+        return find_many(self, db, call_ids)
 
     def counting_commits(self: GitStore, tip: str | None, **kw: Any) -> Iterator[Any]:
         counts["walks"] += 1
@@ -83,6 +94,8 @@ def counted_recover(
         patched.setattr(GitStore, "commits", counting_commits)
         patched.setattr(GitStore, "is_ancestor", counting_is_ancestor)
         patched.setattr(Database, "transaction", counting_transaction)
+        patched.setattr(SqliteLedger, "_find", counting_find)
+        patched.setattr(SqliteLedger, "_find_many", counting_find_many)
         executor = Executor(repo.path)
         report = executor.recover()
         executor.close()
@@ -106,3 +119,8 @@ def test_recover_of_many_calls_walks_and_records_as_often_as_for_few(
     assert many_counts["walks of the whole branch"] <= 2, many_counts
     # Taken over in one transaction, their events recorded in one (and the sync's one).
     assert many_counts["ledger transactions"] <= 4, many_counts
+    # Their rows read by one query for the batch, not one query per call.
+    assert many_counts["row queries"] == few_counts["row queries"] == 1, (
+        few_counts,
+        many_counts,
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-LOCAL = ("apply", "dirty-commit", "blocks", "revert", "crash", "audit")
+LOCAL = ("apply", "dirty-commit", "blocks", "revert", "crash", "audit", "audit-again")
 REMOTE = ("remote-apply", "remote-dirty-commit", "remote-crash")
 
 

@@ -16,6 +16,9 @@ Columns:
 * ``crash``: the call killed by SIGKILL right after its publish (``APPLYONCE_FAULT=after-publish``),
   then ``applyonce recover``, then the same call again, which must replay;
 * ``audit``: the call, then ``applyonce audit``, which must find it clean;
+* ``audit-again``: the call, ``applyonce audit``, a commit of the user's on the branch, then
+  ``applyonce audit`` again, which must rely on the first one's checkpoint (checking only the new
+  commit) and find it clean;
 * ``remote-apply``, ``remote-dirty-commit``, ``remote-crash``: ``apply``, ``dirty-commit`` and
   ``crash`` with ``--remote origin`` (a bare repo reached by a ``file://`` URL), where the state is
   a clone.
@@ -52,6 +55,13 @@ from tests.situations.promises import (
 )
 from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_loop
 
+ENV = {
+    "GIT_AUTHOR_NAME": "me",
+    "GIT_AUTHOR_EMAIL": "me@example.com",
+    "GIT_COMMITTER_NAME": "me",
+    "GIT_COMMITTER_EMAIL": "me@example.com",
+}
+
 COLUMNS = (
     "apply",
     "dirty-commit",
@@ -59,6 +69,7 @@ COLUMNS = (
     "revert",
     "crash",
     "audit",
+    "audit-again",
     "remote-apply",
     "remote-dirty-commit",
     "remote-crash",
@@ -316,6 +327,44 @@ def column_audit(cell: Cell) -> str:
     return "landed"
 
 
+def column_audit_again(cell: Cell) -> str:
+    sit = cell.sit
+    before = Snapshot.take(sit)
+    with cell.loop():
+        run = cell.setup_apply()
+        if _ok(cell, run):
+            first = cell.command("audit", *sit.audit_args())
+            assert first.returncode == 0, (first.stdout + first.stderr).strip()[-300:]
+            assert first.stdout.startswith("audited "), first.stdout
+            where = sit.follower or sit.repo
+            old = subprocess.run(
+                ["git", "-C", str(sit.repo), "rev-parse", "--verify", "-q", sit.branch],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            # The user's own commit on the branch (no Call-Id), as plumbing: no work tree moves.
+            made = subprocess.run(
+                ["git", "-C", str(where), "commit-tree", f"{old}^{{tree}}", "-p", old],
+                input="mine\n",
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**ENV, "PATH": "/usr/bin:/bin"},
+            ).stdout.strip()
+            subprocess.run(
+                ["git", "-C", str(sit.repo), "update-ref", sit.branch, made, old], check=True
+            )
+            again = cell.command("audit", *sit.audit_args())
+    if not _ok(cell, run):
+        return cell.refused(before, run, cell.apply)
+    assert again.returncode == 0 and again.stdout.startswith("checked 0 new Call-Id commit(s)"), (
+        f"audit again: exit {again.returncode}: {(again.stdout + again.stderr).strip()[-300:]}"
+    )
+    assert again.stdout.rstrip().endswith(": clean"), again.stdout
+    return "landed"
+
+
 COMMANDS: dict[str, Callable[[Cell], str]] = {
     "apply": column_apply,
     "dirty-commit": column_dirty_commit,
@@ -323,6 +372,7 @@ COMMANDS: dict[str, Callable[[Cell], str]] = {
     "revert": column_revert,
     "crash": column_crash,
     "audit": column_audit,
+    "audit-again": column_audit_again,
     "remote-apply": column_apply,
     "remote-dirty-commit": column_dirty_commit,
     "remote-crash": column_crash,
@@ -336,7 +386,13 @@ def _cells() -> Iterator[Any]:  # pytest.param's ParameterSet
                 continue
             if column.endswith("dirty-commit") and not state.dirty:
                 continue
-            if state.short and column in ("blocks", "revert", "audit", "remote-crash"):
+            if state.short and column in (
+                "blocks",
+                "revert",
+                "audit",
+                "audit-again",
+                "remote-crash",
+            ):
                 continue
             cell_id = f"{name}-{column}"
             defects = known(cell_id)

@@ -592,12 +592,35 @@ class GitStore:
         ``key`` (``Call-Id``), a message that does not hold its bytes in any case cannot have
         that trailer, and gives no trailers without being parsed: a search in C instead of the
         trailer rules in Python, for each commit of a long history that carries none."""
-        named = _named(key) if key is not None else None
+        if key is None:
+            for commit in self.commits(tip, hide=hide):
+                yield str(commit.id), self._trailers(commit)
+            return
+        for commit_id, found in self.walk_naming(tip, key, hide=hide):
+            yield commit_id, Trailers([]) if found is None else found
+
+    def walk_naming(
+        self, tip: str | None, key: str, *, hide: str | None = None
+    ) -> Iterator[tuple[str, Trailers | None]]:
+        """``(commit ID, trailers)`` of the commits :meth:`walk` gives, newest first; None for
+        the trailers of a commit whose message does not hold ``key``'s bytes in any case (it
+        cannot have that trailer, and is not parsed)."""
+        named = _named(key)
         for commit in self.commits(tip, hide=hide):
-            if named is not None and named.search(commit.raw_message) is None:
-                yield str(commit.id), Trailers([])
-                continue
-            yield str(commit.id), self._trailers(commit)
+            if named.search(commit.raw_message) is None:
+                yield str(commit.id), None
+            else:
+                yield str(commit.id), self._trailers(commit)
+
+    def commits_naming(
+        self, tip: str | None, key: str, *, hide: str | None = None
+    ) -> Iterator[str]:
+        """IDs of the commits :meth:`walk` gives whose message holds ``key``'s bytes in any case
+        (a superset of those with that trailer), found without parsing a message."""
+        named = _named(key)
+        for commit in self.commits(tip, hide=hide):
+            if named.search(commit.raw_message) is not None:
+                yield str(commit.id)
 
     @rereading
     def trailers_of(self, commit_id: str, *, key: str | None = None) -> Trailers:

@@ -163,12 +163,18 @@ def audit(
         str | None, typer.Option("--ref", "--branch", help="Branch to audit (default: HEAD's).")
     ] = None,
     since: Annotated[str | None, typer.Option(help="Only commits after this revision.")] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="The whole history, not only what is new since the last clean audit."
+        ),
+    ] = False,
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Check every Call-Id commit against its receipt."""
+    """Check every Call-Id commit against its receipt (what is new since the last clean audit)."""
     executor = open_executor(
         repo, state_dir=state_dir, read_only=True, ledger=ledger, remote=remote
     )
@@ -176,6 +182,7 @@ def audit(
         report = executor.audit(
             branch=branch,
             since=since,
+            full=full,
             progress=lambda count: status.show(f"audit: {count} commits read"),
         )
     if json:
@@ -196,9 +203,19 @@ def audit(
                 f"{report.undone} commit(s) carrying a call's change were undone by a later "
                 "commit (git revert); the change of each such call stands at most once"
             )
-        typer.echo(
-            f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
-            f"{report.receipts} receipt(s): {verdict}"
-        )
+        if report.full_why:
+            typer.echo(f"whole history audited: {report.full_why}")
+        if report.incremental:
+            inc = report.incremental
+            typer.echo(
+                f"checked {report.commits} new Call-Id commit(s) on {report.ref} since "
+                f"{inc.since[:12]}; {inc.verified} before verified at {inc.at}; "
+                f"{report.receipts} receipt(s): {verdict}"
+            )
+        else:
+            typer.echo(
+                f"audited {report.commits} Call-Id commit(s) on {report.ref} and "
+                f"{report.receipts} receipt(s): {verdict}"
+            )
     if not report.clean:
         raise typer.Exit(EXIT_PROBLEMS)

@@ -29,6 +29,17 @@ Nor is a commit carrying a call's change that a later commit undid (``git revert
 the call's change reverted and applied again (``git revert`` then ``git cherry-pick`` of the
 call's commit) stands once, and is counted as ``undone``.
 
+Incremental: a clean audit of a branch records a checkpoint (:mod:`applyonce.state.checkpoints`):
+its tip, the count and digest of the commits up to it whose message names ``Call-Id``, and of the
+ledger rows it checked. The next audit checks it before relying on it: the tip must still be on
+the branch (a force-push, rebase or dropped commit below it fails this), Git's commits up to it
+and the ledger's rows must give the same counts and digests; otherwise the whole history is
+audited, and the report says why. What it then skips: a commit up to the tip that is a call's own
+recorded commit, whose ledger row has not changed since and whose receipt's bytes still hash to
+the digest that row names. Every other commit up to the tip (copies, rewrites, anything that is
+not a call's recorded commit) is checked again, and every receipt is read and hashed: a receipt
+edited since is found as ``tampered``. ``full=True`` ignores the checkpoint.
+
 An audit needs the whole history it checks: in a shallow clone (or one with grafts) a call's
 commit may lie below the boundary, where it looks unreachable, and the commit at the boundary
 looks parentless. Rather than report those as problems (or "clean" without the commits it cannot
@@ -38,20 +49,30 @@ command that makes the clone complete, as a call is (``--remote`` deepens it fro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
 from applyonce.core.message import identity_from_trailers
-from applyonce.core.receipt import Receipt, ReceiptError
+from applyonce.core.receipt import Receipt, ReceiptError, now
 from applyonce.core.trailers import Trailers
 from applyonce.flow.context import Context
 from applyonce.flow.record.adopt import carries_other_change, own_commit, paths_rewrite_adds
 from applyonce.flow.record.settle import duplicate_hint, rewritten_note, unknown_hint
 from applyonce.flow.record.verify import push_hint, unpushed, verify_against_git
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete, undone_by
+from applyonce.state.checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    digest,
+    read_checkpoint,
+    write_checkpoint,
+)
 from applyonce.state.ledger import CallRow
 
 Progress = Callable[[int], None]
+NONE = Trailers([])
 REBUILD = "do not trust it; run 'applyonce recover' to rebuild it from the commit"
 
 
@@ -73,11 +94,23 @@ class Rewritten:
     note: str
 
 
+@dataclass(frozen=True)
+class Incremental:
+    """An audit that relied on a checkpoint: ``verified`` Call-Id commits up to ``since``,
+    audited clean ``at``."""
+
+    since: str
+    verified: int
+    at: str
+
+
 @dataclass
 class AuditReport:
     ref: str
     commits: int = 0
     receipts: int = 0
+    incremental: Incremental | None = None
+    full_why: str | None = None  # why a checkpoint was not used (None: none, or --full/--since)
     problems: list[Problem] = field(default_factory=list)
     copies: int = 0  # copies (cherry-picks) of calls that landed on another branch
     undone: int = 0  # commits carrying a call's change that a later commit undid (git revert)
@@ -97,6 +130,8 @@ class AuditReport:
             **({"copies": self.copies} if self.copies else {}),
             **({"undone": self.undone} if self.undone else {}),
             **({"rewritten": [asdict(r) for r in self.rewritten]} if self.rewritten else {}),
+            **({"incremental": asdict(self.incremental)} if self.incremental else {}),
+            **({"full_why": self.full_why} if self.full_why else {}),
         }
 
 
@@ -134,9 +169,11 @@ def audit(
     *,
     branch: str | None = None,
     since: str | None = None,
+    full: bool = False,
     progress: Progress | None = None,
 ) -> AuditReport:
-    """Check the trailer commits of ``branch`` (after ``since``) and every receipt of the repo."""
+    """Check the trailer commits of ``branch`` (after ``since``; without it, after the branch's
+    checkpoint if it holds, unless ``full``) and every receipt of the repo."""
     ref = ctx.store.resolve_branch(branch)
     report = AuditReport(ref=ref)
     tip = ctx.publisher.tip(ref)
@@ -149,12 +186,33 @@ def audit(
         hint=REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None,
         unknown="its calls cannot all be checked",
     )
+    started = now()
     ledger_rows = {row.call_id: row for row in ctx.ledger.calls()}
     receipts = _Receipts(ctx, ledger_rows)
+    key = ref if ctx.remote is None else f"{ctx.remote}/{ref}"
+    proven: dict[str, CallRow] = {}
+    again: list[str] = []
+    standing: set[str] = set()  # the calls' own commits up to the checkpoint
+    # The commits naming Call-Id from the tip down (what a checkpoint at the tip records).
+    named: list[str] = []
+    if since is None and not full and tip is not None:
+        found = _checkpoint(ctx, report, key, tip, ledger_rows)
+        if found is not None:
+            checkpoint, below = found
+            hide = checkpoint.tip
+            report.incremental = Incremental(checkpoint.tip, checkpoint.commits, checkpoint.at)
+            proven = _proven(ledger_rows, checkpoint.at)
+            own = {r.commit_id for r in proven.values() if r.state == "committed" and r.ref == ref}
+            again = [c for c in below if c not in own]
+            standing = {c for c in below if c in own}
+            named = below
     # Call-Id -> the commits of the walk carrying it and the call's change, newest first.
     seen: dict[str, list[tuple[str, Trailers]]] = {}
     forged: set[str] = set()
-    walk = ctx.store.walk_trailers(tip, hide=hide, key="Call-Id")
+    walk = itertools.chain(
+        _walk(ctx, tip, hide, named),
+        ((c, ctx.store.trailers_of(c, key="Call-Id")) for c in again),
+    )
     for count, (commit_id, block) in enumerate(walk, start=1):
         if progress is not None and count % 500 == 0:
             progress(count)
@@ -172,6 +230,17 @@ def audit(
         _check_call(ctx, report, tip, call_id, commits, receipts)
     for call_id in ctx.receipts.call_ids():
         report.receipts += 1
+        row = proven.get(call_id)
+        if (
+            row is not None
+            and call_id not in seen
+            and (row.ref != ref or row.state != "committed" or row.commit_id in standing)
+            and _unchanged(ctx, row)
+        ):
+            # Checked clean at the checkpoint, and neither it nor its receipt changed since;
+            # a committed call of this branch whose commit is not on it goes the whole way
+            # (listed as rewritten, or reported).
+            continue
         try:
             receipt = receipts.load(call_id)
         except ReceiptError as exc:
@@ -202,7 +271,7 @@ def audit(
         elif (
             receipt.status == "committed"
             and call_id not in seen
-            and not since
+            and since is None
             and (receipt.commit is None or not ctx.publisher.is_on(ref, receipt.commit))
         ):
             note = rewritten_note(ctx.ledger, call_id, receipt.commit)
@@ -210,7 +279,91 @@ def audit(
                 report.rewritten.append(Rewritten(call_id, receipt.commit, note))
                 continue
             report.problems.append(_unreachable(ctx, ref, call_id, receipt.commit))
+    if since is None and report.clean and tip is not None:
+        _record(ctx, key, tip, named, started, ledger_rows)
     return report
+
+
+def _walk(
+    ctx: Context, tip: str | None, hide: str | None, named: list[str]
+) -> Iterator[tuple[str, Trailers]]:
+    """The walk's commits with their Call-Id trailers, each naming Call-Id added to ``named``."""
+    for commit_id, block in ctx.store.walk_naming(tip, "Call-Id", hide=hide):
+        if block is None:
+            yield commit_id, NONE
+        else:
+            named.append(commit_id)
+            yield commit_id, block
+
+
+def _row_line(row: CallRow) -> str:
+    return f"{row.call_id} {row.ref} {row.state} {row.commit_id} {row.receipt_sha256}"
+
+
+def _proven(rows: dict[str, CallRow], at: str) -> dict[str, CallRow]:
+    """The ledger rows last changed before ``at`` (a checkpoint's audit started)."""
+    return {c: r for c, r in rows.items() if r.updated_at < at}
+
+
+def _on_branch(ctx: Context, commit: str, tip: str) -> bool:
+    """``commit`` is on the branch whose tip is ``tip`` (False: missing, or not a commit)."""
+    try:
+        return ctx.store.has_object(commit) and ctx.store.is_ancestor(commit, tip)
+    except Exception:  # pygit2's error for an object that is not a commit
+        return False
+
+
+def _checkpoint(
+    ctx: Context, report: AuditReport, key: str, tip: str, rows: dict[str, CallRow]
+) -> tuple[Checkpoint, list[str]] | None:
+    """The branch's checkpoint and the commits up to it naming Call-Id (newest first), if it
+    holds against Git and the ledger; else None, and why in ``report.full_why``."""
+    try:
+        checkpoint = read_checkpoint(ctx.state_dir, key)
+    except CheckpointError as exc:
+        report.full_why = f"the audit checkpoint is not usable ({exc.args[0]})"
+        return None
+    if checkpoint is None:
+        return None
+    short = checkpoint.tip[:12]
+    if not _on_branch(ctx, checkpoint.tip, tip):
+        report.full_why = (
+            f"the audit checkpoint's tip {short} is no longer on {report.ref} (the history was "
+            "rewritten below it: a force-push, a rebase, a dropped commit)"
+        )
+        return None
+    below = list(ctx.store.commits_naming(checkpoint.tip, "Call-Id"))
+    if digest(below) != (checkpoint.commits, checkpoint.digest):
+        report.full_why = f"the audit checkpoint does not match Git's history up to {short}"
+        return None
+    lines = (_row_line(r) for r in _proven(rows, checkpoint.at).values())
+    if digest(lines) != (checkpoint.rows, checkpoint.rows_digest):
+        report.full_why = "the ledger rows the audit checkpoint checked have changed since"
+        return None
+    return checkpoint, below
+
+
+def _unchanged(ctx: Context, row: CallRow) -> bool:
+    """The call's receipt is still the bytes its ledger row names (not read twice: any other
+    answer sends it through the whole check, which reports what is wrong)."""
+    if row.receipt_sha256 is None or row.state in ("prepared", "unknown"):
+        return False
+    return ctx.receipts.sha256_of(row.call_id) == row.receipt_sha256
+
+
+def _record(
+    ctx: Context, key: str, tip: str, named: list[str], started: str, rows: dict[str, CallRow]
+) -> None:
+    """Record what this clean audit proved, as the branch's checkpoint (``named``: the commits
+    naming Call-Id up to ``tip``). A checkpoint only spares work: where the state directory is
+    missing or cannot be written, none is kept."""
+    if not ctx.state_dir.is_dir():
+        return
+    commits, commits_sha = digest(named)
+    count, rows_sha = digest(_row_line(r) for r in _proven(rows, started).values())
+    checkpoint = Checkpoint(tip, commits, commits_sha, count, rows_sha, started)
+    with contextlib.suppress(OSError):
+        write_checkpoint(ctx.state_dir, key, checkpoint)
 
 
 def _unknown_hint(ctx: Context, tip: str | None, receipt: Receipt) -> str:

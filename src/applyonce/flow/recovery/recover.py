@@ -98,8 +98,10 @@ def recover(
     # objects may be the ones a call rolls forward with).
     pending_module = importlib.import_module("applyonce.flow.recovery.pending")
     pending = pending_module.fetch_pending(ctx)
-    in_flight = {row.call_id: row for row in ctx.ledger.calls(states=IN_FLIGHT)}
-    in_flight |= adopt_receipts(ctx, report)
+    # Every row read once: the interrupted ones, and which receipts have a row at all.
+    every = ctx.ledger.calls()
+    in_flight = {row.call_id: row for row in every if row.state in IN_FLIGHT}
+    in_flight |= adopt_receipts(ctx, report, known={row.call_id for row in every})
     walked: Walked = {}
     history = _history(ctx, in_flight.values(), report, walked)
     rows = list(in_flight.values())

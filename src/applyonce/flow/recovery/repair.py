@@ -32,10 +32,10 @@ UNCHECKED = (
 )
 
 
-def adopt_receipts(ctx: Context, report: RecoveryReport) -> dict[str, CallRow]:
+def adopt_receipts(ctx: Context, report: RecoveryReport, *, known: set[str]) -> dict[str, CallRow]:
     """Give receipts without a ledger row (the ledger was lost, or moved aside because it broke)
-    their row back. Returns the rows of the prepared ones: they are in flight."""
-    known = {row.call_id for row in ctx.ledger.calls()}
+    their row back (``known``: the calls with a row, as recover has just read them). Returns the
+    rows of the prepared ones: they are in flight."""
     in_flight: dict[str, CallRow] = {}
     for call_id in ctx.receipts.call_ids():
         if call_id in known:

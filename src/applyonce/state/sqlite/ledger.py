@@ -197,6 +197,17 @@ class SqliteLedger:
         row = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
         return None if row is None else self._row(row, db)
 
+    def _find_many(self, db: sqlite3.Connection, call_ids: list[str]) -> dict[str, CallRow]:
+        """The rows of ``call_ids`` that exist, one query per 500 (not one per call)."""
+        found: dict[str, CallRow] = {}
+        for start in range(0, len(call_ids), 500):
+            chunk = call_ids[start : start + 500]
+            sql = f"SELECT * FROM calls WHERE call_id IN ({','.join('?' * len(chunk))})"
+            for r in db.execute(sql, chunk):
+                row = self._row(r, db)
+                found[row.call_id] = row
+        return found
+
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
         sql = "SELECT * FROM calls"
         params: tuple[str, ...] = ()
@@ -347,10 +358,12 @@ class SqliteLedger:
         with self._readable(), self.database.transaction(durable=False) as db:
             now = time.time()
             lease = Lease.starting(now, lease_seconds)
-            for call_id in call_ids:
+            wanted = list(dict.fromkeys(call_ids))
+            rows = self._find_many(db, wanted)
+            for call_id in wanted:
                 execution_id = uuid.uuid4().hex
                 event = judge_take_over(
-                    self._find(db, call_id), owner, execution_id, lease=lease, now=now
+                    rows.get(call_id), owner, execution_id, lease=lease, now=now
                 )
                 if event is not None:
                     self._append(db, event)
