@@ -47,7 +47,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 import applyonce
-from applyonce.adapters.agents import PatchRunner, ToolOutput, error_output
+from applyonce.adapters.agents import PatchRunner, ToolOutput, error_output, tool_text
 from applyonce.adapters.mcp_wire import CheckedLines, ServerAnswers, Unanswered, claimed_stdin
 from applyonce.adapters.results import (
     DIFF_CAP,
@@ -204,7 +204,7 @@ class PatchServer:
         except ValidationError as exc:
             return _bad_arguments(REPLACE_TOOL_NAME, exc)
         except ApplyOnceError as exc:
-            output = error_output(exc)
+            output = error_output(exc, self.runner.terms)
             return _text(output.text, patch_result(None, error=output.error), is_error=True)
         return await self._apply(patch, call, format="search-replace")
 
@@ -303,10 +303,11 @@ class PatchServer:
                 outcome = executor.revert(self._find_call(executor, key), options)
                 receipt = outcome.receipt
                 output = ToolOutput(
-                    receipt.output,
+                    tool_text(outcome, self.runner.terms),
                     is_error=receipt.status != "committed",
                     receipt=receipt,
                     replayed=outcome.replayed,
+                    replay=outcome.replay,
                 )
                 if receipt.status != "committed":
                     return output, None
@@ -316,7 +317,7 @@ class PatchServer:
                     log.exception("cannot read the diff of call %s", receipt.call_id[:12])
                     return output, None
         except ApplyOnceError as exc:
-            return error_output(exc), None
+            return error_output(exc, self.runner.terms), None
 
     def _receipt_json(self, key: str) -> tuple[str, ReceiptResult]:
         try:

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from applyonce.core.hints import CLI, Terms, replay_lines, replay_text
 from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.flow.context import Context
-from applyonce.git.history import LaterCommit, later_changes
+from applyonce.git.history import LaterCommit, later_changes, reverted_by
 
 # The rejections a repeat judges again once the branch tip moved (see the module docstring).
 REEVALUATED_KINDS: frozenset[str] = frozenset(
@@ -71,6 +72,18 @@ class ReplayNote:
     more_later: bool = False  # more commits may have changed the files than ``later`` lists
     rejected_at: str | None = None  # a rejection: the tip it was rejected at
     error_kind: str | None = None
+    reverted_by: str | None = None  # the later commit that reverted the call's change
+    reverted_how: str | None = None  # applyonce (Reverts-Call-Id), git (git revert) or hand
+    attempt: int = 1  # the call's attempt (the next one makes the change again)
+
+    def lines(self, terms: Terms = CLI) -> list[str]:
+        """The note as the model reads it, first in the result's text (see
+        :func:`applyonce.core.hints.replay_lines`), in an adapter's terms."""
+        return replay_lines(self, terms)
+
+    def text(self, terms: Terms = CLI) -> str:
+        """:meth:`lines` as text ending in ``its stored result:`` (the stored output follows)."""
+        return replay_text(self, terms)
 
     def line(self) -> str:
         """The note as one line (no newline)."""
@@ -107,13 +120,23 @@ def replay_note(ctx: Context, receipt: Receipt) -> ReplayNote:
             receipt.ref,
             rejected_at=receipt.base_commit,
             error_kind=(receipt.error or {}).get("kind"),
+            attempt=receipt.attempt,
         )
     tip = ctx.publisher.tip(receipt.ref)
     if tip is None or not ctx.publisher.is_on(receipt.ref, receipt.commit):
         return ReplayNote(
-            receipt.call_id, receipt.status, receipt.ref, receipt.commit, on_branch=False
+            receipt.call_id,
+            receipt.status,
+            receipt.ref,
+            receipt.commit,
+            on_branch=False,
+            attempt=receipt.attempt,
         )
     later = later_changes(ctx.store, tip, receipt.commit, touched_paths_of(receipt))
+    # No later commit changed its paths: nothing can have reverted it.
+    reverted = (
+        reverted_by(ctx.store, tip, receipt.commit, receipt.call_id) if later.commits else None
+    )
     return ReplayNote(
         receipt.call_id,
         receipt.status,
@@ -121,4 +144,7 @@ def replay_note(ctx: Context, receipt: Receipt) -> ReplayNote:
         receipt.commit,
         later=later.commits,
         more_later=not later.complete,
+        reverted_by=reverted[0] if reverted else None,
+        reverted_how=reverted[1] if reverted else None,
+        attempt=receipt.attempt,
     )

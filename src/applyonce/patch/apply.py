@@ -206,9 +206,7 @@ def _apply_searched(
         places, level = found
         length = sum(1 for line in lines if line.kind != "+")
         any_place = hunk.end_of_file or all(line.kind == " " for line in lines)
-        edits.append(
-            _Placed(index, lines, places, level, length, any_place, tuple(hunk.anchors))
-        )
+        edits.append(_Placed(index, lines, places, level, length, any_place, tuple(hunk.anchors)))
         cursor = places[0] + length
     # The latest place of each hunk that leaves room for the latest places of those after it.
     # ``bound[i]``: where the hunk after hunk i may start at the latest.
