@@ -9,7 +9,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from applyonce.adapters.agents import PatchRunner, ToolCallAdapter
-from tests.conftest import Repo, stored_text, without_replay_notes
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import text_of, with_session
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"

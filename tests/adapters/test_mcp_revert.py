@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 from mcp import ClientSession
 
-from tests.conftest import Repo, stored_text, without_replay_notes
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 

@@ -16,7 +16,7 @@ from mcp import ClientSession
 
 from applyonce.adapters.results import DIFF_CAP
 from applyonce.executor import Executor
-from tests.conftest import Repo, stored_text, without_replay_notes
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 STALE = PATCH.replace("VALUE = 1", "VALUE = 9")

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from applyonce.adapters.agents import ToolCallAdapter
 from applyonce.adapters.cli import app
 from applyonce.executor import Executor
-from tests.conftest import Repo, make_repo, stored_text, without_replay_notes
+from tests.conftest import Repo, make_repo, without_replay_notes
 
 APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
 
