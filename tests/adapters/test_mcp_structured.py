@@ -113,7 +113,8 @@ def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
     again = structured("again")
     assert stored_text(text_of(seen["again"])) == SUCCESS and seen["again"].is_error is False
     assert again["replayed"] is True
-    assert {**again, "replayed": False} == first
+    assert again["replay_note"].startswith("replayed: this call (")
+    assert {**again, "replayed": False, "replay_note": None} == first
 
     # A rejection: a tool error whose fields carry the error's kind, message and hint.
     stale = structured("stale")

@@ -247,6 +247,7 @@ class PatchServer:
             error=output.error,
             commit=output.landed_commit,
             behind=output.behind,
+            replay=output.replay,
         )
         return _text(output.text, structured, is_error=output.is_error)
 
@@ -289,7 +290,11 @@ class PatchServer:
         # Behind the applies: a revert is a call that commits, like apply_patch.
         output, diff = await self._in_thread(self._revert, call.call_id.strip(), one_at_a_time=True)
         structured = patch_result(
-            output.receipt, replayed=output.replayed, diff=diff, error=output.error
+            output.receipt,
+            replayed=output.replayed,
+            diff=diff,
+            error=output.error,
+            replay=output.replay,
         )
         return _text(output.text, structured, is_error=output.is_error)
 

@@ -81,21 +81,29 @@ class Terms:
             return f"call again with CallOptions(attempt={n})"
         return f"send it again with attempt: {n}"
 
-    def option(self, name: str, value: str | None) -> str:
-        """The option ``--name [value]`` in these terms."""
+    def option(self, name: str, value: str | None, *, verb: bool = False) -> str:
+        """The option ``--name [value]`` in these terms. ``verb``: the hint said ``pass`` or
+        ``use`` before it, and the words say what to do instead."""
         shown = f" {value}" if value else ""
         if self.kind == "cli":
-            return f"--{name}{shown}"
+            return ("pass " if verb else "") + f"--{name}{shown}"
         opt = OPTIONS.get(name, Option(name))
         if self.kind == "python":
             field = name.replace("-", "_")
-            return f"{field}={value!r}" if value else field
+            plain = value is None or value.isupper() or value.isdigit()
+            told = field if value is None else f"{field}={value if plain else repr(value)}"
+            return ("pass " if verb else "") + told
         if opt.argument is not None:
-            return f"{opt.argument}: {value}" if value else f"the {opt.argument} argument"
+            told = f"{opt.argument}: {value}" if value else f"the {opt.argument} argument"
+            return ("pass " if verb else "") + told
         if opt.config is not None:
-            return (
-                f"the server's {name} option ('git config {opt.config}{shown}' in the "
-                "repository, then restart the server)"
+            where = f"'git config {opt.config}{shown}' in the repository, then restart the server"
+            if verb:
+                return f"set the server's {name} option ({where})"
+            return f"the server's {name} option ({where})"
+        if verb:
+            return f"start the server with its {name} option" + (
+                f" set to {value}" if value else ""
             )
         return f"the server's {name} option (set where the server is started)"
 
@@ -107,7 +115,10 @@ PYTHON = Terms("python")
 
 # An option in a hint: '--name', then a value when one follows (an upper-case placeholder, a word,
 # or a quoted string). Only the names in OPTIONS are rewritten ('git config --add' is git's).
-_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z-]*)(?: ('[^']*'|[A-Z_]+|[a-z0-9][\w.-]*))?")
+_FLAG = re.compile(
+    r"(?:\b(pass an existing|pass|use) )?(?<![\w-])--([a-z][a-z-]*)"
+    r"(?: ('[^']*'|[A-Z_]+|[a-z0-9][\w.-]*))?"
+)
 
 
 def render_hint(hint: str, terms: Terms) -> str:
@@ -117,12 +128,17 @@ def render_hint(hint: str, terms: Terms) -> str:
         return hint
 
     def one(match: re.Match[str]) -> str:
-        name, value = match.group(1), match.group(2)
+        verb, name, value = match.group(1), match.group(2), match.group(3)
         if name not in OPTIONS:
             return match.group(0)
         if value is not None and value.startswith("'"):
             value = value.strip("'")
-        return terms.option(name, value)
+        if verb == "pass an existing":
+            told = terms.option(name, value)
+            if terms.kind == "tool" and OPTIONS[name].argument is None:
+                return f"start the server with its {name} option naming an existing {name}"
+            return f"pass an existing {told}"
+        return terms.option(name, value, verb=verb is not None)
 
     return _FLAG.sub(one, hint)
 
