@@ -1,8 +1,9 @@
 """The structured result of a tool call: what ``applyonce mcp`` returns as ``structuredContent``
 beside the text, and declares as each tool's ``outputSchema`` (generated from these models).
 
-The text a model reads stays the receipt's ``output``, byte for byte (followed by a ``note:`` line
-for each checkout that does not show the branch's tip after the call); the structured result says
+The text a model reads is the receipt's ``output``, byte for byte (after a replay's note, which
+says first that nothing ran now, and followed by a ``note:`` line for each checkout that does not
+show the branch's tip after the call); the structured result says
 the same thing in fields a harness can branch on: the call, its status, its commit, whether it was
 a replay, its files, how each hunk matched, its diff (bounded), on failure the error's kind,
 message and hint, and those checkouts (``checkout_behind``). :func:`patch_result` builds it from a

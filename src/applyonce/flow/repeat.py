@@ -26,8 +26,10 @@ decides, which is not part of the tip), an interrupted call, and a missing appro
 
 **What a repeat says** (:class:`ReplayNote`): the commit and whether the branch still has it, and
 which later commits changed the call's files (:func:`applyonce.git.history.later_changes`,
-bounded); for a rejection, that the stored one is returned. The CLI prints it as one line on
-stderr; the agent's text stays the stored output, byte for byte.
+bounded), and the one that reverted it (:func:`applyonce.git.history.reverted_by`); for a
+rejection, that the stored one is returned. Every adapter's text says it first
+(:func:`applyonce.core.hints.replay_text`, in the adapter's terms), then gives the stored output,
+byte for byte; the CLI also prints it as one line on stderr.
 """
 
 from __future__ import annotations
