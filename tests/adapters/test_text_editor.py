@@ -538,3 +538,28 @@ def test_approval_is_asked_for_an_edit_not_for_a_view(repo: Repo) -> None:
     assert result["is_error"] is True and result["content"].startswith("Error: ")
     assert asked == [("toolu_E", ["add    x.txt"])]
     assert repo.head() == head and "x.txt" not in repo.files()
+
+
+def test_a_replayed_edit_after_a_revert_says_so_first_and_what_to_do(repo: Repo) -> None:
+    """The harness replays a turn whose edit the user has reverted since: the model reads first
+    that nothing ran and the file no longer holds the change, and what to do in this tool's
+    terms (it has no attempt argument); a new tool call with the same edit makes it again."""
+    adapter = ToolCallAdapter(repo.path)
+    edit = {"command": "str_replace", "path": "README.md", "old_str": "# demo", "new_str": "# Demo"}
+    first = run_one(adapter, tool_use("toolu_E1", **edit))
+    commit = repo.head()
+    repo.git("revert", "--no-edit", "HEAD")
+    revert = repo.head()
+    again = run_one(adapter, tool_use("toolu_E1", **edit))
+    assert again["is_error"] is False
+    assert again["content"] == (
+        f"replayed: this call ({repo.call_ids()[0][:12]}) ran before and made commit "
+        f"{commit[:12]} on main; nothing ran now.\n"
+        f"reverted: commit {revert[:12]} (git revert) reverted it since: README.md no longer "
+        "holds its change.\n"
+        "to make this change again, send the same edit in a new tool call (it runs as "
+        "attempt 2).\nits stored result:\n" + first["content"]
+    )
+    assert repo.files()["README.md"].startswith(b"# demo")
+    anew = run_one(adapter, tool_use("toolu_E2", **edit))
+    assert anew["content"] == first["content"] and repo.files()["README.md"].startswith(b"# Demo")

@@ -12,6 +12,7 @@ from applyonce.core.hints import (
     MCP,
     OPTIONS,
     PYTHON,
+    TEXT_EDITOR,
     TOOL_CALLS,
     render_hint,
     render_text,
@@ -113,6 +114,9 @@ def test_the_replay_note_of_a_revert_in_each_adapters_terms() -> None:
     ]
     assert replay_lines(note, PYTHON)[-1] == (
         "to make this change again, call again with CallOptions(attempt=2)."
+    )
+    assert replay_lines(note, TEXT_EDITOR)[-1] == (
+        "to make this change again, send the same edit in a new tool call (it runs as attempt 2)."
     )
     assert replay_text(note, CLI).endswith("pass --attempt 2.\nits stored result:\n")
     assert note.text(MCP) == replay_text(note, MCP)

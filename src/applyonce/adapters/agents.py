@@ -40,7 +40,7 @@ from typing import Any
 from applyonce.adapters.schemas import TEXT_EDITOR_NAME, TOOL_NAME
 from applyonce.adapters.texteditor import command_input, edit_document, edit_result, view_result
 from applyonce.adapters.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
-from applyonce.core.hints import TOOL_CALLS, Terms, render_text
+from applyonce.core.hints import TEXT_EDITOR, TOOL_CALLS, Terms, render_text
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.core.texts import landed_text as landed_words
@@ -477,11 +477,14 @@ class ToolCallAdapter:
             derived = edit_result(fields, output.receipt, tool_use_id=call.id)
             if derived is not None:
                 # A replay says so first: nothing ran now (see PatchRunner.run).
-                head = output.replay.text(self.runner.terms) if output.replay else ""
+                head = output.replay.text(TEXT_EDITOR) if output.replay else ""
                 return call.result(head + derived[0], is_error=derived[1])
         text = output.text
-        head = output.replay.text(self.runner.terms) if output.replay is not None else ""
-        text = text.removeprefix(head) if head and text.startswith(head) else text
+        head = ""
+        if output.replay is not None:
+            runner_head = output.replay.text(self.runner.terms)
+            if text.startswith(runner_head):  # said again in the text editor's terms
+                text, head = text.removeprefix(runner_head), output.replay.text(TEXT_EDITOR)
         if output.is_error and text.startswith("error: "):
             text = "Error: " + text.removeprefix("error: ")  # as the tool's docs spell errors
         return call.result(head + text, is_error=output.is_error)

@@ -67,8 +67,10 @@ OPTIONS: dict[str, Option] = {
 class Terms:
     """How an adapter names what a caller can do.
 
-    ``kind``: ``cli`` (flags), ``tool`` (MCP and tool calls: arguments, server options) or
-    ``python`` (keyword arguments of :class:`~applyonce.CallOptions`).
+    ``kind``: ``cli`` (flags), ``tool`` (MCP and tool calls: arguments, server options),
+    ``editor`` (the text editor tool: it has no attempt argument; a new tool call with the same
+    edit runs anew once later commits changed its file) or ``python`` (keyword arguments of
+    :class:`~applyonce.CallOptions`).
     """
 
     kind: str
@@ -79,6 +81,8 @@ class Terms:
             return f"pass --attempt {n}"
         if self.kind == "python":
             return f"call again with CallOptions(attempt={n})"
+        if self.kind == "editor":
+            return f"send the same edit in a new tool call (it runs as attempt {n})"
         return f"send it again with attempt: {n}"
 
     def option(self, name: str, value: str | None, *, verb: bool = False) -> str:
@@ -111,6 +115,7 @@ class Terms:
 CLI = Terms("cli")
 MCP = Terms("tool")
 TOOL_CALLS = Terms("tool")
+TEXT_EDITOR = Terms("editor")
 PYTHON = Terms("python")
 
 # An option in a hint: '--name', then a value when one follows (an upper-case placeholder, a word,
@@ -135,7 +140,7 @@ def render_hint(hint: str, terms: Terms) -> str:
             value = value.strip("'")
         if verb == "pass an existing":
             told = terms.option(name, value)
-            if terms.kind == "tool" and OPTIONS[name].argument is None:
+            if terms.kind in ("tool", "editor") and OPTIONS[name].argument is None:
                 return f"start the server with its {name} option naming an existing {name}"
             return f"pass an existing {told}"
         return terms.option(name, value, verb=verb is not None)
@@ -287,6 +292,7 @@ __all__ = [
     "MCP",
     "OPTIONS",
     "PYTHON",
+    "TEXT_EDITOR",
     "TOOL_CALLS",
     "Option",
     "ReplayFacts",
