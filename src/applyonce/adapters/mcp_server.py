@@ -1,9 +1,11 @@
 """``applyonce mcp``: exactly-once ``apply_patch`` for any MCP-speaking agent, over stdio.
 
 Built on the official ``mcp`` SDK's low-level :class:`mcp.server.Server` (v2 API: handlers passed to
-the constructor), which leaves the tool results entirely to us: the text an agent gets is exactly
-the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool error
-(``isError: true``) whose text is the one-line reason.
+the constructor), which leaves the tool results entirely to us: the text an agent gets is the
+receipt's ``output`` (byte for byte on a repeat, after a note that says first it is a replay and
+what later commits did to the change: :func:`applyonce.core.hints.replay_text`), its hints naming
+tool arguments and server options, and a rejection is a tool error (``isError: true``) whose text
+is the one-line reason.
 
 Three tools (definitions in :mod:`applyonce.adapters.schemas`):
 

@@ -41,7 +41,6 @@ from applyonce.adapters.console import (
     status_line,
     terminal_approver,
 )
-from applyonce.core.hints import CLI
 from applyonce.errors import UsageError
 
 if TYPE_CHECKING:
@@ -175,6 +174,8 @@ def finish_call(executor: Executor, outcome: CallOutcome, *, diff: bool, json: b
     if outcome.behind:
         extra["checkout_behind"] = [note.to_dict() for note in outcome.behind]
     if outcome.replay is not None:
+        from applyonce.core.hints import CLI  # not for --help
+
         if json:
             extra["replay_note"] = "\n".join(outcome.replay.lines(CLI))
         else:
