@@ -1,7 +1,8 @@
 """applyonce: exactly-once apply_patch for coding agents, backed by Git.
 
 from applyonce import Executor
-receipt = Executor("path/to/repo").apply(patch_text, tool_call_id="call_1")
+with Executor("path/to/repo") as executor:
+    receipt = executor.apply(patch_text, tool_call_id="call_1")
 receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
 """
 
@@ -12,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from applyonce.core.receipt import Receipt
     from applyonce.errors import ApplyOnceError
-    from applyonce.executor import CallOptions, CallOutcome, Executor, PlanView
+    from applyonce.executor import (
+        CallOptions,
+        CallOutcome,
+        Executor,
+        ExecutorClosedError,
+        PlanView,
+    )
 
 __version__ = "0.2.0"
 
@@ -21,6 +28,7 @@ __all__ = [
     "CallOptions",
     "CallOutcome",
     "Executor",
+    "ExecutorClosedError",
     "PlanView",
     "Receipt",
     "__version__",
@@ -34,6 +42,7 @@ _LAZY = {
     "CallOptions": "applyonce.executor",
     "CallOutcome": "applyonce.executor",
     "Executor": "applyonce.executor",
+    "ExecutorClosedError": "applyonce.executor",
     "PlanView": "applyonce.executor",
     "Receipt": "applyonce.core.receipt",
 }

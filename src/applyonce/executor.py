@@ -10,12 +10,14 @@ import contextlib
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from applyonce.core.configkeys import PREFIX, UnknownConfigKeyWarning, unknown_key_warnings
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
-from applyonce.errors import ApplyOnceError
+from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.call import apply as apply_flow
 from applyonce.flow.call.approval import ApprovalError
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
@@ -47,8 +49,20 @@ if TYPE_CHECKING:
     from applyonce.flow.inspect.view import FileView, FolderView
 
 
+class ExecutorClosedError(UsageError):
+    """An :class:`Executor` (or an adapter holding one) was used after :meth:`Executor.close`
+    (or after its ``with`` block ended): a harness's mistake, nothing was read or written."""
+
+    kind = "executor-closed"
+    default_hint = "open a new one, or use it inside its with block"
+
+
 class Executor:
     """Exactly-once patches on one repository.
+
+    A context manager: ``with Executor(repo) as executor:`` closes its ledger at the end of the
+    block, as :meth:`close` does. A closed executor raises :class:`ExecutorClosedError` (kind
+    ``executor-closed``, exit 2) from every method.
 
     One executor serves one thread at a time: its methods wait for each other (its ledger
     connection and its repository are not to be used by two threads at once). Threads that should
@@ -63,6 +77,12 @@ class Executor:
             repository's own file); default git config ``applyonce.ledger``, else local.
         remote: the name of the remote whose branch is the commit point (``.``: this repository's
             own branch); default git config ``applyonce.remote``, else the own branch.
+
+    Attributes:
+        config_warnings: a line for each ``applyonce.*`` git config key applyonce does not read,
+            naming the nearest known key; each is also issued as an
+            :class:`~applyonce.core.configkeys.UnknownConfigKeyWarning` (one line on the CLI's
+            stderr).
     """
 
     def __init__(
@@ -78,13 +98,34 @@ class Executor:
             repo, state_dir=state_dir, read_only=read_only, fleet=Fleet(ledger, remote)
         )
         self.lock = threading.RLock()
+        self.closed = False
+        # Unknown applyonce.* keys in the git config (a typo is otherwise ignored without a
+        # word): each a line here and a warning (one line on the CLI's stderr).
+        self.config_warnings: list[str] = unknown_key_warnings(
+            self.context.store.config_names(PREFIX)
+        )
+        for line in self.config_warnings:
+            warnings.warn(line, UnknownConfigKeyWarning, stacklevel=2)
+
+    def __enter__(self) -> Executor:
+        if self.closed:
+            raise ExecutorClosedError("the executor is closed")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @property
     def ledger(self) -> Ledger:
+        if self.closed:
+            raise ExecutorClosedError("the executor is closed")
         return self.context.ledger
 
     def close(self) -> None:
-        self.context.close()
+        """Close the ledger and the Call-Id index; a second close does nothing."""
+        if not self.closed:
+            self.closed = True
+            self.context.close()
 
     def identify(
         self, patch_text: str, options: CallOptions | None = None
@@ -267,6 +308,8 @@ def _one_thread_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def serialized(self: Executor, *args: Any, **kwargs: Any) -> Any:
         with self.lock:
+            if self.closed and method.__name__ != "close":
+                raise ExecutorClosedError(f"{method.__name__}() on a closed executor")
             return method(self, *args, **kwargs)
 
     return serialized
@@ -374,9 +417,11 @@ __all__ = [
     "CallOutcome",
     "CheckoutBehind",
     "Executor",
+    "ExecutorClosedError",
     "KeptExecutor",
     "PlanView",
     "ReplayNote",
+    "UnknownConfigKeyWarning",
     "UnknownOutcomeError",
     "contract_digest",
 ]

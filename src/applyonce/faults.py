@@ -15,6 +15,7 @@ POINTS = (
     "after-snapshot",  # --dirty commit: the snapshot commit object written, the call not staged
     "after-stage",
     "after-check",
+    "after-hooks",  # the repository's commit hooks ran (or there are none), no commit object
     "after-commit-object",
     "after-push-objects",  # --remote: the commit's objects are on the remote, its branch not moved
     # --remote: a lagging checked-out branch moved to the remote's tip, its files not yet synced

@@ -5,6 +5,7 @@ check's elapsed time on a terminal only. A pseudo-terminal (``pty``) stands in f
 from __future__ import annotations
 
 import os
+import platform
 import pty
 import re
 import subprocess
@@ -16,9 +17,10 @@ from typer.testing import CliRunner
 
 import applyonce
 from applyonce.adapters.cli import app
+from applyonce.adapters.cli.app import COMMANDS as MODULES
 from tests.conftest import Repo, make_repo, run_cli
 
-COMMANDS = [c.name or c.callback.__name__ for c in app.registered_commands]  # type: ignore[union-attr]
+COMMANDS = list(MODULES)
 ADD = "*** Begin Patch\n*** Add File: {name}\n+x\n*** End Patch\n"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing: ╭ ─ │ ╰ …
 ESCAPE = b"\x1b"
@@ -57,10 +59,24 @@ def run_pty(*args: str, env: dict[str, str] | None = None) -> tuple[int, bytes]:
 
 
 def test_version_option_and_command() -> None:
-    want = f"applyonce {applyonce.__version__}\n"
+    folder = os.path.dirname(applyonce.__file__)
+    python = "{}.{}.{}".format(*sys.version_info[:3])
+    want = f"applyonce {applyonce.__version__} ({folder}, python {python})\n"
     for args in (["--version"], ["version"]):
         result = CliRunner().invoke(app, args)
         assert (result.exit_code, result.stdout) == (0, want)
+
+
+def test_version_says_where_the_running_applyonce_lives() -> None:
+    # A real process: the folder is the one its interpreter imports applyonce from.
+    done = run_cli("--version")
+    assert done.returncode == 0, done.stderr
+    version, _, rest = done.stdout.rstrip("\n").partition(" (")
+    assert version == f"applyonce {applyonce.__version__}"
+    folder, _, python = rest.removesuffix(")").partition(", python ")
+    assert Path(folder, "__init__.py").is_file()
+    assert Path(folder).resolve() == Path(applyonce.__file__).parent.resolve()
+    assert python == platform.python_version()
 
 
 def test_shell_completion_script_and_completions() -> None:

@@ -19,11 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 from applyonce.adapters.cli import app
+from applyonce.adapters.cli.app import import_commands
 from tests.conftest import UTIL_PATCH, Repo, Run, run_cli
 
 MISMATCH = UTIL_PATCH.replace("-VALUE = 1", "-VALUE = 7")
 ADD = "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch\n"
 # Every command that takes --json, as the app registers them: one added later gets the same test.
+import_commands()
 JSON_COMMANDS = sorted(
     (c.name or c.callback.__name__)  # type: ignore[union-attr]
     for c in app.registered_commands

@@ -41,6 +41,11 @@ NOT_FOR_A_CALL = [
     # Only a postgresql:// ledger loads the driver; a call on the local ledger never does.
     "psycopg",
     "applyonce.state.postgres",
+    # The other commands' modules: a command line loads the module of the command it runs.
+    "applyonce.adapters.cli.revert",
+    "applyonce.adapters.cli.inspect",
+    "applyonce.adapters.cli.recovery",
+    "applyonce.adapters.cli.serve",
 ]
 # What printing the version or a command's help needs none of: Git, the ledger, the library (typer
 # itself builds a command's options with pydantic's type adapters).
@@ -81,11 +86,38 @@ def test_a_call_imports_only_what_it_uses(repo: Repo, tmp_path: Path) -> None:
     assert {"pygit2", "sqlite3", "applyonce.flow.call.apply"} <= set(modules)
 
 
-@pytest.mark.parametrize("args", [["--version"], ["apply", "--help"], ["--help"]])
+@pytest.mark.parametrize("args", [["--version"], ["apply", "--help"]])
 def test_the_version_and_help_import_no_git_no_models(args: list[str], tmp_path: Path) -> None:
     stdout, modules = imported_by(args, tmp_path)
     assert stdout.startswith("applyonce 0.2.0" if args == ["--version"] else "Usage: applyonce")
     assert loaded(modules, NOT_FOR_HELP + NOT_FOR_A_CALL) == []
+    # --version is the group's own option: no command's module at all.
+    commands = ["applyonce.adapters.cli.apply"] if args == ["--version"] else []
+    assert loaded(modules, commands) == []
+
+
+def test_the_command_list_loads_every_command_but_no_library(tmp_path: Path) -> None:
+    stdout, modules = imported_by(["--help"], tmp_path)
+    assert stdout.startswith("Usage: applyonce")
+    # Each command's one-line help is its function's docstring: every command module is loaded,
+    # and nothing any of them imports only when it runs.
+    for module in ("apply", "revert", "inspect", "recovery", "serve"):
+        assert f"applyonce.adapters.cli.{module}" in modules
+    assert loaded(modules, [*NOT_FOR_HELP, "mcp", "jsonschema", "psycopg", "rich"]) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "module"), [("show", "inspect"), ("recover", "recovery"), ("revert", "revert")]
+)
+def test_another_command_loads_its_own_module_only(
+    command: str, module: str, tmp_path: Path
+) -> None:
+    stdout, modules = imported_by([command, "--help"], tmp_path)
+    assert stdout.startswith(f"Usage: applyonce {command}")
+    others = {"apply", "revert", "inspect", "recovery", "serve"} - {module}
+    if module == "revert":
+        others.discard("apply")  # revert prints a call's result as apply does
+    assert loaded(modules, [f"applyonce.adapters.cli.{other}" for other in others]) == []
 
 
 def test_a_call_that_writes_toml_still_has_it_checked(repo: Repo) -> None:

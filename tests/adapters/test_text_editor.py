@@ -289,8 +289,8 @@ def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
     [
         (
             {"command": "undo_edit", "path": "README.md"},
-            "Error: undo_edit is not a command of text_editor_20250728; each edit is its own Git "
-            "commit: undo it with git revert\n",
+            "Error: undo_edit is not a command of text_editor_20250728; nothing was undone. "
+            "No applyonce call changed README.md; there is no edit to revert.\n",
         ),
         (
             {"command": "rename", "path": "README.md"},
@@ -318,6 +318,42 @@ def test_a_call_that_is_not_a_command_is_an_error_and_writes_nothing(
     assert result["content"] == content
     assert repo.head() == head
     assert repo.files() == {p: d for p, d in files.items() if not p.startswith(".git/")}
+
+
+def test_undo_edit_names_the_last_call_and_the_revert_that_undoes_it(repo: Repo) -> None:
+    adapter = ToolCallAdapter(repo.path)
+    edit = tool_use(
+        "toolu_01Edit",
+        command="str_replace",
+        path="src/app.py",
+        old_str="def f():",
+        new_str="def h():",
+    )
+    assert run_one(adapter, edit)["is_error"] is False
+    other = tool_use("toolu_01Other", command="create", path="b.txt", file_text="b\n")
+    assert run_one(adapter, other)["is_error"] is False
+    call_id = Executor(repo.path).find_by_tool_call_id("toolu_01Edit")
+    assert call_id is not None
+    head = repo.head()
+    edited = repo.git("log", "-1", "--format=%H", "--", "src/app.py").strip()
+    result = run_one(adapter, tool_use("toolu_01Undo", command="undo_edit", path="./src/app.py"))
+    assert result["is_error"] is True
+    assert result["content"] == (
+        "Error: undo_edit is not a command of text_editor_20250728; nothing was undone. "
+        f"The last edit of ./src/app.py is call {call_id[:12]} (commit {edited[:12]}); to undo "
+        f"it, run 'applyonce revert {call_id[:12]}': one new commit that reverts it.\n"
+    )
+    assert repo.head() == head  # nothing was undone
+    # The command it names, run as a real process, undoes the edit.
+    done = subprocess.run(
+        [sys.executable, "-m", "applyonce", "revert", call_id[:12], "--repo", str(repo.path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (repo.path / "src/app.py").read_text() == APP
+    assert (repo.path / "b.txt").read_text() == "b\n"
 
 
 # --- view: read-only ------------------------------------------------------------------------------

@@ -38,7 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from applyonce.adapters.schemas import TEXT_EDITOR_NAME, TOOL_NAME
-from applyonce.adapters.texteditor import command_input, edit_document, edit_result, view_result
+from applyonce.adapters.texteditor import (
+    UndoEditError,
+    command_input,
+    edit_document,
+    edit_result,
+    last_call_on,
+    undo_text,
+    view_result,
+)
 from applyonce.adapters.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
 from applyonce.core.hints import TEXT_EDITOR, TOOL_CALLS, Terms, render_text
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
@@ -52,6 +60,7 @@ from applyonce.executor import (
     CallOutcome,
     CheckoutBehind,
     Executor,
+    ExecutorClosedError,
     KeptExecutor,
     PlanView,
     ReplayNote,
@@ -116,7 +125,8 @@ class PatchRunner:
 
     The runner keeps one :class:`Executor` open for all its calls (a
     :class:`~applyonce.executor.KeptExecutor`); it can be used from any thread. :meth:`close`
-    closes it.
+    (or the end of a ``with PatchRunner(...) as runner:`` block) closes it for good: a closed
+    runner raises :class:`~applyonce.executor.ExecutorClosedError`.
 
     Args:
         repo: a path inside the repository.
@@ -156,23 +166,40 @@ class PatchRunner:
             attempt=self.options.attempt,
         )
         self._kept = KeptExecutor(self.executor)
+        self.closed = False
         with self.using() as probe:
             probe.branch(self.options.branch)
 
+    def __enter__(self) -> PatchRunner:
+        self.check_open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def check_open(self) -> None:
+        """Raise :class:`~applyonce.executor.ExecutorClosedError` if the runner was closed."""
+        if self.closed:
+            raise ExecutorClosedError("the patch runner is closed")
+
     def executor(self) -> Executor:
         """A new executor on the runner's repository (closed by the caller)."""
+        self.check_open()
         return Executor(self.repo, state_dir=self.state_dir, ledger=self.ledger, remote=self.remote)
 
     def using(self) -> contextlib.AbstractContextManager[Executor]:
         """The runner's kept executor, for one call (see :class:`~applyonce.executor.KeptExecutor`).
 
         Raises:
+            ExecutorClosedError: the runner was closed.
             ApplyOnceError: the repository or the state directory cannot be opened.
         """
+        self.check_open()
         return self._kept.use()
 
     def close(self) -> None:
-        """Close the kept executor (a later call opens it again)."""
+        """Close the kept executor and the runner; a second close does nothing."""
+        self.closed = True
         self._kept.close()
 
     def run(
@@ -197,7 +224,11 @@ class PatchRunner:
                 new call.
             summary: the commit's subject (one line), instead of the default one; not part of
                 the call's identity.
+
+        Raises:
+            ExecutorClosedError: the runner was closed (a harness's mistake, not the model's).
         """
+        self.check_open()
         try:
             message = summary if summary is not None else self.options.message
             options = dataclasses.replace(self.options, message=message)
@@ -262,7 +293,12 @@ class PatchRunner:
     ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
         object, no receipt, no ledger entry). A refusal is an error output. ``format``: the
-        patch's format, where the caller knows it (default: the options')."""
+        patch's format, where the caller knows it (default: the options').
+
+        Raises:
+            ExecutorClosedError: the runner was closed.
+        """
+        self.check_open()
         options = dataclasses.replace(
             self.options,
             attempt=self.options.attempt if attempt is None else attempt,
@@ -374,6 +410,10 @@ class ToolCallAdapter:
     (edits exactly once, views read-only: :mod:`applyonce.adapters.texteditor`), anything else by
     ``fallback``.
 
+    A context manager: ``with ToolCallAdapter(repo) as adapter:`` closes the executor it keeps
+    open at the end of the block, as :meth:`close` does; a closed adapter raises
+    :class:`~applyonce.executor.ExecutorClosedError` (kind ``executor-closed``, exit 2).
+
     Args:
         repo: a path inside the repository.
         state_dir: receipts and ledger directory (default ``<git dir>/applyonce``).
@@ -414,16 +454,34 @@ class ToolCallAdapter:
             raise UsageError(f"max_characters must be 1 or more, not {max_characters}")
         self.max_characters = max_characters
 
+    def __enter__(self) -> ToolCallAdapter:
+        self.runner.check_open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the executor the adapter keeps open; a second close does nothing."""
+        self.runner.close()
+
     def run(self, message: Any) -> list[dict[str, Any]]:
         """The result blocks for every tool call in ``message`` (see :func:`tool_calls`), in order.
 
         Raises:
             ToolCallShapeError: a tool-call block without an ID or a name.
+            ExecutorClosedError: the adapter was closed.
         """
+        self.runner.check_open()
         return [self.run_call(call) for call in tool_calls(message)]
 
     def run_call(self, call: ToolCall) -> dict[str, Any]:
-        """The result block for one tool call."""
+        """The result block for one tool call.
+
+        Raises:
+            ExecutorClosedError: the adapter was closed.
+        """
+        self.runner.check_open()
         if call.name == self.text_editor_name:
             return self._text_editor(call)
         if self.replace_name is not None and call.name == self.replace_name:
@@ -469,6 +527,8 @@ class ToolCallAdapter:
                 text, is_error = self._view(fields)
                 return call.result(text, is_error=is_error)
             document = edit_document(fields)
+        except UndoEditError as exc:
+            return call.result(self._undo(exc), is_error=True)
         except ApplyOnceError as exc:
             return call.result(f"Error: {exc.one_line()}\n", is_error=True)
         output = self._edit(call, document)
@@ -517,6 +577,19 @@ class ToolCallAdapter:
             assert receipt is not None
             attempt = receipt.attempt + 1
         return output
+
+    def _undo(self, error: UndoEditError) -> str:
+        """``undo_edit``: nothing is undone; the text names the last call that changed the path
+        and the revert that undoes it."""
+        path = error.details.get("path")
+        last = None
+        if isinstance(path, str):
+            try:
+                with self.runner.using() as executor:
+                    last = last_call_on(executor, path, branch=self.runner.options.branch)
+            except ApplyOnceError:
+                last = None
+        return undo_text(error, last, revert_tool=None)
 
     def _view(self, fields: dict[str, Any]) -> tuple[str, bool]:
         # The runner's kept executor: a view reads the checkout or the branch's tip only, never

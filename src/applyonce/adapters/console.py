@@ -11,9 +11,10 @@ import sys
 import tempfile
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import orjson
 import typer
@@ -306,3 +307,28 @@ def stored_fields(stored: bytes, receipt: Receipt) -> dict[str, Any]:
     except (orjson.JSONDecodeError, ValidationError):
         same = False
     return fields if same else orjson.loads(receipt.to_json())  # type: ignore[no-any-return]
+
+
+def one_line_warnings() -> None:
+    """Show the warnings applyonce issues (an unknown ``applyonce.*`` git config key:
+    :class:`~applyonce.core.configkeys.UnknownConfigKeyWarning`) as one ``warning: ...`` line on
+    stderr, as a command's other warnings are; any other warning keeps Python's form."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        # Imported here: `--version` and `--help` import no core module.
+        from applyonce.core.configkeys import UnknownConfigKeyWarning
+
+        if issubclass(category, UnknownConfigKeyWarning):
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show

@@ -3,7 +3,8 @@ answered for :class:`~applyonce.adapters.agents.ToolCallAdapter`.
 
 The tool is schema-less: its commands are built into Claude 4 models. Register it with
 ``applyonce schema --for anthropic --tool text-editor``; the commands (``undo_edit`` is not one
-of this version; an edit is a commit, which ``git revert`` undoes)::
+of this version: an edit is a commit, and ``undo_edit`` is answered with the last call that
+changed the path and the ``applyonce revert`` that undoes it, :func:`undo_text`)::
 
     view         path, view_range?   a file with line numbers, or a folder's listing
     create       path, file_text     a new file becomes exactly file_text (an existing one refuses)
@@ -34,7 +35,8 @@ import orjson
 
 from applyonce.adapters.schemas import TEXT_EDITOR_NAME, TEXT_EDITOR_TYPE
 from applyonce.adapters.toolcalls import ToolCall, ToolInputError
-from applyonce.core.receipt import Receipt
+from applyonce.core.paths import normalise_path
+from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.errors import ApplyOnceError
 from applyonce.executor import Executor
 from applyonce.flow.inspect.view import FileView, FolderView
@@ -57,6 +59,11 @@ class TextEditorInputError(ToolInputError):
     default_hint = _HINT
 
 
+class UndoEditError(TextEditorInputError):
+    """``undo_edit``: not a command here; the answer names the call to revert
+    (:func:`undo_text`)."""
+
+
 def command_input(call: ToolCall) -> dict[str, Any]:
     """The call's input object, with a known ``command`` and only that command's fields.
 
@@ -73,9 +80,10 @@ def command_input(call: ToolCall) -> dict[str, Any]:
         raise TextEditorInputError("the tool input is not a JSON object")
     command = arguments.get("command")
     if command == "undo_edit":
-        raise TextEditorInputError(
+        raise UndoEditError(
             f"undo_edit is not a command of {TEXT_EDITOR_TYPE}",
-            hint="each edit is its own Git commit: undo it with git revert",
+            hint="each edit is its own Git commit: undo it with 'applyonce revert <call>'",
+            path=arguments.get("path") if isinstance(arguments.get("path"), str) else None,
         )
     if command not in COMMANDS:
         raise TextEditorInputError(f"unknown command {str(command)[:40]!r}")
@@ -105,6 +113,44 @@ def edit_document(fields: Mapping[str, Any]) -> str:
 
 
 # --- results of edits ---------------------------------------------------------------------------
+
+
+def last_call_on(executor: Executor, path: str, *, branch: str | None = None) -> Receipt | None:
+    """The receipt of the last committed call on ``branch`` that changed ``path`` (None: none
+    did); ``path`` as the model spells it (``./a.py``, an absolute path in the work tree)."""
+    ref = executor.branch(branch)
+    root = executor.context.store.workdir
+    try:
+        wanted = normalise_path(path, repo_root=None if root is None else str(root))
+    except ApplyOnceError:
+        return None
+    for summary in reversed(executor.calls()):
+        if summary.state != "committed" or summary.ref != ref or summary.commit is None:
+            continue
+        receipt = executor.show(summary.call_id)
+        if wanted in touched_paths_of(receipt):
+            return receipt
+    return None
+
+
+def undo_text(error: UndoEditError, last: Receipt | None, *, revert_tool: str | None) -> str:
+    """The answer to ``undo_edit``: not a command here, the last call that changed the path, and
+    how to undo it (``applyonce revert <call>``, or ``revert_tool`` where the harness serves one).
+    Nothing was undone, and the text says so."""
+    path = error.details.get("path")
+    head = f"Error: {error.message}; nothing was undone."
+    if last is None:
+        what = f"changed {path}" if path else "made an edit"
+        return f"{head} No applyonce call {what}; there is no edit to revert.\n"
+    call = last.call_id[:12]
+    commit = (last.commit or "")[:12]
+    how = f"run 'applyonce revert {call}'"
+    if revert_tool is not None:
+        how += f" or call the {revert_tool} tool with call_id {call}"
+    return (
+        f"{head} The last edit of {path} is call {call} (commit {commit}); "
+        f"to undo it, {how}: one new commit that reverts it.\n"
+    )
 
 
 def edit_result(
@@ -269,10 +315,13 @@ __all__ = [
     "TEXT_EDITOR_NAME",
     "TEXT_EDITOR_TYPE",
     "TextEditorInputError",
+    "UndoEditError",
     "command_input",
     "edit_document",
     "edit_result",
     "file_text",
     "folder_text",
+    "last_call_on",
+    "undo_text",
     "view_result",
 ]

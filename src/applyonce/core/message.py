@@ -116,6 +116,26 @@ def check_trailers(pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], .
     return tuple(out)
 
 
+CO_AUTHORED_BY = "Co-authored-by"
+SIGNED_OFF_BY = "Signed-off-by"
+
+
+def policy_trailers(
+    trailers: Sequence[tuple[str, str]], co_authors: Sequence[str], signoff: str | None
+) -> tuple[tuple[str, str], ...]:
+    """The caller's ``trailers``, then a ``Co-authored-by:`` for each of ``co_authors`` not
+    among them, then ``Signed-off-by: <signoff>`` unless the last trailer already is that
+    sign-off (as ``git commit -s`` adds it). All of them go before applyonce's ``Call-Id``
+    block, which stays last."""
+    out = list(trailers)
+    for person in co_authors:
+        if (CO_AUTHORED_BY, person) not in out:
+            out.append((CO_AUTHORED_BY, person))
+    if signoff is not None and (not out or out[-1] != (SIGNED_OFF_BY, signoff)):
+        out.append((SIGNED_OFF_BY, signoff))
+    return tuple(out)
+
+
 def build_message(
     plan: TreePlan,
     ident: CallIdentity,

@@ -74,6 +74,17 @@ class CheckRecord(BaseModel):
         return _utf8(value)
 
 
+class SignatureRecord(BaseModel):
+    """How the call's commit is signed (:mod:`applyonce.core.signature`): ``format``
+    (``openpgp``, ``ssh`` or ``x509``) and ``key``, the key that made it (an openpgp issuer
+    fingerprint, an ssh ``SHA256:`` fingerprint; None when the signature does not say)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: Literal["openpgp", "ssh", "x509"]
+    key: str | None = None
+
+
 class Receipt(BaseModel):
     """The record of one call. Field names are a contract (docs/design.md §4)."""
 
@@ -105,6 +116,11 @@ class Receipt(BaseModel):
     # The remote whose branch the call was published to (its URL, no user name or password);
     # None, and absent from the JSON, for the repository's own branch.
     remote: str | None = None
+    # The commit's signature, read from the commit (None, and absent from the JSON: unsigned).
+    signature: SignatureRecord | None = None
+    # The call was made with --no-verify: the repository's pre-commit and commit-msg hooks did
+    # not run. Absent from the JSON when false.
+    no_verify: bool = False
     created_at: str
     updated_at: str
 
@@ -154,6 +170,10 @@ class Receipt(BaseModel):
         fields = self.model_dump(mode="json", by_alias=True)
         if fields["remote"] is None:
             del fields["remote"]  # a local call's receipt reads as it always has
+        if fields["signature"] is None:
+            del fields["signature"]  # so does an unsigned call's
+        if not fields["no_verify"]:
+            del fields["no_verify"]  # likewise a call that ran the hooks
         return (
             orjson.dumps(
                 fields,

@@ -50,7 +50,7 @@ def repair_text(error: Mapping[str, Any]) -> str:
     output is derived again unchanged)."""
     region = error.get("region")
     if not isinstance(region, list):
-        return ""
+        return hook_text(error)
     path = str(error.get("path", "the file"))
     expected = [str(line) for line in error.get("expected") or []]
     start = int(error.get("region_start", 1))
@@ -89,6 +89,22 @@ def repair_text(error: Mapping[str, Any]) -> str:
             "prefix, then send the change again"
         )
     return "".join(line + "\n" for line in out)
+
+
+def hook_text(error: Mapping[str, Any]) -> str:
+    """The lines after the ``error:`` line of a call a repository hook refused: the diff the
+    ``pre-commit`` hook wanted, then the hook's output (empty for any other error)."""
+    hook = error.get("hook")
+    if not isinstance(hook, str):
+        return ""
+    out = ""
+    diff = error.get("hook_diff")
+    if isinstance(diff, str) and diff:
+        out += f"the {hook} hook wanted these changes:\n" + diff.rstrip("\n") + "\n"
+    output = error.get("hook_output")
+    if isinstance(output, str) and output.strip():
+        out += f"output of the {hook} hook:\n" + output.rstrip("\n") + "\n"
+    return out
 
 
 def rejection_text(error: Mapping[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -107,9 +108,21 @@ class CallOptions:
     # call made first, worded as it was then (core/message.py).
     message: str | None = None
     trailers: Sequence[tuple[str, str]] = ()
-    # The commit's author (a ``git format-patch`` mail's From: and Date:, see with_mail); None:
-    # git's author for the repository. Presentation too, not identity.
-    author: MailAuthor | None = None
+    # The commit's author: ``"Name <mail>"`` (``--author``: a bot author beside the human
+    # committer) or a ``git format-patch`` mail's From: and Date: (see with_mail); None: git's
+    # author for the repository. Presentation too, not identity.
+    author: MailAuthor | str | None = None
+    # Commit policy (docs/design.md §2), none of it part of the call's identity. ``sign``: sign
+    # the commit as ``git commit -S`` (True, ``--sign``), not at all (False, ``--no-sign``), or
+    # as git config commit.gpgSign says (None). ``signoff``: a DCO ``Signed-off-by:`` of the
+    # committer (None: git config applyonce.signoff). ``co_authors``: ``"Name <mail>"`` each, a
+    # ``Co-authored-by:`` trailer each.
+    sign: bool | None = None
+    signoff: bool | None = None
+    co_authors: Sequence[str] = ()
+    # Skip the repository's pre-commit and commit-msg hooks, as 'git commit --no-verify' does
+    # (prepare-commit-msg still runs). Not part of the call's identity; the receipt records it.
+    no_verify: bool = False
 
     def __post_init__(self) -> None:
         if not self.check_timeout > 0:
@@ -123,10 +136,37 @@ class CallOptions:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        if isinstance(self.author, str):
+            name, email = person(self.author, "--author")
+            object.__setattr__(self, "author", MailAuthor(name, email, None, 0))
+        co_authors = (self.co_authors,) if isinstance(self.co_authors, str) else self.co_authors
+        object.__setattr__(
+            self,
+            "co_authors",
+            tuple("{} <{}>".format(*person(text, "--co-author")) for text in co_authors),
+        )
         if self.dirty is not None and self.dirty not in DIRTY_MODES:
             raise UsageError(
                 f"unknown --dirty {self.dirty!r}", hint="use " + " or ".join(DIRTY_MODES)
             )
+
+
+_PERSON = re.compile(r"([^<>\n\r\0]*[^<>\s])\s*<([^<>\s]+)>")
+
+
+def person(text: str, option: str) -> tuple[str, str]:
+    """``Name <mail>`` as ``(name, mail)``, as ``git commit --author`` takes it.
+
+    Raises:
+        UsageError: not a name then an address in angle brackets.
+    """
+    found = _PERSON.fullmatch(text.strip())
+    if found is None:
+        raise UsageError(
+            f"{option} {text[:60]!r} is not 'Name <mail>'",
+            hint=f"write it as {option} 'Name <mail@example.com>'",
+        )
+    return found[1].strip(), found[2]
 
 
 def with_mail(options: CallOptions, patch_text: str) -> CallOptions:

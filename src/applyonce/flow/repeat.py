@@ -12,7 +12,8 @@ other rejection depends on the patch (or a person) alone and is returned as stor
   ``plan`` (no such file, a directory there, the patch changes nothing: the tree decides; the
   rare plan refusals of the patch alone, two operations on one path, are judged again to the
   same answer), ``check-failed`` (built-in or ``--check``: the whole new tree is checked, and the
-  built-in syntax check forgives what the base already failed), ``base-moved``,
+  built-in syntax check forgives what the base already failed), ``hook-failed`` and
+  ``hook-modified-files`` (the repository's commit hooks judge the whole tree), ``base-moved``,
   ``binary-file`` (a patch edits a file that is binary *on the branch*: a later commit may make
   it text again);
 * stored for ever: a patch refused as such (``unsafe-path``, ``git-metadata``, the size caps
@@ -43,7 +44,16 @@ from applyonce.git.history import LaterCommit, later_changes, reverted_by
 
 # The rejections a repeat judges again once the branch tip moved (see the module docstring).
 REEVALUATED_KINDS: frozenset[str] = frozenset(
-    {"hunk-mismatch", "ambiguous-context", "plan", "check-failed", "base-moved", "binary-file"}
+    {
+        "hunk-mismatch",
+        "ambiguous-context",
+        "plan",
+        "check-failed",
+        "hook-failed",
+        "hook-modified-files",
+        "base-moved",
+        "binary-file",
+    }
 )
 _SHORT = 12
 _PATHS_SHOWN = 3

@@ -9,7 +9,7 @@ not the repository.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pygit2
@@ -49,6 +49,7 @@ class ScratchRepo:
         """Make the work tree hold exactly ``tree_id``: nothing a previous check wrote is left,
         ignored build output included, so one call's output can never make another call's check
         pass."""
+        self._unlock()
         if self.prepare is not None:
             held = None
             with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
@@ -75,6 +76,57 @@ class ScratchRepo:
         sig = pygit2.Signature("applyonce", "applyonce@localhost", 0, 0)
         commit = self.repo.create_commit(None, sig, sig, "scratch", tree.id, [])
         self.repo.set_head(commit)
+
+    def _unlock(self) -> None:
+        """Remove the lock files a check or a hook left in the slot's repository (one killed in
+        the middle of a 'git add' or 'git commit' of its own): the slot is this process's while
+        it holds the slot's lock, and nothing it started still runs."""
+        gitdir = self.root / ".git"
+        for lock in (gitdir / "index.lock", gitdir / "HEAD.lock", *gitdir.glob("refs/**/*.lock")):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    @contextlib.contextmanager
+    def staged_on(self, ref: str, parent: str | None) -> Iterator[None]:
+        """For the block, the checkout looks as a checkout does while ``git commit`` runs its
+        hooks: HEAD on the branch ``ref`` at ``parent`` (unborn for None), the index and the work
+        tree holding the tree being committed (the last :meth:`checkout`). After it, HEAD is the
+        scratch commit again and the branch is gone (the next checkout starts from it)."""
+        held = self.repo.head.target
+        if parent is not None:
+            self.repo.references.create(ref, parent, force=True)
+        self.repo.set_head(ref)
+        try:
+            yield
+        finally:
+            self.repo.set_head(held)
+            with contextlib.suppress(KeyError, pygit2.GitError):
+                self.repo.references.delete(ref)
+
+    def changed_from(self, tree_id: str) -> tuple[list[str], str]:
+        """What was done to the checkout since it held ``tree_id``, as the ``pre-commit``
+        framework sees it: the paths whose staged or tracked work-tree version differs from
+        ``tree_id`` (an untracked or ignored new file is not a change), and their diff."""
+        index = self.repo.index
+        index.read(force=True)  # as the hook left it ('git add' included)
+        try:
+            # The tracked files as they are now (git diff: untracked files are not in it).
+            for delta in index.diff_to_workdir().deltas:
+                path = delta.old_file.path
+                if delta.status == pygit2.enums.DeltaStatus.DELETED:
+                    index.remove(path)
+                else:
+                    index.add(path)
+            changed = index.write_tree()
+        finally:
+            index.read(force=True)  # nothing of this is kept
+        if str(changed) == tree_id:
+            return [], ""
+        diff = (
+            self.repo[tree_id].peel(pygit2.Tree).diff_to_tree(self.repo[changed].peel(pygit2.Tree))
+        )
+        paths = sorted({delta.new_file.path for delta in diff.deltas})
+        return paths, diff.patch or ""
 
 
 def is_repository(path: Path) -> bool:

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -438,6 +438,34 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
+    def config_names(self, prefix: str) -> list[str]:
+        """The names of the git config entries the repository sees that start with ``prefix``
+        (compared case-insensitively, as git does), as git lists them: ``git config -l``'s."""
+        folded = prefix.casefold()
+        try:
+            return [e.name for e in self.repo.config if e.name.casefold().startswith(folded)]
+        except (pygit2.GitError, KeyError, ValueError):
+            return []
+
+    def config_bool(self, name: str) -> bool | None:
+        """The boolean ``name`` (e.g. ``commit.gpgSign``) as git reads one (``true``, ``yes``,
+        ``on``, ``1`` or the key alone; ``false``, ``no``, ``off``, ``0``, empty), None if unset.
+
+        Raises:
+            UsageError: its value is not a boolean (nothing is written).
+        """
+        config = self.repo.config
+        try:
+            if name not in config:
+                return None
+            return bool(config.get_bool(name))
+        except (pygit2.GitError, KeyError, ValueError):
+            value = self.config_value(name)
+            raise UsageError(
+                f"git config {name} is {value!r}, which is not true or false",
+                hint=f"fix it with 'git config {name} true' (or false)",
+            ) from None
+
     def config_values(self, name: str) -> list[str]:
         """Every value of the multi-valued ``name`` (e.g. ``applyonce.check``) in the git config
         the repository sees, in git's order (system, user, repository; none: [])."""
@@ -473,11 +501,14 @@ class GitStore:
         parent: str | None,
         message: str,
         author: tuple[str, str, int | None, int] | None = None,
+        sign: Callable[[str], str] | None = None,
     ) -> str:
         """Create the commit object, then write it and every object of the staging it needs to
         the disk, as one pack (:meth:`flush_objects`). No ref moves. ``author``: name, address,
         time (None: now) and zone offset in minutes, as ``git am`` takes them from a mail;
-        None: the repository's author."""
+        None: the repository's author. ``sign``: the armored signature of the commit's text
+        (:meth:`applyonce.git.signing.Signer.sign`), carried in its ``gpgsig`` header as
+        ``git commit -S`` writes it; if it raises, no commit object is written."""
         committer = self.signature()
         if author is None:
             author_sig = self.signature("AUTHOR")
@@ -496,10 +527,27 @@ class GitStore:
         self.written.ensure_readable()  # libgit2 refuses a commit whose tree is missing
         with writing_objects(self.objects_dir):
             tree = pygit2.Oid(hex=tree_id)
-            oid = self.repo.create_commit(None, author_sig, committer, message, tree, parents)
+            if sign is None:
+                oid = self.repo.create_commit(None, author_sig, committer, message, tree, parents)
+            else:
+                # (pygit2's stubs say Oid; it returns the commit's text.)
+                payload = str(
+                    self.repo.create_commit_string(
+                        author_sig, committer, message, tree, list[str | pygit2.Oid](parents)
+                    )
+                )
+                oid = self.repo.create_commit_with_signature(payload, sign(payload))
         commit = str(self.written.remember(oid))
         self.flush_objects()
         return commit
+
+    @rereading
+    def commit_signature(self, commit_id: str) -> str | None:
+        """The text of the commit's ``gpgsig`` header (its signature), or None if unsigned."""
+        commit = self.repo[pygit2.Oid(hex=commit_id)]
+        assert isinstance(commit, pygit2.Commit)
+        signature, _ = commit.gpg_signature
+        return None if signature is None else signature.decode("utf-8", "replace")
 
     def identity_commit(self, message: str) -> str:
         """A commit of the empty tree and no parent with ``message``, on disk (no ref moves)."""

@@ -1,8 +1,10 @@
 """The command line: a thin typer layer over :class:`applyonce.executor.Executor`.
 
 :mod:`~applyonce.adapters.cli.app` holds the typer app and the shared options; each command lives in
-the module of its kind (``apply``; ``inspect``: show, log, replay, audit; ``recovery``:
-recover, resolve; ``serve``: mcp, schema, demo, version) and registers itself on import.
+the module of its kind (``apply``; ``revert``; ``inspect``: show, log, replay, audit;
+``recovery``: recover, resolve; ``serve``: mcp, schema, demo, version) and registers itself on
+import. A module is imported when one of its commands is looked up (``app.COMMANDS``): a command
+line loads the command it runs, ``--help`` and shell completion all of them.
 """
 
 from __future__ import annotations
@@ -10,14 +12,8 @@ from __future__ import annotations
 import signal
 import sys
 
-from applyonce.adapters.cli import (  # noqa: F401 - registers the commands
-    apply,
-    inspect,
-    recovery,
-    revert,
-    serve,
-)
-from applyonce.adapters.cli.app import app, only_the_named_command
+from applyonce.adapters.cli.app import app
+from applyonce.adapters.console import one_line_warnings
 from applyonce.errors import EXIT_INTERRUPTED, EXIT_USAGE
 
 
@@ -29,11 +25,11 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    one_line_warnings()
     try:
         # Named as installed, also under 'python -m applyonce': the usage lines say
         # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.
-        with only_the_named_command(sys.argv[1:]):
-            app(prog_name="applyonce")
+        app(prog_name="applyonce")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 

@@ -6,16 +6,15 @@ the exit codes of docs/design.md §8 through :func:`applyonce.adapters.console.e
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
+import sys
 from gettext import gettext as _
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
-from typer.models import CommandInfo
+import typer.main
 
 import applyonce
 from applyonce.adapters.console import SCHEMA_VERSION, emit_json, error_boundary
@@ -80,8 +79,40 @@ class Command(typer.core.TyperCommand):
         return rest
 
 
+# Every command, in the order ``--help`` lists them (the order a user meets them), and the module
+# of this package that defines it. A module is imported when one of its commands is asked for, not
+# before: a call loads the one command it runs.
+COMMANDS = {
+    "apply": "apply",
+    "revert": "revert",
+    "recover": "recovery",
+    "audit": "inspect",
+    "show": "inspect",
+    "log": "inspect",
+    "replay": "inspect",
+    "resolve": "recovery",
+    "mcp": "serve",
+    "schema": "serve",
+    "demo": "serve",
+    "version": "serve",
+}
+
+
 class _Commands(typer.core.TyperGroup):
-    """Every command runs inside the one :func:`error_boundary`."""
+    """The group of commands, loaded lazily: listing them imports nothing; a command's module is
+    imported, and its commands built, when the command is looked up. Every command runs inside
+    the one :func:`error_boundary`.
+
+    typer (0.29) bundles its own click and its group is no ``click.Group``: the documented way is
+    ``Typer(cls=...)`` with a ``TyperGroup`` whose ``list_commands`` and ``get_command`` keep
+    click's meaning (click's "Lazily Loading Subcommands"), and ``typer.main.get_command`` to build
+    the commands an imported module registered. typer suggests near names from the commands
+    already built, so an unknown name builds them all."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self._looked_up: set[str] = set()  # an unknown name is searched for once
+        self._every_module = False
 
     def invoke(self, ctx: Any) -> Any:
         # ctx.args: the command's arguments (typer has taken its name off), for the case where
@@ -91,45 +122,70 @@ class _Commands(typer.core.TyperGroup):
             return super().invoke(ctx)
 
     def list_commands(self, ctx: Any) -> list[str]:
-        """``--help`` lists the commands in the order a user meets them, not in the order their
-        modules happen to register them."""
-        names: list[str] = super().list_commands(ctx)
-        return sorted(names, key=lambda n: _ORDER.index(n) if n in _ORDER else len(_ORDER))
+        """The commands of :data:`COMMANDS`, then any other already built."""
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``, its module imported first; a name :data:`COMMANDS` does not
+        know imports every module of the package (a usage error's suggestions name them all)."""
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name not in self._looked_up:
+            self._looked_up.add(cmd_name)
+            self._load(COMMANDS.get(cmd_name))
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """``--help``'s list of commands: every module imported at once, the commands built
+        once."""
+        self._load(None)
+        super().format_commands(ctx, formatter)
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> Any:
+        """Shell completion lists every command: every module imported at once."""
+        self._load(None)
+        return super().shell_complete(ctx, incomplete)
+
+    def _load(self, module: str | None) -> None:
+        """Import the command module ``module``, or every one (``None``), and add the commands
+        they register."""
+        if module is None:
+            if self._every_module:
+                return
+            self._every_module = True
+        import_commands(module)
+        # typer's documented way to a click command: the app, with what is now registered.
+        built = typer.main.get_command(app)
+        assert isinstance(built, typer.core.TyperGroup)
+        for name, each in built.commands.items():
+            self.commands.setdefault(name, each)
 
 
-_ORDER = ["apply", "revert", "recover", "audit", "show", "log", "replay", "resolve", "mcp"]
-_ORDER += ["schema", "demo", "version"]
+def import_commands(module: str | None = None) -> None:
+    """Import the command module ``module`` of this package, or every one (``None``): importing
+    one registers its commands on :data:`app`."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rpartition(".")[0]
+    if module is not None:
+        importlib.import_module(f"{package}.{module}")
+        return
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        importlib.import_module(f"{package}.{info.name}")
 
 
-def _name_of(info: CommandInfo) -> str | None:
-    """A registered command's name, as typer derives it (its function's name, dashed)."""
-    if info.name:
-        return info.name
-    callback = info.callback
-    return None if callback is None else callback.__name__.lower().replace("_", "-")
-
-
-@contextlib.contextmanager
-def only_the_named_command(argv: list[str]) -> Iterator[None]:
-    """While a command line that starts with a command's name runs, the app holds that command
-    alone: typer would build every command's parameters first, each with its type adapters, and
-    only one runs. What it prints and how it exits stay the same: the group's options and list of
-    commands show only before a command's name (shell completion, which lists them, builds them
-    all)."""
-    every = app.registered_commands
-    if argv and "_APPLYONCE_COMPLETE" not in os.environ:
-        named = [info for info in every if _name_of(info) == argv[0]]
-        if named:
-            app.registered_commands = named
-    try:
-        yield
-    finally:
-        app.registered_commands = every
+def version_line() -> str:
+    """``applyonce <version> (<package folder>, python <x.y.z>)``: which applyonce runs, from
+    where, on which Python (an editable checkout, a venv, a tool install)."""
+    folder = os.path.dirname(os.path.abspath(applyonce.__file__))
+    python = ".".join(str(part) for part in sys.version_info[:3])
+    return f"applyonce {applyonce.__version__} ({folder}, python {python})"
 
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"applyonce {applyonce.__version__}")
+        typer.echo(version_line())
         raise typer.Exit()
 
 
@@ -252,6 +308,50 @@ DirtyOpt = Annotated[
         "changes first in a snapshot commit under the call's (default: git config "
         "applyonce.dirty, else refuse).",
         metavar="refuse|commit",
+        show_default=False,
+    ),
+]
+NoVerifyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-verify",
+        help="Do not run the repository's pre-commit and commit-msg hooks, as 'git commit "
+        "--no-verify' (recorded in the receipt).",
+    ),
+]
+
+# The commit's policy (docs/design.md §2), shared by 'apply', 'revert' and 'mcp'.
+SignOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--sign/--no-sign",
+        help="Sign the commit as 'git commit -S' does (gpg.format, user.signingKey), or not "
+        "(default: git config commit.gpgSign).",
+        show_default=False,
+    ),
+]
+SignoffOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--signoff/--no-signoff",
+        help="Add a DCO 'Signed-off-by:' of the committer (default: git config applyonce.signoff).",
+        show_default=False,
+    ),
+]
+AuthorOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="'NAME <MAIL>'",
+        help="The commit's author (e.g. a bot); the committer stays git's identity.",
+        show_default=False,
+    ),
+]
+CoAuthorOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--co-author",
+        metavar="'NAME <MAIL>'",
+        help="Add a 'Co-authored-by:' trailer; repeatable.",
         show_default=False,
     ),
 ]

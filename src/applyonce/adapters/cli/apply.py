@@ -11,9 +11,11 @@ import typer
 
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     ContractOpt,
     ContractShaOpt,
@@ -23,8 +25,11 @@ from applyonce.adapters.cli.app import (
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_report,
@@ -87,6 +92,7 @@ def apply(
         ),
     ] = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     confirm: Annotated[bool, typer.Option(help="Show the plan and ask before committing.")] = False,
     dry_run: DryRunOpt = False,
     diff: DiffOpt = False,
@@ -95,6 +101,10 @@ def apply(
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
     json: JsonOpt = False,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
     message: Annotated[
         str | None,
         typer.Option(
@@ -128,11 +138,16 @@ def apply(
         skip_checks=skip_check,
         protect=protect,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         approve=terminal_approver() if confirm else None,
         require_approval=confirm,
         lease_seconds=lease_seconds,
         message=message,
         trailers=[_trailer(item) for item in trailer or []],
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)

@@ -10,8 +10,10 @@ import typer
 
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     DiffOpt,
     DirtyOpt,
@@ -19,8 +21,11 @@ from applyonce.adapters.cli.app import (
     JsonOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     app,
@@ -51,6 +56,7 @@ def revert(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     dry_run: DryRunOpt = False,
     diff: DiffOpt = False,
     lease_seconds: LeaseOpt = None,
@@ -58,6 +64,10 @@ def revert(
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
     json: JsonOpt = False,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
 ) -> None:
     """Undo a committed call with one new commit, exactly once.
 
@@ -72,7 +82,12 @@ def revert(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
     full = executor.find_call(call_id)

@@ -7,25 +7,30 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-import applyonce
 from applyonce.adapters.cli.app import (
     AttemptOpt,
+    AuthorOpt,
     BranchOpt,
     CheckOpt,
     CheckTimeoutOpt,
+    CoAuthorOpt,
     Command,
     ContractOpt,
     ContractShaOpt,
     DirtyOpt,
     LeaseOpt,
     LedgerOpt,
+    NoVerifyOpt,
     RemoteOpt,
     RepoOpt,
+    SignoffOpt,
+    SignOpt,
     SkipCheckOpt,
     StateOpt,
     _emit_json,
     app,
     on_internal_error,
+    version_line,
 )
 from applyonce.adapters.console import contract_sha256
 from applyonce.errors import UsageError
@@ -50,10 +55,15 @@ def mcp_command(
     check_timeout: CheckTimeoutOpt = 300.0,
     skip_check: SkipCheckOpt = None,
     dirty: DirtyOpt = None,
+    no_verify: NoVerifyOpt = False,
     lease_seconds: LeaseOpt = None,
     state_dir: StateOpt = None,
     ledger: LedgerOpt = None,
     remote: RemoteOpt = None,
+    sign: SignOpt = None,
+    signoff: SignoffOpt = None,
+    author: AuthorOpt = None,
+    co_author: CoAuthorOpt = None,
     search_replace: Annotated[
         bool,
         typer.Option(
@@ -91,7 +101,12 @@ def mcp_command(
         check_timeout=check_timeout,
         skip_checks=skip_check,
         dirty=cast("DirtyMode | None", dirty),  # checked by CallOptions
+        no_verify=no_verify,
         lease_seconds=lease_seconds,
+        sign=sign,
+        signoff=signoff,
+        author=author,
+        co_authors=co_author or (),
     )
     serve(
         PatchRunner(repo, state_dir=state_dir, options=options, ledger=ledger, remote=remote),
@@ -182,5 +197,5 @@ def demo(
 
 @app.command(epilog="Exit codes: 0.", cls=Command)
 def version() -> None:
-    """Print the version."""
-    typer.echo(f"applyonce {applyonce.__version__}")
+    """Print the version, the package's folder and the Python version."""
+    typer.echo(version_line())

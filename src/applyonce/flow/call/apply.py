@@ -36,7 +36,9 @@ from applyonce.faults import fault
 from applyonce.flow.call.approval import approval_gate
 from applyonce.flow.call.checks import run_checks
 from applyonce.flow.call.config import with_config
+from applyonce.flow.call.hooks import run_hooks
 from applyonce.flow.call.limits import check_write_bound, read_limits
+from applyonce.flow.call.policy import commit_policy
 from applyonce.flow.checkouts.dirty import Snapshot, take_dirty
 from applyonce.flow.checkouts.lag import shown_for_call
 from applyonce.flow.checkouts.sync import Held, behind_of, catch_up, publishing, sync_after_publish
@@ -378,7 +380,13 @@ def _run(
     ref = args.ref
     base = ctx.publisher.tip(ref)
     prepared = settle.prepare(
-        ctx, ident, execution_id, ref=ref, base=base, tool_call_id=options.tool_call_id
+        ctx,
+        ident,
+        execution_id,
+        ref=ref,
+        base=base,
+        tool_call_id=options.tool_call_id,
+        no_verify=options.no_verify,
     )
     fault("after-prepared")
     # The checkouts, held from just before the publish until the sync has written their indexes
@@ -424,6 +432,7 @@ def _stage_and_publish(
         )
         approved = False
         limits = read_limits(ctx)
+        policy = commit_policy(ctx, options, options.trailers)
         holding, held = False, None
         # Bounded by count and time: at least MAX_RESTAGES, more while RESTAGE_BUDGET_S lasts (a
         # branch many clones share takes a loser many turns; each restage is a fresh chance).
@@ -464,14 +473,13 @@ def _stage_and_publish(
                 tool_call_id=options.tool_call_id,
                 extra=extra_trailers(args),
                 message=options.message,
-                trailers=options.trailers,
+                trailers=policy.trailers,
             )
-            author = options.author
+            message, hooked = run_hooks(ctx, ref, parent, tree_id, message, options, checks)
+            checks = [*checks, *hooked]
+            fault("after-hooks")
             commit_id = ctx.store.create_commit(
-                tree_id,
-                parent,
-                message,
-                None if author is None else (author.name, author.email, author.time, author.offset),
+                tree_id, parent, message, policy.author, sign=policy.sign
             )
             _record(
                 ctx,

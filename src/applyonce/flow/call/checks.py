@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from applyonce.core.checks import OUTPUT_TAIL, CheckFailedError, builtin_checks, failure_hint
@@ -117,22 +117,34 @@ def scratch_checkout(ctx: Context) -> Iterator[ScratchRepo]:
     )
 
 
-def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: float) -> CheckRecord:
-    """Run one ``--check`` command; its whole process group is killed on timeout."""
-    env = {**os.environ, "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
-    env.pop("APPLYONCE_FAULT", None)
+def run_command(
+    command: str,
+    *,
+    cwd: Path,
+    changed: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> CheckRecord:
+    """Run one ``--check`` command (or a hook: its ``env`` and record ``name``); its whole
+    process group is killed on timeout."""
+    full = {**(os.environ if env is None else env), "APPLYONCE_CHANGED_FILES": "\n".join(changed)}
+    full.pop("APPLYONCE_FAULT", None)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with _signals_held() as held:
+        proc = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd,
+            env=full,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
+        for signum in held:  # a Ctrl-C while the check started: handled here, where it kills it
+            signal.raise_signal(signum)
         out, _ = proc.communicate(timeout=timeout)
         code: int | None = proc.returncode
     except subprocess.TimeoutExpired:
@@ -148,7 +160,35 @@ def run_command(command: str, *, cwd: Path, changed: Sequence[str], timeout: flo
         raise
     elapsed = int((time.monotonic() - started) * 1000)
     tail = out.decode("utf-8", "replace")[-OUTPUT_TAIL:]
-    return CheckRecord(name=command, exit_code=code, duration_ms=elapsed, output_tail=tail)
+    return CheckRecord(name=name or command, exit_code=code, duration_ms=elapsed, output_tail=tail)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM, while a check process starts, noted instead of handled: raised inside
+    ``Popen`` they would leave the check running with no one to kill it (its process exists
+    before ``Popen`` returns it). The caller raises them again once it holds the process. Only
+    signals whose handler is Python's (the main thread's, not ignored, not the default)."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    saved = {}
+    for wanted in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(wanted)
+        if callable(handler):
+            saved[wanted] = handler
+            signal.signal(wanted, lambda number, frame: held.append(number))
+    try:
+        yield held
+    except BaseException:
+        for wanted, handler in saved.items():
+            signal.signal(wanted, handler)
+        for number in held:  # the check did not start: the signal is handled as it came
+            signal.raise_signal(number)
+        raise
+    for wanted, handler in saved.items():
+        signal.signal(wanted, handler)
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> bytes:

@@ -10,7 +10,12 @@ key                    option it fills             values
 ``applyonce.protect``  ``protect`` (``--protect``) a glob; multi-valued
 ``applyonce.skipCheck`` ``skip_checks``             ``syntax`` or ``markers``; multi-valued
 ``applyonce.dirty``    ``dirty`` (``--dirty``)     ``refuse`` or ``commit``
+``applyonce.signoff``  ``signoff`` (``--signoff``) a boolean: a DCO ``Signed-off-by:``
+``commit.gpgSign``     ``sign`` (``--sign``)       a boolean, as ``git commit`` reads it
 =====================  ==========================  ===========================================
+
+With signing on, ``gpg.format`` is checked here too (:func:`applyonce.git.signing.signer`), so
+a bad value is a usage error before anything is written.
 
 An option given by the caller replaces the config's values (``--check`` on the command line
 replaces every ``applyonce.check``), it does not add to them.
@@ -24,11 +29,14 @@ from applyonce.core.checks import BUILTIN_CHECKS, check_skip_names
 from applyonce.errors import UsageError
 from applyonce.flow.context import Context
 from applyonce.flow.options import DIRTY_MODES, CallOptions
+from applyonce.git import signing
 
 CHECK_KEY = "applyonce.check"
 PROTECT_KEY = "applyonce.protect"
 SKIP_CHECK_KEY = "applyonce.skipCheck"
 DIRTY_KEY = "applyonce.dirty"
+SIGNOFF_KEY = "applyonce.signoff"
+GPGSIGN_KEY = "commit.gpgSign"
 
 
 def with_config(ctx: Context, options: CallOptions) -> CallOptions:
@@ -64,8 +72,22 @@ def with_config(ctx: Context, options: CallOptions) -> CallOptions:
         if value is not None and value not in DIRTY_MODES:
             raise _bad(DIRTY_KEY, value, " or ".join(DIRTY_MODES))
         dirty = value if value is not None else "refuse"
+    sign = options.sign
+    if sign is None:
+        sign = bool(store.config_bool(GPGSIGN_KEY))
+    if sign:
+        signing.signer(store.config_value, "")  # a bad gpg.format is refused now
+    signoff = options.signoff
+    if signoff is None:
+        signoff = bool(store.config_bool(SIGNOFF_KEY))
     return dataclasses.replace(
-        options, checks=checks, protect=protect, skip_checks=skip, dirty=dirty
+        options,
+        checks=checks,
+        protect=protect,
+        skip_checks=skip,
+        dirty=dirty,
+        sign=sign,
+        signoff=signoff,
     )
 
 

@@ -108,6 +108,7 @@ def adopt_commit(
         note=note,
         exit_code=EXIT_COMMITTED,
         remote=settle.published_to(ctx),
+        signature=settle.signature_of(ctx, commit_id),
     ).with_output(success_text(files))
     sha = ctx.receipts.write(receipt)
     settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha)

@@ -11,7 +11,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from applyonce.core.identity import CallIdentity
-from applyonce.core.receipt import CheckRecord, FileRecord, Receipt, public_url
+from applyonce.core.receipt import CheckRecord, FileRecord, Receipt, SignatureRecord, public_url
+from applyonce.core.signature import describe
 from applyonce.core.texts import rejection_text, success_text, unknown_text
 from applyonce.errors import EXIT_COMMITTED, EXIT_UNKNOWN, ApplyOnceError
 from applyonce.faults import fault
@@ -82,6 +83,14 @@ def published_to(ctx: Context) -> str | None:
     return public_url(url) if url is not None else ctx.remote
 
 
+def signature_of(ctx: Context, commit_id: str) -> SignatureRecord | None:
+    """How the published commit ``commit_id`` is signed, as its receipt records it: read from
+    the commit itself, so a call settled by recovery records what one that ran to its end does
+    (docs/design.md §4)."""
+    described = describe(ctx.store.commit_signature(commit_id) or "")
+    return None if described is None else SignatureRecord(format=described[0], key=described[1])
+
+
 def prepare(
     ctx: Context,
     ident: CallIdentity,
@@ -90,6 +99,7 @@ def prepare(
     ref: str,
     base: str | None,
     tool_call_id: str | None,
+    no_verify: bool = False,
 ) -> Receipt:
     """The ``prepared`` receipt and event: the call is about to be staged on ``base``."""
     prepared = Receipt.of_call(
@@ -100,6 +110,7 @@ def prepare(
         tool_call_id=tool_call_id,
         base_commit=base,
         remote=published_to(ctx),
+        no_verify=no_verify,
     )
     sha = ctx.receipts.write(prepared)
     ctx.ledger.record(
@@ -133,6 +144,7 @@ def commit(
         match_levels=match_levels,
         checks=tuple(checks),
         exit_code=EXIT_COMMITTED,
+        signature=signature_of(ctx, commit_id),
     )
     sha = ctx.receipts.write(committed, before_replace=lambda: fault("after-receipt-tmp"))
     fault("after-receipt")
