@@ -206,7 +206,9 @@ def cli() -> Iterator[object]:
 
 def stored_json(stdout: str) -> str:
     """``apply --json`` output without the ``"replayed"`` field that follows the receipt's: the
-    receipt's fields as stored, so a call and its repeat compare byte for byte."""
+    receipt's fields as stored, so a call and its repeat compare byte for byte (a repeat's
+    ``"replay_note"`` taken out too)."""
+    stdout = re.sub(r'\n  "replay_note": "(?:[^"\\]|\\.)*",', "", stdout)
     return re.sub(r',\n  "replayed": (?:true|false)\n}\n$', "\n}\n", stdout)
 
 
@@ -333,3 +335,27 @@ def served(git_daemon: Any, tmp_path: Path) -> Served:
     seed.git("push", "-q", url, "main:refs/heads/main")
     clone = Repo(git_daemon.clone(url, tmp_path / "clone"))
     return Served(git_daemon, url, git_daemon.path_of(url), clone)
+
+
+REPLAY_HEAD = "replayed: this call ("
+STORED_MARK = "its stored result:\n"
+
+
+def stored_text(text: str) -> str:
+    """A replay's text without the note it starts with (``replayed: …`` up to ``its stored
+    result:``): the stored output. Asserts the note is there."""
+    head, sep, rest = text.partition(STORED_MARK)
+    assert sep and head.startswith(REPLAY_HEAD), text
+    return rest
+
+
+def without_replay_notes(value: Any) -> Any:
+    """``value`` (tool results: dicts, lists, strings) with every replay note taken out of the
+    texts that start with one, to compare a replay's result with the first one's."""
+    if isinstance(value, str):
+        return stored_text(value) if value.startswith(REPLAY_HEAD) else value
+    if isinstance(value, list):
+        return [without_replay_notes(v) for v in value]
+    if isinstance(value, dict):
+        return {k: without_replay_notes(v) for k, v in value.items()}
+    return value

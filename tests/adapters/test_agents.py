@@ -31,7 +31,7 @@ from applyonce.errors import ApplyOnceError
 from applyonce.executor import Executor, PlanView
 from applyonce.state.receipts import ReceiptStore
 from applyonce.state.sqlite.ledger import SqliteLedger
-from tests.conftest import Repo
+from tests.conftest import Repo, stored_text, without_replay_notes
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 PATCH_2 = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n*** End Patch\n"
@@ -144,8 +144,10 @@ def test_each_api_shape_gets_its_result_shape_and_runs_once(
         repo.git("log", "-1", "--format=%(trailers:key=Tool-Call-Id,valueonly)").strip()
         == tool_call_id
     )
-    # The harness replays the turn: same result, nothing runs, still one commit.
-    assert ToolCallAdapter(repo.path).run(message()) == [expected]
+    # The harness replays the turn: the same result after a note that says it is a replay;
+    # nothing runs, still one commit.
+    again = ToolCallAdapter(repo.path).run(message())
+    assert again != [expected] and without_replay_notes(again) == [expected]
     assert probe.count == 1
     assert len(repo.call_ids()) == 1 and repo.commit_count() == 2
 
@@ -220,7 +222,9 @@ def test_a_rejected_patch_is_an_error_result_and_replays_as_stored(repo: Repo) -
     assert first["content"].startswith("error: src/util.py: hunk 1: expected lines not found")
     # One error line, then the repair data (every expected line, the nearest region, a hint).
     assert first["content"].split("\n")[1] == "expected lines (1), not found in src/util.py:"
-    assert ToolCallAdapter(repo.path).run([anthropic_block(stale)]) == [first]
+    [again] = ToolCallAdapter(repo.path).run([anthropic_block(stale)])
+    assert again["content"].startswith("replayed: this call (") and again["is_error"] is True
+    assert without_replay_notes([again]) == [first]
     assert repo.commit_count() == 1
 
 
@@ -261,7 +265,7 @@ def test_approval_comes_after_the_idempotency_gate(
     assert adapter.run([anthropic_block()])[0]["content"] == SUCCESS
     assert asked == [("toolu_01A", ["update src/util.py  [match: exact]"])]
     # Already done: the gate answers; nobody is asked whether to do it again.
-    assert adapter.run([anthropic_block()])[0]["content"] == SUCCESS
+    assert stored_text(adapter.run([anthropic_block()])[0]["content"]) == SUCCESS
     assert len(asked) == 1 and probe.count == 1
 
 
@@ -365,7 +369,7 @@ def test_a_record_failure_after_the_commit_is_reported_as_landed_not_as_an_error
     # settled through Git and its stored result returned: it does not run a second time.
     monkeypatch.undo()
     probe = CountingExecute(monkeypatch)
-    again = adapter.run([anthropic_block()])
+    again = without_replay_notes(adapter.run([anthropic_block()]))
     assert again == [
         {"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS, "is_error": False}
     ]
@@ -393,7 +397,7 @@ def test_a_busy_ledger_after_the_commit_is_not_reported_as_a_conflict(
     assert "the patch landed as commit" in result["content"] and "is busy" in result["content"]
     monkeypatch.undo()
     probe = CountingExecute(monkeypatch)
-    assert adapter.run([chat_call()])[0]["content"] == SUCCESS
+    assert stored_text(adapter.run([chat_call()])[0]["content"]) == SUCCESS
     assert probe.count == 0 and len(repo.call_ids()) == 1
 
 
@@ -447,7 +451,7 @@ def test_a_harness_killed_after_the_effect_does_not_run_the_call_again(
 
     probe = CountingExecute(monkeypatch)
     replayed = ToolCallAdapter(repo.path).run(json.loads(transcript.read_text()))
-    assert replayed == [
+    assert without_replay_notes(replayed) == [
         {"type": "tool_result", "tool_use_id": "toolu_01A", "content": SUCCESS, "is_error": False}
     ]
     assert probe.count == 0

@@ -9,7 +9,7 @@ import mcp_types as types
 from mcp import ClientSession
 
 from applyonce.adapters.agents import PatchRunner, ToolCallAdapter
-from tests.conftest import Repo
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import text_of, with_session
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
@@ -25,9 +25,21 @@ def test_adapter_attempt_is_a_new_call_after_an_undo(repo: Repo) -> None:
     adapter = ToolCallAdapter(repo.path)
     [first] = adapter.run([_tool_use(1, patch=PATCH)])
     assert first["content"] == SUCCESS and first["is_error"] is False
+    commit = repo.head()
     repo.git("revert", "--no-edit", "HEAD")  # the user undoes it
+    revert = repo.head()
     [again] = adapter.run([_tool_use(2, patch=PATCH)])
-    assert again["content"] == SUCCESS  # the stored result: nothing ran
+    # The stored result: nothing ran, and the model reads first that the change is gone, and
+    # what to do about it, in the tool's own terms.
+    assert again["content"] == (
+        f"replayed: this call ({repo.call_ids()[0][:12]}) ran before and made commit "
+        f"{commit[:12]} on main; nothing ran now.\n"
+        f"reverted: commit {revert[:12]} (git revert) reverted it since: src/util.py no longer "
+        "holds its change.\n"
+        "to make this change again, send it again with attempt: 2.\n"
+        "its stored result:\n" + SUCCESS
+    )
+    assert again["is_error"] is False
     assert len(repo.call_ids()) == 1 and (repo.path / "src/util.py").read_text() == "VALUE = 1\n"
     [second] = adapter.run([_tool_use(3, patch=PATCH, attempt=2)])
     assert second["content"] == SUCCESS and second["is_error"] is False
@@ -50,7 +62,10 @@ def test_runner_output_carries_the_replay_facts(repo: Repo) -> None:
     repo.git("revert", "--no-edit", "HEAD")
     revert = repo.head()
     again = runner.run(PATCH)
-    assert again.text == first.text and again.replayed is True
+    assert stored_text(again.text) == first.text and again.replayed is True
+    assert again.text.startswith("replayed: this call (")
+    assert f"reverted: commit {revert[:12]} (git revert) reverted it since" in again.text
+    assert again.replay is not None and again.replay.reverted_by == revert
     assert again.replay is not None and first.receipt is not None
     assert again.replay.commit == first.receipt.commit and again.replay.on_branch
     assert [c.commit for c in again.replay.later] == [revert]
@@ -78,7 +93,8 @@ def test_mcp_attempt_is_a_new_call(repo: Repo, tmp_path: Path) -> None:
         results["add4"] = await session.call_tool("apply_patch", {"patch": ADD, "attempt": 4})
 
     with_session(repo, tmp_path / "server.err", scenario)
-    assert text_of(results["first"]) == text_of(results["again"]) == SUCCESS
+    assert text_of(results["first"]) == stored_text(text_of(results["again"])) == SUCCESS
+    assert text_of(results["again"]).startswith("replayed: this call (")
     assert results["attempt"].is_error is False and text_of(results["attempt"]) == SUCCESS
     assert len(set(repo.call_ids())) == 3  # attempt 1, attempt 2, and the added file
     assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from applyonce.adapters.cli import app
 from applyonce.executor import Executor
-from tests.conftest import APP_PATCH, Repo, Run
+from tests.conftest import APP_PATCH, Repo, Run, stored_text
 
 
 def run_cli(*args: str, input: str | None = None) -> Run:
@@ -54,7 +54,7 @@ def test_apply_diff_prints_the_output_then_the_diff_and_git_apply_reproduces_the
 
     # A repeat prints the same, from the commit; show --diff prints the same diff.
     again = apply(repo, APP_PATCH, "--diff")
-    assert again.returncode == 0 and again.stdout == result.stdout
+    assert again.returncode == 0 and stored_text(again.stdout) == result.stdout
     [call_id] = repo.call_ids()
     shown = run_cli("show", call_id[:12], "--repo", str(repo.path), "--diff")
     assert shown.returncode == 0 and shown.stdout.endswith("\n\n" + git_diff)

@@ -92,7 +92,7 @@ def test_the_mcp_server_failing_says_what_is_true_of_its_calls(repo: Repo) -> No
     err = proc.stderr.decode()
     assert proc.returncode == 3, err
     assert err.startswith(
-        "internal error: OSError: [Errno 28] No space left on device; details in "
+        "error: internal error: OSError: [Errno 28] No space left on device; details in "
     )
     assert err.endswith(
         "; the calls the server ran are recorded, and repeating one returns its result: "

@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 
-from tests.conftest import Repo
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 SLOW = "*** Begin Patch\n*** Add File: slow\n+takes a while to check\n*** End Patch\n"
@@ -53,7 +53,9 @@ def test_tools_list_and_patch_receipt_answer_while_a_long_check_runs(
     assert seen["slow_done_by_then"] == 0  # answered while the check ran
     assert seen["list_s"] < 1.0 and seen["receipt_s"] < 1.5, seen  # type: ignore[operator]
     assert seen["receipt"]["status"] == "committed"  # type: ignore[index]
-    # One ran, the other replayed its result: one commit, the same words for both.
+    # One ran, the other replayed its result (and says so first): one commit, the same result.
     assert [r.is_error for r in slow] == [False, False]
-    assert text_of(slow[0]) == text_of(slow[1]) == "Success. Updated the following files:\nA slow\n"
+    texts = sorted(text_of(r) for r in slow)
+    assert texts[0] == "Success. Updated the following files:\nA slow\n"
+    assert texts[1].startswith("replayed: this call (") and stored_text(texts[1]) == texts[0]
     assert len(repo.call_ids()) == 2 and repo.commit_count() == 3

@@ -16,7 +16,7 @@ from mcp import ClientSession
 
 from applyonce.adapters.results import DIFF_CAP
 from applyonce.executor import Executor
-from tests.conftest import Repo
+from tests.conftest import Repo, stored_text
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 STALE = PATCH.replace("VALUE = 1", "VALUE = 9")
@@ -111,9 +111,10 @@ def test_every_result_is_structured_and_valid_against_its_tools_output_schema(
 
     # A replay: the same text and commit, and says it is one.
     again = structured("again")
-    assert text_of(seen["again"]) == SUCCESS and seen["again"].is_error is False
+    assert stored_text(text_of(seen["again"])) == SUCCESS and seen["again"].is_error is False
     assert again["replayed"] is True
-    assert {**again, "replayed": False} == first
+    assert again["replay_note"].startswith("replayed: this call (")
+    assert {**again, "replayed": False, "replay_note": None} == first
 
     # A rejection: a tool error whose fields carry the error's kind, message and hint.
     stale = structured("stale")

@@ -17,7 +17,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from applyonce.adapters.agents import ToolCallAdapter
 from applyonce.executor import Executor
 from applyonce.state.sqlite.ledger import SqliteLedger
-from tests.conftest import Repo, apply
+from tests.conftest import Repo, apply, stored_text
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 
@@ -61,7 +61,7 @@ def test_an_adapter_opens_the_ledger_once_for_all_its_calls(
         ]
     )
     assert [r["is_error"] for r in (first, second, repeat, view)] == [False] * 4, (first, second)
-    assert repeat["content"] == first["content"]
+    assert stored_text(repeat["content"]) == first["content"]
     assert "notes.md" in view["content"]
     assert repo.commit_count() == 3
     assert ledger_opens == [repo.state_dir() / "ledger.sqlite3"]
@@ -79,7 +79,7 @@ def test_a_kept_context_sees_what_other_processes_did_in_between(
     tip = repo.head()
     # Its call, sent again through the adapter: found in the ledger, replayed, nothing runs.
     [again] = adapter.run([tool_use(PATCH, "toolu_2")])
-    assert again["is_error"] is False and again["content"] == other.stdout
+    assert again["is_error"] is False and stored_text(again["content"]) == other.stdout
     assert repo.head() == tip
     # A new call commits on top of the other process's commit: the ref is read anew.
     [last] = adapter.run([tool_use(add("b.md"), "toolu_3")])

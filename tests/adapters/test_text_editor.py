@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from applyonce.adapters.agents import ToolCallAdapter
 from applyonce.adapters.cli import app
 from applyonce.executor import Executor
-from tests.conftest import Repo, make_repo
+from tests.conftest import Repo, make_repo, without_replay_notes
 
 APP = "def f():\n    return 1\n\ndef g():\n    return 1\n"
 
@@ -83,7 +83,9 @@ def test_create_is_one_commit_and_its_repeat_replays(repo: Repo) -> None:
         "toolu_01Create"
     )
     # The harness replays the turn: the stored result, byte for byte, and no second commit.
-    assert run_one(ToolCallAdapter(repo.path), block) == result
+    again = run_one(ToolCallAdapter(repo.path), block)
+    assert again["content"].startswith("replayed: this call (")
+    assert without_replay_notes(again) == result
     assert repo.commit_count() == 2
 
 
@@ -141,7 +143,7 @@ def test_insert_spelled_either_way_is_one_call(repo: Repo) -> None:
         adapter,
         tool_use("toolu_A", command="insert", path="src/app.py", insert_line=0, new_str="# top\n"),
     )
-    assert again == first and first["is_error"] is False
+    assert without_replay_notes(again) == first and first["is_error"] is False
     assert repo.commit_count() == 2
     assert repo.files()["src/app.py"].startswith(b"# top\ndef f():\n")
 
@@ -154,7 +156,7 @@ def test_the_same_edit_from_another_tool_call_says_it_was_not_applied_again(repo
     first = run_one(adapter, tool_use("toolu_First", **insert))
     assert first["content"] == "Successfully inserted text after line 1 of README.md.\n"
     commit = repo.head()
-    second = run_one(adapter, tool_use("toolu_Second", **insert))
+    second = without_replay_notes(run_one(adapter, tool_use("toolu_Second", **insert)))
     assert second == {
         "type": "tool_result",
         "tool_use_id": "toolu_Second",
@@ -201,7 +203,7 @@ def test_a_harness_killed_after_the_publish_answers_the_edit_once_on_replay(
     assert repo.commit_count() == 2  # the effect happened; its result was never delivered
 
     [result] = ToolCallAdapter(repo.path).run(json.loads(transcript.read_text()))
-    assert result == {
+    assert without_replay_notes(result) == {
         "type": "tool_result",
         "tool_use_id": "toolu_01Crash",
         "content": "Successfully replaced text at exactly one location in README.md.\n",
@@ -277,7 +279,8 @@ def test_an_edit_that_does_not_fit_is_an_error_and_writes_nothing(
     assert repo.head() == head
     assert repo.files() == {p: d for p, d in files.items() if not p.startswith(".git/")}
     # The rejection is the call's stored result: a replay says the same.
-    assert run_one(adapter, tool_use("toolu_01Bad", **input)) == result
+    again = run_one(adapter, tool_use("toolu_01Bad", **input))
+    assert without_replay_notes(again) == result
     assert repo.head() == head
 
 
@@ -571,3 +574,28 @@ def test_approval_is_asked_for_an_edit_not_for_a_view(repo: Repo) -> None:
     assert result["is_error"] is True and result["content"].startswith("Error: ")
     assert asked == [("toolu_E", ["add    x.txt"])]
     assert repo.head() == head and "x.txt" not in repo.files()
+
+
+def test_a_replayed_edit_after_a_revert_says_so_first_and_what_to_do(repo: Repo) -> None:
+    """The harness replays a turn whose edit the user has reverted since: the model reads first
+    that nothing ran and the file no longer holds the change, and what to do in this tool's
+    terms (it has no attempt argument); a new tool call with the same edit makes it again."""
+    adapter = ToolCallAdapter(repo.path)
+    edit = {"command": "str_replace", "path": "README.md", "old_str": "# demo", "new_str": "# Demo"}
+    first = run_one(adapter, tool_use("toolu_E1", **edit))
+    commit = repo.head()
+    repo.git("revert", "--no-edit", "HEAD")
+    revert = repo.head()
+    again = run_one(adapter, tool_use("toolu_E1", **edit))
+    assert again["is_error"] is False
+    assert again["content"] == (
+        f"replayed: this call ({repo.call_ids()[0][:12]}) ran before and made commit "
+        f"{commit[:12]} on main; nothing ran now.\n"
+        f"reverted: commit {revert[:12]} (git revert) reverted it since: README.md no longer "
+        "holds its change.\n"
+        "to make this change again, send the same edit in a new tool call (it runs as "
+        "attempt 2).\nits stored result:\n" + first["content"]
+    )
+    assert repo.files()["README.md"].startswith(b"# demo")
+    anew = run_one(adapter, tool_use("toolu_E2", **edit))
+    assert anew["content"] == first["content"] and repo.files()["README.md"].startswith(b"# Demo")

@@ -197,6 +197,17 @@ def test_an_ambiguous_hunk_is_refused_naming_every_candidate() -> None:
     assert "'@@" in err.hint and "context" in err.hint
 
 
+def test_an_anchored_ambiguous_hunk_is_not_told_to_add_the_anchor_it_has() -> None:
+    # The anchor opens no block, so both places stay after it: the hint must not ask for an
+    # anchor the hunk already has, but for more context or a more specific one.
+    data = b"class A:\n    pass\nx = 1\nb = 0\nx = 1\n"
+    with pytest.raises(AmbiguousContextError) as info:
+        apply(data, hunk("-x = 1", "+x = 2", anchors=("class A:",)))
+    hint = info.value.hint
+    assert "add an '@@" not in hint and "naming the def or class" not in hint
+    assert "'class A:'" in hint and "more specific" in hint
+
+
 def test_ambiguity_is_judged_at_the_first_level_that_matches() -> None:
     # Exact once, stripped twice: the exact match is unique, so it is not a guess.
     data = b"  x\nx\n  x \n"

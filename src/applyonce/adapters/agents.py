@@ -48,6 +48,7 @@ from applyonce.adapters.texteditor import (
     view_result,
 )
 from applyonce.adapters.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
+from applyonce.core.hints import TEXT_EDITOR, TOOL_CALLS, Terms, render_text
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.core.texts import landed_text as landed_words
@@ -56,6 +57,7 @@ from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.executor import (
     CallDiff,
     CallOptions,
+    CallOutcome,
     CheckoutBehind,
     Executor,
     ExecutorClosedError,
@@ -103,9 +105,19 @@ class DryRun:
     diff: CallDiff
 
 
-def error_output(error: ApplyOnceError) -> ToolOutput:
-    """An expected failure, in the words a rejected receipt stores."""
-    return ToolOutput(rejection_text(error.to_dict()), is_error=True, error=error.to_dict())
+def error_output(error: ApplyOnceError, terms: Terms = TOOL_CALLS) -> ToolOutput:
+    """An expected failure, in the words a rejected receipt stores, its hint in ``terms``."""
+    text = render_text(rejection_text(error.to_dict()), terms)
+    return ToolOutput(text, is_error=True, error=error.to_dict())
+
+
+def tool_text(outcome: CallOutcome, terms: Terms = TOOL_CALLS) -> str:
+    """The text a model reads for a call's outcome: a replay says so first (what later commits
+    did to the call's change, what to do, in ``terms``), then the stored output (its hints in
+    ``terms``), then a line for each checkout that does not show the branch's tip."""
+    head = outcome.replay.text(terms) if outcome.replay is not None else ""
+    notes = "".join(f"{note.line()}\n" for note in outcome.behind)
+    return head + render_text(outcome.receipt.output, terms) + notes
 
 
 class PatchRunner:
@@ -141,6 +153,8 @@ class PatchRunner:
         self.state_dir = state_dir
         self.ledger, self.remote = ledger, remote
         self.options = options or CallOptions()
+        # The words of hints and replay notes: tool arguments and server options.
+        self.terms: Terms = TOOL_CALLS
         if self.options.idempotency_key is not None:
             raise UsageError(
                 "a runner cannot take an idempotency key: it would make every call the same call"
@@ -219,7 +233,7 @@ class PatchRunner:
             message = summary if summary is not None else self.options.message
             options = dataclasses.replace(self.options, message=message)
         except ApplyOnceError as exc:  # a summary the commit cannot carry
-            return error_output(exc)
+            return error_output(exc, self.terms)
         options = dataclasses.replace(
             options,
             attempt=self.options.attempt if attempt is None else attempt,
@@ -232,13 +246,13 @@ class PatchRunner:
             with self.using() as executor:
                 return self._run(executor, patch, options)
         except ApplyOnceError as exc:  # the repository or state directory went away
-            return error_output(exc)
+            return error_output(exc, self.terms)
 
     def _run(self, executor: Executor, patch: str, options: CallOptions) -> ToolOutput:
         try:
             args, ident = executor.identify(patch, options)
         except ApplyOnceError as exc:
-            return error_output(exc)
+            return error_output(exc, self.terms)
         # A repeat of a call that failed halfway here needs nothing special: Executor.apply takes
         # over this process's stale claim and asks Git first.
         tip_before = executor.tip(args.ref)
@@ -246,7 +260,7 @@ class PatchRunner:
             outcome = executor.call(patch, options)
         except (CallBusyError, UnknownOutcomeError) as exc:
             # Another live process runs it (and records it), or a person must decide.
-            return error_output(exc)
+            return error_output(exc, self.terms)
         except Exception as exc:  # Git decides below what it means
             if not isinstance(exc, ApplyOnceError):
                 # Whatever the executor was in the middle of, the next call starts afresh.
@@ -258,11 +272,10 @@ class PatchRunner:
         receipt = outcome.receipt
         if outcome.replay_note is not None:
             log.info("%s", outcome.replay_note)
-        # A checkout that does not show the branch's tip is said in the text the model reads:
-        # the files it reads there next are not what the branch holds.
-        notes = "".join(f"{note.line()}\n" for note in outcome.behind)
+        # A replay is said first, and a checkout that does not show the branch's tip after:
+        # the files the model reads there next are not what the branch holds.
         return ToolOutput(
-            receipt.output + notes,
+            tool_text(outcome, self.terms),
             is_error=receipt.status != "committed",
             receipt=receipt,
             replayed=outcome.replayed,
@@ -297,7 +310,7 @@ class PatchRunner:
                 view = executor.dry_run(patch, options)
                 return DryRun(view, executor.plan_diff(view))
         except ApplyOnceError as exc:
-            return error_output(exc)
+            return error_output(exc, self.terms)
 
     def diff(self, receipt: Receipt) -> CallDiff | None:
         """The diff of a committed call, from its commit (None: it committed nothing)."""
@@ -353,7 +366,7 @@ class PatchRunner:
                 landed_text(executor, args, landed[0], reason), landed_commit=landed[0]
             )
         if isinstance(exc, ApplyOnceError):
-            return error_output(exc)
+            return error_output(exc, self.terms)
         branch = args.ref.removeprefix("refs/heads/")
         return ToolOutput(
             f"error: internal error ({reason}); the patch is not on {branch}; "
@@ -523,11 +536,18 @@ class ToolCallAdapter:
         if output.receipt is not None and output.landed_commit is None:
             derived = edit_result(fields, output.receipt, tool_use_id=call.id)
             if derived is not None:
-                return call.result(derived[0], is_error=derived[1])
+                # A replay says so first: nothing ran now (see PatchRunner.run).
+                head = output.replay.text(TEXT_EDITOR) if output.replay else ""
+                return call.result(head + derived[0], is_error=derived[1])
         text = output.text
+        head = ""
+        if output.replay is not None:
+            runner_head = output.replay.text(self.runner.terms)
+            if text.startswith(runner_head):  # said again in the text editor's terms
+                text, head = text.removeprefix(runner_head), output.replay.text(TEXT_EDITOR)
         if output.is_error and text.startswith("error: "):
             text = "Error: " + text.removeprefix("error: ")  # as the tool's docs spell errors
-        return call.result(text, is_error=output.is_error)
+        return call.result(head + text, is_error=output.is_error)
 
     def _edit(self, call: ToolCall, document: str) -> ToolOutput:
         """Run one edit exactly once. The same edit asked again by a *new* tool call is the

@@ -52,7 +52,9 @@ def emit_json(data: object) -> None:
 
 
 def emit_json_error(exit_code: int, error: dict[str, Any]) -> None:
-    """The one JSON document of a failure that has no receipt: what ``--json`` callers parse."""
+    """The one JSON document of a failure that has no receipt: what ``--json`` callers parse.
+    Its error always says whether the same command may succeed if run again (``retryable``)."""
+    error = {**error, "retryable": bool(error.get("retryable", False))}
     emit_json({"schema_version": SCHEMA_VERSION, "exit_code": exit_code, "error": error})
 
 
@@ -89,7 +91,8 @@ def error_boundary(
         if as_json() and hasattr(exc, "format_message"):
             where = getattr(getattr(exc, "ctx", None), "command_path", "applyonce")
             hint = f"see '{where} --help'"
-            emit_json_error(code, {"kind": "usage", "message": exc.format_message(), "hint": hint})
+            usage = {"kind": "usage", "message": exc.format_message(), "hint": hint}
+            emit_json_error(code, {**usage, "retryable": False})
         raise
     except BrokenPipeError:
         # The reader went away (``applyonce log | head``): typer exits 1 quietly, as git does.
@@ -99,8 +102,8 @@ def error_boundary(
         hint = "run 'applyonce recover' to finish any call in flight"
         if as_json():
             interrupted = {"kind": "interrupted", "message": message, "hint": hint}
-            emit_json_error(EXIT_INTERRUPTED, interrupted)
-        typer.echo(f"{message}; {hint}", err=True)
+            emit_json_error(EXIT_INTERRUPTED, {**interrupted, "retryable": True})
+        typer.echo(f"error: {message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -120,8 +123,8 @@ def error_boundary(
         hint = crash_hint() or CRASH_HINT
         if as_json():
             internal = {"kind": "internal", "message": message, "hint": hint, "log": log}
-            emit_json_error(EXIT_INTERNAL, internal)
-        typer.echo(f"{message}; {hint}", err=True)
+            emit_json_error(EXIT_INTERNAL, {**internal, "retryable": False})
+        typer.echo(f"error: {message}; {hint}", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
 
 

@@ -1,9 +1,11 @@
 """``applyonce mcp``: exactly-once ``apply_patch`` for any MCP-speaking agent, over stdio.
 
 Built on the official ``mcp`` SDK's low-level :class:`mcp.server.Server` (v2 API: handlers passed to
-the constructor), which leaves the tool results entirely to us: the text an agent gets is exactly
-the receipt's ``output``, byte for byte on a repeat, and a rejection is a tool error
-(``isError: true``) whose text is the one-line reason.
+the constructor), which leaves the tool results entirely to us: the text an agent gets is the
+receipt's ``output`` (byte for byte on a repeat, after a note that says first it is a replay and
+what later commits did to the change: :func:`applyonce.core.hints.replay_text`), its hints naming
+tool arguments and server options, and a rejection is a tool error (``isError: true``) whose text
+is the one-line reason.
 
 Three tools (definitions in :mod:`applyonce.adapters.schemas`):
 
@@ -47,7 +49,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 import applyonce
-from applyonce.adapters.agents import PatchRunner, ToolOutput, error_output
+from applyonce.adapters.agents import PatchRunner, ToolOutput, error_output, tool_text
 from applyonce.adapters.mcp_wire import CheckedLines, ServerAnswers, Unanswered, claimed_stdin
 from applyonce.adapters.results import (
     DIFF_CAP,
@@ -204,7 +206,7 @@ class PatchServer:
         except ValidationError as exc:
             return _bad_arguments(REPLACE_TOOL_NAME, exc)
         except ApplyOnceError as exc:
-            output = error_output(exc)
+            output = error_output(exc, self.runner.terms)
             return _text(output.text, patch_result(None, error=output.error), is_error=True)
         return await self._apply(patch, call, format="search-replace")
 
@@ -247,6 +249,7 @@ class PatchServer:
             error=output.error,
             commit=output.landed_commit,
             behind=output.behind,
+            replay=output.replay,
         )
         return _text(output.text, structured, is_error=output.is_error)
 
@@ -289,7 +292,11 @@ class PatchServer:
         # Behind the applies: a revert is a call that commits, like apply_patch.
         output, diff = await self._in_thread(self._revert, call.call_id.strip(), one_at_a_time=True)
         structured = patch_result(
-            output.receipt, replayed=output.replayed, diff=diff, error=output.error
+            output.receipt,
+            replayed=output.replayed,
+            diff=diff,
+            error=output.error,
+            replay=output.replay,
         )
         return _text(output.text, structured, is_error=output.is_error)
 
@@ -303,10 +310,11 @@ class PatchServer:
                 outcome = executor.revert(self._find_call(executor, key), options)
                 receipt = outcome.receipt
                 output = ToolOutput(
-                    receipt.output,
+                    tool_text(outcome, self.runner.terms),
                     is_error=receipt.status != "committed",
                     receipt=receipt,
                     replayed=outcome.replayed,
+                    replay=outcome.replay,
                 )
                 if receipt.status != "committed":
                     return output, None
@@ -316,7 +324,7 @@ class PatchServer:
                     log.exception("cannot read the diff of call %s", receipt.call_id[:12])
                     return output, None
         except ApplyOnceError as exc:
-            return error_output(exc), None
+            return error_output(exc, self.runner.terms), None
 
     def _receipt_json(self, key: str) -> tuple[str, ReceiptResult]:
         try:

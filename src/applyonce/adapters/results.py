@@ -1,8 +1,9 @@
 """The structured result of a tool call: what ``applyonce mcp`` returns as ``structuredContent``
 beside the text, and declares as each tool's ``outputSchema`` (generated from these models).
 
-The text a model reads stays the receipt's ``output``, byte for byte (followed by a ``note:`` line
-for each checkout that does not show the branch's tip after the call); the structured result says
+The text a model reads is the receipt's ``output``, byte for byte (after a replay's note, which
+says first that nothing ran now, and followed by a ``note:`` line for each checkout that does not
+show the branch's tip after the call); the structured result says
 the same thing in fields a harness can branch on: the call, its status, its commit, whether it was
 a replay, its files, how each hunk matched, its diff (bounded), on failure the error's kind,
 message and hint, and those checkouts (``checkout_behind``). :func:`patch_result` builds it from a
@@ -17,8 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from applyonce.core.hints import MCP, render_hint
 from applyonce.core.receipt import Receipt
-from applyonce.executor import CheckoutBehind, PlanView
+from applyonce.executor import CheckoutBehind, PlanView, ReplayNote
 from applyonce.git.diffs import CallDiff
 
 # A diff longer than this is cut at a line end and flagged: a tool result goes into a model's
@@ -46,7 +48,14 @@ class ResultError(_Model):
 
     kind: str = Field(description="Machine-readable kind, e.g. hunk-mismatch, patch-syntax.")
     message: str = Field(description="What happened.")
-    hint: str = Field(description="What to do about it (may be empty).")
+    hint: str = Field(
+        description="What to do about it (may be empty), naming tool arguments and server "
+        "options, never command-line flags."
+    )
+    retryable: bool = Field(
+        description="True when the same call may succeed if sent again unchanged (a busy "
+        "branch, a dirty path the user may commit, an approver who was not there)."
+    )
 
 
 class ResultFile(_Model):
@@ -97,6 +106,12 @@ class PatchResult(_Model):
     replayed: bool = Field(
         description="True when this call had finished before and its stored result is returned: "
         "nothing ran now. Always false for patch_receipt and dry runs."
+    )
+    replay_note: str | None = Field(
+        default=None,
+        description="For a replay: what the text says first, that nothing ran now, what later "
+        "commits did to the call's change (reverted, changed its files) and what to do (send it "
+        "with the next attempt). Null when the call ran now.",
     )
     files: list[ResultFile] = Field(description="The files the call changes, in patch order.")
     match_levels: dict[str, list[str]] = Field(
@@ -168,13 +183,15 @@ def bounded_diff(diff: CallDiff | None, cap: int = DIFF_CAP) -> tuple[str | None
 
 
 def error_of(error: dict[str, Any] | None) -> ResultError | None:
-    """The ``kind``/``message``/``hint`` of an error dict (a receipt's, or an exception's)."""
+    """The ``kind``/``message``/``hint``/``retryable`` of an error dict (a receipt's, or an
+    exception's); the hint in the MCP server's terms."""
     if not error:
         return None
     return ResultError(
         kind=str(error.get("kind") or "error"),
         message=str(error.get("message") or ""),
-        hint=str(error.get("hint") or ""),
+        hint=render_hint(str(error.get("hint") or ""), MCP),
+        retryable=bool(error.get("retryable")),
     )
 
 
@@ -186,6 +203,7 @@ def patch_result(
     error: dict[str, Any] | None = None,
     commit: str | None = None,
     behind: Sequence[CheckoutBehind] = (),
+    replay: ReplayNote | None = None,
 ) -> PatchResult:
     """The structured result of a call.
 
@@ -197,6 +215,7 @@ def patch_result(
         error: the error when there is no receipt to carry it (``ApplyOnceError.to_dict()``).
         commit: the commit of a call that landed without a receipt.
         behind: the checkouts that do not show the branch's tip after the call.
+        replay: what a repeat found (its note, in the MCP server's terms, is ``replay_note``).
     """
     text, truncated = bounded_diff(diff)
     stat = (
@@ -230,6 +249,7 @@ def patch_result(
         status=status,
         commit=receipt.commit if status == "committed" else None,
         replayed=replayed,
+        replay_note="\n".join(replay.lines(MCP)) if replayed and replay is not None else None,
         files=[
             ResultFile(path=f.path, action=f.action, **{"from": f.from_}) for f in receipt.files
         ],

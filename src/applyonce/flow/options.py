@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from applyonce.core.checks import check_skip_names
+from applyonce.core.hints import PYTHON, Terms, render_text
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256
 from applyonce.core.message import RESERVED_TRAILERS, check_message, check_trailers
 from applyonce.core.plan import TreePlan
@@ -243,6 +244,18 @@ class CallOutcome:
     def replay_note(self) -> str | None:
         """The replay as one line (the CLI's stderr line), or None for a call that ran."""
         return self.replay.line() if self.replay is not None else None
+
+    def render(self, terms: Terms = PYTHON) -> str:
+        """The text to give a model for this outcome: a replay says so first (that nothing ran
+        now, what later commits did to the call's change, what to do, in ``terms``), then the
+        stored output, its hints in ``terms``."""
+        head = self.replay.text(terms) if self.replay is not None else ""
+        return head + render_text(self.receipt.output, terms)
+
+    @property
+    def text(self) -> str:
+        """:meth:`render` in the Python API's terms (``CallOptions(attempt=2)``)."""
+        return self.render()
 
 
 def contract_digest(path: str | os.PathLike[str]) -> str:

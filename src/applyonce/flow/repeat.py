@@ -27,17 +27,20 @@ decides, which is not part of the tip), an interrupted call, and a missing appro
 
 **What a repeat says** (:class:`ReplayNote`): the commit and whether the branch still has it, and
 which later commits changed the call's files (:func:`applyonce.git.history.later_changes`,
-bounded); for a rejection, that the stored one is returned. The CLI prints it as one line on
-stderr; the agent's text stays the stored output, byte for byte.
+bounded), and the one that reverted it (:func:`applyonce.git.history.reverted_by`); for a
+rejection, that the stored one is returned. Every adapter's text says it first
+(:func:`applyonce.core.hints.replay_text`, in the adapter's terms), then gives the stored output,
+byte for byte; the CLI also prints it as one line on stderr.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from applyonce.core.hints import CLI, Terms, replay_lines, replay_text
 from applyonce.core.receipt import Receipt, touched_paths_of
 from applyonce.flow.context import Context
-from applyonce.git.history import LaterCommit, later_changes
+from applyonce.git.history import LaterCommit, later_changes, reverted_by
 
 # The rejections a repeat judges again once the branch tip moved (see the module docstring).
 REEVALUATED_KINDS: frozenset[str] = frozenset(
@@ -81,6 +84,18 @@ class ReplayNote:
     more_later: bool = False  # more commits may have changed the files than ``later`` lists
     rejected_at: str | None = None  # a rejection: the tip it was rejected at
     error_kind: str | None = None
+    reverted_by: str | None = None  # the later commit that reverted the call's change
+    reverted_how: str | None = None  # applyonce (Reverts-Call-Id), git (git revert) or hand
+    attempt: int = 1  # the call's attempt (the next one makes the change again)
+
+    def lines(self, terms: Terms = CLI) -> list[str]:
+        """The note as the model reads it, first in the result's text (see
+        :func:`applyonce.core.hints.replay_lines`), in an adapter's terms."""
+        return replay_lines(self, terms)
+
+    def text(self, terms: Terms = CLI) -> str:
+        """:meth:`lines` as text ending in ``its stored result:`` (the stored output follows)."""
+        return replay_text(self, terms)
 
     def line(self) -> str:
         """The note as one line (no newline)."""
@@ -117,13 +132,23 @@ def replay_note(ctx: Context, receipt: Receipt) -> ReplayNote:
             receipt.ref,
             rejected_at=receipt.base_commit,
             error_kind=(receipt.error or {}).get("kind"),
+            attempt=receipt.attempt,
         )
     tip = ctx.publisher.tip(receipt.ref)
     if tip is None or not ctx.publisher.is_on(receipt.ref, receipt.commit):
         return ReplayNote(
-            receipt.call_id, receipt.status, receipt.ref, receipt.commit, on_branch=False
+            receipt.call_id,
+            receipt.status,
+            receipt.ref,
+            receipt.commit,
+            on_branch=False,
+            attempt=receipt.attempt,
         )
     later = later_changes(ctx.store, tip, receipt.commit, touched_paths_of(receipt))
+    # No later commit changed its paths: nothing can have reverted it.
+    reverted = (
+        reverted_by(ctx.store, tip, receipt.commit, receipt.call_id) if later.commits else None
+    )
     return ReplayNote(
         receipt.call_id,
         receipt.status,
@@ -131,4 +156,7 @@ def replay_note(ctx: Context, receipt: Receipt) -> ReplayNote:
         receipt.commit,
         later=later.commits,
         more_later=not later.complete,
+        reverted_by=reverted[0] if reverted else None,
+        reverted_how=reverted[1] if reverted else None,
+        attempt=receipt.attempt,
     )

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import pygit2
 
+from applyonce.core.revert import REVERTS_TRAILER
 from applyonce.errors import ConflictError
 from applyonce.git.rereads import rereading
 from applyonce.git.store import GitStore
@@ -280,6 +281,34 @@ def undone_by(
         if from_after and all(_entry(later.tree, p) == _entry(before, p) for p in paths):
             return str(later.id)
     return None
+
+
+def reverted_by(
+    store: GitStore,
+    tip: str,
+    commit: str,
+    call_id: str,
+    *,
+    walk_limit: int = LATER_WALK_LIMIT,
+) -> tuple[str, str] | None:
+    """The commit after ``commit`` on the branch at ``tip`` that reverted the call ``call_id``
+    made it with, and how: ``applyonce`` (its ``Reverts-Call-Id`` trailer names the call),
+    ``git`` (``This reverts commit <id>``) or ``hand`` (every path put back, see
+    :func:`undone_by`). None when none did among the ``walk_limit`` newest commits after it."""
+    marker = f"{REVERTS_TRAILER}: {call_id}".encode()
+    for walked, later in enumerate(store.commits(tip, hide=commit)):
+        if walked >= walk_limit:
+            break
+        if marker in later.raw_message:
+            return str(later.id), "applyonce"
+    found = undone_by(store, tip, commit, walk_limit=walk_limit)
+    if found is None:
+        return None
+    said = (
+        f"This reverts commit {commit}".encode()
+        in store.repo[found].peel(pygit2.Commit).raw_message
+    )
+    return found, "git" if said else "hand"
 
 
 def _entry(tree: pygit2.Tree | None, path: str) -> tuple[str, int] | None:

@@ -145,6 +145,7 @@ class _Placed:
     level: MatchLevel
     length: int  # old lines
     any_place: bool  # context-only or ``*** End of File``: never refused for several places
+    anchors: tuple[str, ...] = ()  # the hunk's ``@@`` anchor lines (a refusal names them)
 
 
 def _apply_searched(
@@ -205,7 +206,7 @@ def _apply_searched(
         places, level = found
         length = sum(1 for line in lines if line.kind != "+")
         any_place = hunk.end_of_file or all(line.kind == " " for line in lines)
-        edits.append(_Placed(index, lines, places, level, length, any_place))
+        edits.append(_Placed(index, lines, places, level, length, any_place, tuple(hunk.anchors)))
         cursor = places[0] + length
     # The latest place of each hunk that leaves room for the latest places of those after it.
     # ``bound[i]``: where the hunk after hunk i may start at the latest.
@@ -228,7 +229,12 @@ def _apply_searched(
         places = places or edit.places[:1]
         if len(places) > 1 and not edit.any_place:
             raise ambiguity(
-                text, places, edit.length, edit.level, where=f"{path}: hunk {edit.index}"
+                text,
+                places,
+                edit.length,
+                edit.level,
+                where=f"{path}: hunk {edit.index}",
+                anchors=edit.anchors,
             )
         pos = places[0]
         earliest = pos + edit.length

@@ -301,15 +301,22 @@ def candidates(
 
 
 def ambiguity(
-    text: _Text, places: Sequence[int], length: int, level: MatchLevel, *, where: str
+    text: _Text,
+    places: Sequence[int],
+    length: int,
+    level: MatchLevel,
+    *,
+    where: str,
+    anchors: Sequence[str] = (),
 ) -> AmbiguousContextError:
     """The refusal of a hunk whose ``length`` expected lines are at several ``places``: it names
     them, and the nearest line before or after them that differs between them (the context line
-    that would decide)."""
+    that would decide). A hunk that has ``@@`` anchors is not told to add one: its hint asks for
+    more context lines, or an anchor naming a line nearer the change."""
     shown = ", ".join(str(i + 1) for i in places[:10])
     more = f" and {len(places) - 10} more" if len(places) > 10 else ""
     message = f"{where}: the expected lines match at {len(places)} places (lines {shown}{more})"
-    hint = AmbiguousContextError.default_hint
+    hint = AmbiguousContextError.default_hint if not anchors else _anchored_hint(anchors)
     decider = _deciding_offset(text.keys(level), places, length)
     if decider is not None:
         side, offset = decider
@@ -324,14 +331,30 @@ def ambiguity(
         if 0 <= first < len(text.bodies):
             hint = (
                 f"add the line {text.bodies[first][:60]!r} (line {first + 1}) as a context line "
-                f"{side} the hunk's lines to mean the place at line {places[0] + 1}, or an "
-                "'@@ <line>' anchor naming the def or class the change is in"
+                f"{side} the hunk's lines to mean the place at line {places[0] + 1}, or "
+                + (
+                    "an '@@ <line>' anchor naming the def or class the change is in"
+                    if not anchors
+                    else "a more specific '@@ <line>' anchor than "
+                    + " ".join(repr(a[:60]) for a in anchors)
+                    + ", one line that occurs once, nearer the change"
+                )
             )
     return AmbiguousContextError(
         message,
         hint=hint,
         candidates=[i + 1 for i in places],
         match_level=level.label,
+    )
+
+
+def _anchored_hint(anchors: Sequence[str]) -> str:
+    """The hint of a hunk whose ``@@`` anchors did not single out one place."""
+    named = " ".join(repr(a[:60]) for a in anchors)
+    return (
+        f"the hunk's '@@' anchor {named} leaves it at more than one place: add more context "
+        "lines before or after the change, or a more specific anchor (a line that occurs once, "
+        "nearer the change)"
     )
 
 

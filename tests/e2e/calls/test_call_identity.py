@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tests.conftest import APP_PATCH as PATCH
-from tests.conftest import Repo, apply, stored_json
+from tests.conftest import Repo, apply, stored_json, stored_text
 
 
 def test_same_call_twice_makes_one_commit_and_identical_output(repo: Repo) -> None:
@@ -24,7 +24,7 @@ def test_same_call_twice_makes_one_commit_and_identical_output(repo: Repo) -> No
     assert repo.commit_count() == 2
     text_first = apply(repo, PATCH)
     assert (
-        text_first.stdout
+        stored_text(text_first.stdout)
         == "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
     )
     assert repo.commit_count() == 2

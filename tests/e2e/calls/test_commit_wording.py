@@ -16,7 +16,7 @@ import pytest
 from pygit2.enums import ConfigLevel
 
 from applyonce.adapters.agents import ToolCallAdapter
-from tests.conftest import UTIL_PATCH, Repo, apply, run_cli
+from tests.conftest import UTIL_PATCH, Repo, apply, run_cli, stored_text
 
 OURS = ["Call-Id", "Contract-Sha256", "Attempt", "Tool", "Tool-Version", "Args-Sha256"]
 
@@ -112,7 +112,7 @@ def test_the_message_is_not_part_of_the_calls_identity(repo: Repo) -> None:
     count = repo.commit_count()
     again = apply(repo, UTIL_PATCH, "-m", "Second wording", "--trailer", "X-Note=again")
     # The same call: its stored result, its first commit, worded as it was then.
-    assert again.returncode == 0 and again.stdout == first.stdout
+    assert again.returncode == 0 and stored_text(again.stdout) == first.stdout
     assert repo.commit_count() == count
     assert repo.git("log", "-1", "--format=%s").strip() == "First wording"
 
@@ -125,7 +125,7 @@ def test_a_crash_after_the_publish_of_a_worded_commit_is_adopted_and_audits_clea
     assert crashed.returncode == -9  # SIGKILL
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
     retry = apply(repo, UTIL_PATCH, *args)
-    assert retry.returncode == 0 and retry.stdout.startswith("Success.")
+    assert retry.returncode == 0 and stored_text(retry.stdout).startswith("Success.")
     assert len(repo.call_ids()) == 1
     assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
 

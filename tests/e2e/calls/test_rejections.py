@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.conftest import Repo, apply, run_cli
+from tests.conftest import Repo, Run, apply, run_cli, stored_text
 
 
 def test_a_patch_that_changes_nothing_is_refused_not_an_empty_commit(repo: Repo) -> None:
@@ -52,8 +52,10 @@ def test_failing_hunk_in_third_file_rejects_everything(repo: Repo) -> None:
     assert receipt["error"]["expected"] == ["    return 'goodbye ' + name"]
     assert repo.head() == head
     assert repo.files() == before
-    text = apply(repo, patch)
-    assert text.returncode == 1
+    replay = apply(repo, patch)
+    assert replay.returncode == 1
+    assert replay.stderr.startswith("replayed: this call (")
+    text = Run(replay.returncode, replay.stdout, stored_text(replay.stderr))
     assert text.stderr.startswith("error: src/app.py: hunk 1: expected lines not found")
     # The stored rejection (a repeat on the same tip): its output (the error line, then the
     # repair data), then the one line that says it is the stored one.

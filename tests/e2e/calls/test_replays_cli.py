@@ -35,6 +35,13 @@ def _commit(repo: Repo, path: str, text: str, message: str) -> str:
     return repo.head()
 
 
+def _stored(text: str) -> str:
+    """The stored output a replay's text gives after its note (``its stored result:``)."""
+    head, sep, rest = text.partition("its stored result:\n")
+    assert sep and head.startswith("replayed: this call "), text
+    return rest
+
+
 def _replay_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("applyonce: replayed call")]
 
@@ -66,6 +73,10 @@ def test_a_repeat_names_its_commit_on_stderr_and_json_says_replayed(repo: Repo) 
     assert orjson.loads(first.stdout)["replayed"] is False and first.stderr == ""
     repeated = orjson.loads(again.stdout)
     assert repeated.pop("replayed") is True
+    assert repeated.pop("replay_note") == (
+        f"replayed: this call ({stored['call_id'][:12]}) ran before and made commit "
+        f"{stored['commit'][:12]} on main; nothing ran now."
+    )
     assert list(repeated) == sorted(repeated)  # the stored fields in their stored order
     shown = run_cli("show", stored["call_id"], "--repo", str(repo.path), "--json")
     assert repeated == orjson.loads(shown.stdout)  # values as stored; show stays the receipt
@@ -73,8 +84,16 @@ def test_a_repeat_names_its_commit_on_stderr_and_json_says_replayed(repo: Repo) 
     assert again.stdout.endswith(
         '"updated_at": "' + stored["updated_at"] + '",\n  "replayed": true\n}\n'
     )
-    # The agent's text is the stored output, byte for byte; the note is one stderr line.
-    assert text.stdout == stored["output"]
+    # The agent's text says it is a replay first, then gives the stored output, byte for byte;
+    # stderr has the note as one line too.
+    assert (
+        text.stdout
+        == (
+            f"replayed: this call ({stored['call_id'][:12]}) ran before and made commit "
+            f"{stored['commit'][:12]} on main; nothing ran now.\nits stored result:\n"
+        )
+        + stored["output"]
+    )
     line = f"applyonce: replayed call {stored['call_id'][:12]}: its commit {stored['commit'][:12]} is on refs/heads/main\n"
     assert again.stderr == line and text.stderr == line
     assert repo.commit_count() == 2
@@ -87,7 +106,14 @@ def test_a_repeat_after_a_git_revert_names_the_later_commit(repo: Repo) -> None:
     repo.git("revert", "--no-edit", call["commit"])
     revert = repo.head()
     again = apply(repo, UTIL)
-    assert again.returncode == 0 and again.stdout == call["output"]  # the contract: unchanged
+    assert again.returncode == 0 and _stored(again.stdout) == call["output"]
+    # The model reads first that the change is gone, and what to do.
+    assert again.stdout.startswith(
+        f"replayed: this call ({call['call_id'][:12]}) ran before and made commit "
+        f"{call['commit'][:12]} on main; nothing ran now.\n"
+        f"reverted: commit {revert[:12]} (git revert) reverted it since: src/util.py no longer "
+        "holds its change.\nto make this change again, pass --attempt 2.\nits stored result:\n"
+    )
     assert again.stderr == (
         f"applyonce: replayed call {call['call_id'][:12]}: its commit {call['commit'][:12]} is on "
         f"refs/heads/main; later commits changed its files: {revert[:12]} (src/util.py)\n"
@@ -119,8 +145,14 @@ def test_a_hunk_mismatch_runs_again_once_the_tip_moved_and_commits(repo: Repo) -
     same = apply(repo, NOTES)
     assert same.returncode == 1
     # The stored output (the error line, then its repair data), then the line that says so.
-    assert same.stderr.startswith(rejected["output"])
-    [note] = same.stderr.removeprefix(rejected["output"]).splitlines()
+    assert same.stderr.startswith(
+        f"replayed: this call ({rejected['call_id'][:12]}) ran before and was rejected "
+        f"(hunk-mismatch); nothing ran now.\nmain is still at {rejected['base_commit'][:12]}, "
+        "where it was rejected.\n"
+    )
+    stored_text = _stored(same.stderr)
+    assert stored_text.startswith(rejected["output"])
+    [note] = stored_text.removeprefix(rejected["output"]).splitlines()
     assert note == (
         f"applyonce: replayed call {rejected['call_id'][:12]}: the stored rejection is returned "
         f"(refs/heads/main is still at {rejected['base_commit'][:12]}, where it was rejected)"
@@ -153,7 +185,8 @@ def test_a_patch_alone_rejection_stays_stored_after_the_tip_moved(repo: Repo) ->
     _commit(repo, "README.md", "# moved on\n", "the tip moves")
     again = apply(repo, BAD_GITMODULES)
     assert again.returncode == 1
-    [error, note] = again.stderr.splitlines()
+    assert "the patch itself was refused" in again.stderr.partition("its stored result:")[0]
+    [error, note] = _stored(again.stderr).splitlines()
     assert error + "\n" == rejected["output"]
     assert note.endswith(
         "the stored rejection is returned (git-metadata: the patch itself was refused, whatever "

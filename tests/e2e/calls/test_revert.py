@@ -97,7 +97,12 @@ def test_revert_of_a_one_file_call_is_one_commit_and_a_repeat_replays(repo: Repo
     assert f"Reverts-Call-Id: {call_id}\n" in trailers and "Tool: revert_patch\n" in trailers
 
     again = revert(repo, call_id)
-    assert (again.returncode, again.stdout) == (0, output + "\n")
+    assert again.returncode == 0
+    head = repo.head()[:12]  # the revert's commit, still the tip
+    assert again.stdout.startswith("replayed: this call (")
+    assert again.stdout.endswith(
+        f"made commit {head} on main; nothing ran now.\nits stored result:\n{output}\n"
+    )
     assert repo.commit_count() == 3 and reverting_commits(repo) == [call_id]
     # The reverted call's commit is still on the branch: audit is clean for it.
     assert_clean(repo)
@@ -137,7 +142,9 @@ def test_crash_after_publish_then_recover_then_repeat_gives_one_revert_commit(
     assert recovered.returncode == 0 and "committed" in recovered.stdout
     again = revert(repo, call_id)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.startswith("Success. Updated the following files:\n")
+    assert again.stdout.partition("its stored result:\n")[2].startswith(
+        "Success. Updated the following files:\n"
+    )
     assert reverting_commits(repo) == [call_id] and repo.commit_count() == 3
     assert repo.files() == base_files
     assert_clean(repo)
@@ -269,6 +276,7 @@ def test_a_repeated_revert_says_it_is_a_replay_as_apply_does(repo: Repo) -> None
     assert (first.returncode, again.returncode) == (0, 0), again.stderr
     first_doc, again_doc = orjson.loads(first.stdout), orjson.loads(again.stdout)
     assert (first_doc.pop("replayed"), again_doc.pop("replayed")) == (False, True)
+    assert again_doc.pop("replay_note").startswith("replayed: this call (")
     assert first_doc == again_doc
     [line] = [x for x in again.stderr.splitlines() if x.startswith("applyonce: replayed call")]
     assert again_doc["commit"][:12] in line and "refs/heads/main" in line

@@ -18,7 +18,7 @@ from applyonce import Executor
 from applyonce.flow.call import apply as apply_flow
 from applyonce.flow.call.apply import UnrecordedCommitError
 from tests.conftest import UTIL_PATCH as PATCH
-from tests.conftest import Repo, Run, Served, run_cli
+from tests.conftest import Repo, Run, Served, run_cli, stored_text
 from tests.e2e.support import server_calls
 from tests.pgserver import PostgresServer
 
@@ -193,7 +193,7 @@ def test_a_call_another_clone_recovered_is_brought_into_this_clones_checkout(
     if then == "repeat":
         again = run_cli("apply", "-", "--repo", str(mine.path), *fleet, input=PATCH)
         assert again.returncode == 0, again.stderr
-        assert again.stdout == "Success. Updated the following files:\nM src/util.py\n"
+        assert stored_text(again.stdout) == "Success. Updated the following files:\nM src/util.py\n"
     else:
         done = run_cli("recover", "--repo", str(mine.path), *fleet)
         assert done.returncode == 0, done.stdout + done.stderr

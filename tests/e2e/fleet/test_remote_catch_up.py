@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, run_cli
+from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, run_cli, stored_text
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 
 # Both change src/util.py, in different lines: the second is staged on the first's commit.
@@ -142,7 +142,7 @@ def test_a_replayed_call_catches_a_clean_clone_up_as_a_new_call_would(
     assert apply_remote(served.clone, APP_PATCH).returncode == 0
     replayed = apply_remote(other, APP_PATCH)
     assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == (
+    assert stored_text(replayed.stdout) == (
         "Success. Updated the following files:\nM src/app.py\nA tests/test_app.py\n"
     )
     assert other.head() == served.server_git("rev-parse", "main").strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
@@ -179,11 +180,23 @@ def finish_call(executor: Executor, outcome: CallOutcome, *, diff: bool, json: b
     """Print a call's result (``apply`` or ``revert``) and exit with its code: the output first,
     byte for byte what the agent is given, then a line for each checkout that does not show the
     branch's tip (on stdout, where the agent reads; with ``--json``, a ``checkout_behind``
-    field), then the diff if asked; on stderr the replay line and a missing git identity."""
+    field), then the diff if asked; on stderr the replay line and a missing git identity. A
+    replay says so first, on the stream of the output (stdout when committed): that nothing ran
+    now, what later commits did to the call's change, what to do (``replay_note`` with
+    ``--json``)."""
     committed = diff_or_warning(executor, outcome.receipt) if diff else None
     extra = diff_fields(committed) if diff else {}
     if outcome.behind:
         extra["checkout_behind"] = [note.to_dict() for note in outcome.behind]
+    if outcome.replay is not None:
+        from applyonce.core.hints import CLI  # not for --help
+
+        if json:
+            extra["replay_note"] = "\n".join(outcome.replay.lines(CLI))
+        else:
+            stream = sys.stdout if outcome.receipt.status == "committed" else sys.stderr
+            stream.write(outcome.replay.text(CLI))
+            stream.flush()
     print_receipt(executor, outcome.receipt, json, extra=extra or None, replayed=outcome.replayed)
     for note in outcome.behind:
         typer.echo(note.line(), err=json)
