@@ -56,6 +56,17 @@ HINTS = [
         "set the server's lease-seconds option ('git config applyonce.leaseSeconds N' in the "
         "repository, then restart the server), or run 'git config applyonce.leaseSeconds N'",
     ),
+    (
+        "fix the signing key (git config user.signingKey, gpg.format) and repeat the call, or "
+        "repeat it with --no-sign (nothing was committed)",
+        "fix the signing key (git config user.signingKey, gpg.format) and repeat the call, or "
+        "repeat it with the server's no-sign option (set where the server is started) (nothing "
+        "was committed)",
+    ),
+    (
+        "fix the repository's hook, or pass --no-verify",
+        "fix the repository's hook, or start the server with its no-verify option",
+    ),
 ]
 
 

@@ -59,6 +59,13 @@ OPTIONS: dict[str, Option] = {
         Option("idempotency-key"),
         Option("message"),
         Option("trailer"),
+        # Commit policy (docs/design.md §2): server options, or the user's git config.
+        Option("sign", config="commit.gpgSign"),
+        Option("no-sign"),
+        Option("signoff", config="applyonce.signoff"),
+        Option("no-verify"),
+        Option("author"),
+        Option("co-author"),
     )
 }
 
