@@ -16,15 +16,16 @@ from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo
 
 
-def _open_ledgers() -> list[str]:
-    """The ledger files this process holds open (its file descriptors, from /proc)."""
+def _open_ledgers(repo: Repo) -> list[str]:
+    """The ledger files of ``repo`` this process holds open (its file descriptors, from /proc;
+    another test's executor left open in the same worker is not this test's)."""
     found = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if Path(target).name.startswith("ledger.sqlite3"):
+        if Path(target).name.startswith("ledger.sqlite3") and target.startswith(f"{repo.path}/"):
             found.append(target)
     return found
 
@@ -36,10 +37,10 @@ def _tool_use(patch: str, id: str) -> dict[str, Any]:
 def test_the_with_block_closes_the_ledger(repo: Repo) -> None:
     with Executor(repo.path) as executor:
         receipt = executor.apply(PATCH, tool_call_id="call_1")
-        assert _open_ledgers()  # the ledger is open inside the block
+        assert _open_ledgers(repo)  # the ledger is open inside the block
     assert receipt.status == "committed"
     assert executor.closed
-    assert _open_ledgers() == []
+    assert _open_ledgers(repo) == []
 
 
 def test_a_closed_executor_refuses_every_use_and_writes_nothing(repo: Repo) -> None:
@@ -64,20 +65,20 @@ def test_a_closed_executor_refuses_every_use_and_writes_nothing(repo: Repo) -> N
     assert not (repo.state_dir() / "receipts").exists() or not any(
         (repo.state_dir() / "receipts").iterdir()
     )
-    assert _open_ledgers() == []
+    assert _open_ledgers(repo) == []
 
 
 def test_the_tool_call_adapter_closes_its_executor(repo: Repo) -> None:
     with ToolCallAdapter(repo.path) as adapter:
         [result] = adapter.run([_tool_use(PATCH, "toolu_1")])
         assert result["is_error"] is False
-        assert _open_ledgers()
-    assert _open_ledgers() == []
+        assert _open_ledgers(repo)
+    assert _open_ledgers(repo) == []
     before = repo.commit_count()
     with pytest.raises(ExecutorClosedError, match="the patch runner is closed"):
         adapter.run([_tool_use(PATCH.replace("hello", "hi"), "toolu_2")])
     assert repo.commit_count() == before
-    assert _open_ledgers() == []
+    assert _open_ledgers(repo) == []
 
 
 def test_a_closed_patch_runner_raises_instead_of_telling_the_model(repo: Repo) -> None:
@@ -86,4 +87,4 @@ def test_a_closed_patch_runner_raises_instead_of_telling_the_model(repo: Repo) -
     for use in (lambda: runner.run(PATCH), lambda: runner.dry_run(PATCH), runner.executor):
         with pytest.raises(ExecutorClosedError):
             use()
-    assert _open_ledgers() == []
+    assert _open_ledgers(repo) == []
