@@ -101,12 +101,13 @@ def test_without_json_an_error_prints_nothing_on_stdout(repo: Repo) -> None:
 
 
 def test_json_parse_error_in_a_real_process(repo: Repo) -> None:
-    """typer's own parse error, in the installed entry point's process: JSON on stdout, typer's
-    usage text on stderr, exit 2."""
+    """typer's own parse error, in the installed entry point's process: JSON on stdout, one
+    ``error:`` line on stderr, exit 2."""
     result = run_cli("apply", "-", "--json", "--attempt", "0", "--repo", str(repo.path), input=ADD)
     error = _error_document(result, 2, "usage")
     assert "--attempt" in str(error["message"]) and error["hint"] == "see 'applyonce apply --help'"
-    assert "Usage: applyonce apply" in result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "see 'applyonce apply --help'" in result.stderr
     assert not repo.state_dir().exists()
 
 

@@ -40,9 +40,11 @@ def test_every_cli_error_is_one_error_line_and_its_json_says_retryable(
     assert plain.returncode == as_json.returncode == code, (plain, as_json)
     assert repo.head() == head and repo.files() == files  # nothing written
     assert "Traceback" not in plain.stderr + as_json.stderr
-    if name not in ("bad-option", "bad-attempt"):  # typer's own usage message, not ours
-        first = plain.stderr.splitlines()[0]
-        assert first.startswith("error: ") and "; " in first, plain.stderr
+    # typer's own usage errors (bad-option, bad-attempt) too: one line, not its usage block.
+    first = plain.stderr.splitlines()[0]
+    assert first.startswith("error: ") and "; " in first, plain.stderr
+    if name in ("bad-option", "bad-attempt"):
+        assert plain.stderr.count("\n") == 1 and "see 'applyonce apply --help'" in first
     document = orjson.loads(as_json.stdout)
     error = document["error"]
     assert isinstance(error["retryable"], bool) and error["retryable"] is retryable, error

@@ -86,14 +86,20 @@ def error_boundary(
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except typer.TyperException as exc:
-        # typer's own usage errors while parsing (exit 2): typer prints its message on stderr.
+        # typer's own usage errors while parsing (an unknown option or command, a bad value;
+        # exit 2): one line in the style of every other error, not typer's usage block.
         code = getattr(exc, "exit_code", EXIT_USAGE)
-        if as_json() and hasattr(exc, "format_message"):
-            where = getattr(getattr(exc, "ctx", None), "command_path", "applyonce")
-            hint = f"see '{where} --help'"
-            usage = {"kind": "usage", "message": exc.format_message(), "hint": hint}
+        if not hasattr(exc, "format_message"):
+            raise
+        where = getattr(getattr(exc, "ctx", None), "command_path", None) or "applyonce"
+        hint = f"see '{where} --help'"
+        said = exc.format_message()
+        if as_json():
+            usage = {"kind": "usage", "message": said, "hint": hint}
             emit_json_error(code, {**usage, "retryable": False})
-        raise
+        first = said[:1].lower() + said[1:] if said[1:2].islower() else said
+        typer.echo(f"error: {' '.join(first.split()).rstrip('.')}; {hint}", err=True)
+        raise typer.Exit(code) from None
     except BrokenPipeError:
         # The reader went away (``applyonce log | head``): typer exits 1 quietly, as git does.
         raise
