@@ -178,6 +178,21 @@ class Run:
     stderr: str
 
 
+def git_trailers(message: str) -> list[tuple[str, str]]:
+    """The trailers of a commit message as git's own parser (``git interpret-trailers --parse``)
+    reads them: (key, value) each, in order."""
+    parsed = subprocess.run(
+        ["git", "interpret-trailers", "--parse"],
+        input=message,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [
+        (key, value) for key, _, value in (line.partition(": ") for line in parsed.splitlines())
+    ]
+
+
 def run_cli(
     *args: str,
     input: str | bytes | None = None,

@@ -4,13 +4,12 @@ last and is read by the real ``git interpret-trailers``."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from mcp import ClientSession
 
-from tests.conftest import UTIL_PATCH, Repo, apply, stored_json
+from tests.conftest import UTIL_PATCH, Repo, apply, git_trailers, stored_json
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
 HUMAN = {"GIT_COMMITTER_NAME": "Ada Human", "GIT_COMMITTER_EMAIL": "ada@example.invalid"}
@@ -19,15 +18,7 @@ BOT = "Patch Bot <bot@example.invalid>"
 
 def _trailers(repo: Repo, rev: str = "HEAD") -> list[tuple[str, str]]:
     """The commit's trailers as git itself parses them."""
-    message = repo.git("log", "-1", "--format=%B", rev)
-    parsed = subprocess.run(
-        ["git", "interpret-trailers", "--parse"],
-        input=message,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [tuple(line.split(": ", 1)) for line in parsed.splitlines()]  # type: ignore[misc]
+    return git_trailers(repo.git("log", "-1", "--format=%B", rev))
 
 
 def test_signoff_author_and_co_authors_go_before_the_call_id_block(repo: Repo) -> None:

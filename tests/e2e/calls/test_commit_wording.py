@@ -16,22 +16,14 @@ import pytest
 from pygit2.enums import ConfigLevel
 
 from applyonce.adapters.agents import ToolCallAdapter
-from tests.conftest import UTIL_PATCH, Repo, apply, run_cli, stored_text
+from tests.conftest import UTIL_PATCH, Repo, apply, git_trailers, run_cli, stored_text
 
 OURS = ["Call-Id", "Contract-Sha256", "Attempt", "Tool", "Tool-Version", "Args-Sha256"]
 
 
 def _parsed_trailers(repo: Repo) -> list[str]:
     """The trailers of HEAD as git's own parser reads them."""
-    message = repo.git("log", "-1", "--format=%B")
-    parsed = subprocess.run(
-        ["git", "interpret-trailers", "--parse"],
-        input=message,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [line.split(":")[0] for line in parsed.splitlines()]
+    return [key for key, _ in git_trailers(repo.git("log", "-1", "--format=%B"))]
 
 
 def test_message_sets_the_subject_and_body(repo: Repo) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.conftest import UTIL_PATCH, Repo, apply, run_cli
+from tests.conftest import UTIL_PATCH, Repo, apply, git_trailers, run_cli
 
 BAD_PATCH = (
     "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2  # FIXME\n"
@@ -174,14 +173,7 @@ def test_message_hooks_edit_the_message_and_the_call_block_stays_last(repo: Repo
     call_id = orjson.loads(done.stdout)["call_id"]
     message = repo.git("log", "-1", "--format=%B")
     assert message.startswith("[OPS-7] apply_patch: M src/util.py\n\n")
-    trailers = subprocess.run(
-        ["git", "interpret-trailers", "--parse"],
-        input=message,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    keys = [line.split(":")[0] for line in trailers.splitlines()]
+    keys = [key for key, _ in git_trailers(message)]
     assert keys[0] == "Change-Id" and keys[1] == "Call-Id" and keys[-1] == "Args-Sha256"
     assert repo.call_ids() == [call_id]
     assert run_cli("audit", "--repo", str(repo.path)).returncode == 0

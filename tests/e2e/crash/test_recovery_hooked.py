@@ -5,12 +5,11 @@ as the hooks worded it, the Call-Id block last (docs/design.md §7)."""
 from __future__ import annotations
 
 import signal
-import subprocess
 
 import orjson
 import pytest
 
-from tests.conftest import Repo, run_cli, stored_json
+from tests.conftest import Repo, git_trailers, run_cli, stored_json
 from tests.e2e.crash.test_recovery import COMMIT_POINTS, apply
 from tests.e2e.support import assert_invariants
 
@@ -31,14 +30,7 @@ def install_hooks(repo: Repo) -> None:
 
 
 def trailer_keys(message: str) -> list[str]:
-    parsed = subprocess.run(
-        ["git", "interpret-trailers", "--parse"],
-        input=message,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return [line.split(":")[0] for line in parsed.splitlines()]
+    return [key for key, _ in git_trailers(message)]
 
 
 # .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
