@@ -51,6 +51,9 @@ def test_interrupting_a_check_kills_it(repo: Repo, tmp_path: Path, sig: int, cod
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # As from a terminal: a suite started with SIGINT ignored (a shell's 'pytest &') would
+        # hand that on, and an ignored Ctrl-C interrupts nothing.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     proc.stdin.write(PATCH.encode())  # type: ignore[union-attr]
     proc.stdin.close()  # type: ignore[union-attr]

@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from applyonce.flow.call.checks import _signals_held, run_command
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here, as in a terminal, also when the suite was started
+    with SIGINT ignored (a shell's background job, ``pytest &``: Python then keeps it ignored)."""
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
 
 
 def test_a_signal_while_a_check_starts_is_held_then_raised() -> None:
