@@ -42,7 +42,7 @@ def apply(repo: Repo, patch: str = THREE_FILE_PATCH, *args: str, env: dict[str, 
 
 
 # .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
-@pytest.mark.sampled(every=2)
+@pytest.mark.sampled(every=4)
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
     base = repo.head()

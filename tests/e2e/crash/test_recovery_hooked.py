@@ -34,7 +34,7 @@ def trailer_keys(message: str) -> list[str]:
 
 
 # .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
-@pytest.mark.sampled(every=2)
+@pytest.mark.sampled(every=4)
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 def test_crash_with_hooks_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
     install_hooks(repo)

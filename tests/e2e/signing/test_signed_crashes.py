@@ -30,7 +30,7 @@ def _dangling_commits(repo: Repo) -> list[str]:
 
 
 # .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
-@pytest.mark.sampled(every=2, by="fmt")
+@pytest.mark.sampled(every=4, by="fmt")
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 @pytest.mark.parametrize("fmt", ["ssh", "openpgp"])
 def test_a_signed_call_killed_at_any_point_lands_once_signed(
