@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import pytest
+
 from applyonce.core.identity import ApplyPatchArgs
 from applyonce.core.plan import MODE_FILE, EntryKind, plan
 from applyonce.errors import ApplyOnceError
@@ -63,6 +65,17 @@ def find_codex_binary() -> str | None:
     # Other platforms' packages: @openai/codex-<os>-<arch>/vendor/<triple>/bin/codex.
     pattern = str(prefix / "node_modules/@openai/codex-*/vendor/*/bin/codex")
     return next((p for p in sorted(glob.glob(pattern)) if os.access(p, os.X_OK)), None)
+
+
+def codex_binary_or_skip(binary: str | None) -> str:
+    """``binary`` (found by :func:`find_codex_binary` at import, before a test's HOME moves), or
+    the test skipped without it — failed when ``APPLYONCE_REQUIRE_CODEX=1`` (CI) asks for it."""
+    if binary is None:
+        message = "the Codex binary is missing (set APPLYONCE_CODEX_BIN or run .ci/run)"
+        if os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1":
+            pytest.fail(message + "; APPLYONCE_REQUIRE_CODEX=1")
+        pytest.skip(message)
+    return binary
 
 
 # ------------------------------------------------------------------------------------ results

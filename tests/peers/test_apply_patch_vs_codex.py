@@ -25,10 +25,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Repo, make_repo
-from tests.peers.codex_differential import find_codex_binary
+from tests.peers.codex_differential import codex_binary_or_skip, find_codex_binary
 
 BINARY = find_codex_binary()
-REQUIRED = os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1"
 # The command as installed (the console script is this function); run through the interpreter so
 # the tests do not depend on a venv's bin being on PATH.
 OURS = [sys.executable, "-c", "from applyonce.adapters.apply_patch_cmd import main; main()"]
@@ -139,12 +138,7 @@ CASES = [
 
 @pytest.fixture
 def binary() -> str:
-    if BINARY is None:
-        message = "the Codex binary is missing (set APPLYONCE_CODEX_BIN or run .ci/run)"
-        if REQUIRED:
-            pytest.fail(message + "; APPLYONCE_REQUIRE_CODEX=1")
-        pytest.skip(message)
-    return BINARY
+    return codex_binary_or_skip(BINARY)
 
 
 @dataclass(frozen=True)

@@ -13,27 +13,20 @@ test is skipped, unless ``APPLYONCE_REQUIRE_CODEX=1`` (CI), then it fails.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.peers.codex_differential import find_codex_binary, run_case
+from tests.peers.codex_differential import codex_binary_or_skip, find_codex_binary, run_case
 
 # Found at import: the autouse fixture points HOME at a temp dir before each test runs.
 BINARY = find_codex_binary()
-REQUIRED = os.environ.get("APPLYONCE_REQUIRE_CODEX") == "1"
 CHUNKS = [range(start, start + 50) for start in range(0, 300, 50)]  # spread over xdist workers
 
 
 @pytest.fixture
 def binary() -> str:
-    if BINARY is None:
-        message = "the Codex binary is missing (set APPLYONCE_CODEX_BIN or run .ci/run)"
-        if REQUIRED:
-            pytest.fail(message + "; APPLYONCE_REQUIRE_CODEX=1")
-        pytest.skip(message)
-    return BINARY
+    return codex_binary_or_skip(BINARY)
 
 
 @pytest.mark.parametrize("seeds", CHUNKS, ids=[f"{r.start}-{r.stop - 1}" for r in CHUNKS])

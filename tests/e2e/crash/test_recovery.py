@@ -41,10 +41,9 @@ def apply(repo: Repo, patch: str = THREE_FILE_PATCH, *args: str, env: dict[str, 
     return run_cli("apply", "-", "--repo", str(repo.path), "--json", *args, input=patch, env=env)
 
 
-# .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
-@pytest.mark.sampled(every=4)
-@pytest.mark.parametrize("point", COMMIT_POINTS)
-def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
+def crash_recover_repeat(repo: Repo, point: str) -> dict[str, object]:
+    """Kill a call at ``point``, recover, repeat it: the repeat's receipt, once its commit is
+    checked against the invariants and a second recover and a third apply changed nothing."""
     base = repo.head()
     crashed = apply(repo, env={"APPLYONCE_FAULT": point})
     assert crashed.returncode == -signal.SIGKILL
@@ -52,17 +51,25 @@ def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -
     assert recovered.returncode == 0, recovered.stderr
     again = apply(repo)
     assert again.returncode == 0, again.stderr
-    receipt = orjson.loads(again.stdout)
+    receipt: dict[str, object] = orjson.loads(again.stdout)
     assert receipt["output"] == (
         "Success. Updated the following files:\nM src/util.py\nA docs/notes.md\nD README.md\n"
     )
-    assert_invariants(repo, base, receipt["call_id"], committed=True)
+    assert_invariants(repo, base, str(receipt["call_id"]), committed=True)
     # Settled means settled: a second recover and a third apply change nothing.
     head = repo.head()
     assert "nothing to recover" in run_cli("recover", "--repo", str(repo.path)).stdout
     third = apply(repo)
     assert stored_json(third.stdout) == stored_json(again.stdout)
     assert repo.head() == head
+    return receipt
+
+
+# .ci/run kills at one point in four, others at the next commits (tests/conftest.py).
+@pytest.mark.sampled(every=4)
+@pytest.mark.parametrize("point", COMMIT_POINTS)
+def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
+    crash_recover_repeat(repo, point)
 
 
 def test_crash_while_writing_a_rejection(repo: Repo) -> None:

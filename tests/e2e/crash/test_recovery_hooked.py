@@ -9,8 +9,8 @@ import signal
 import orjson
 import pytest
 
-from tests.conftest import Repo, git_trailers, run_cli, stored_json
-from tests.e2e.crash.test_recovery import COMMIT_POINTS, apply
+from tests.conftest import Repo, git_trailers, run_cli
+from tests.e2e.crash.test_recovery import COMMIT_POINTS, apply, crash_recover_repeat
 from tests.e2e.support import assert_invariants
 
 # A check that passes this patch, a subject prefix, a trailer after applyonce's block.
@@ -33,34 +33,17 @@ def trailer_keys(message: str) -> list[str]:
     return [key for key, _ in git_trailers(message)]
 
 
-# .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
+# .ci/run kills at one point in four, others at the next commits (tests/conftest.py).
 @pytest.mark.sampled(every=4)
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 def test_crash_with_hooks_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
     install_hooks(repo)
-    base = repo.head()
-    crashed = apply(repo, env={"APPLYONCE_FAULT": point})
-    assert crashed.returncode == -signal.SIGKILL
-    recovered = run_cli("recover", "--repo", str(repo.path))
-    assert recovered.returncode == 0, recovered.stderr
-    again = apply(repo)
-    assert again.returncode == 0, again.stderr
-    receipt = orjson.loads(again.stdout)
-    assert receipt["output"] == (
-        "Success. Updated the following files:\nM src/util.py\nA docs/notes.md\nD README.md\n"
-    )
-    assert_invariants(repo, base, receipt["call_id"], committed=True)
+    receipt = crash_recover_repeat(repo, point)
     message = repo.git("log", "-1", "--format=%B")
     assert message.startswith("[OPS-7] apply_patch: ")
     keys = trailer_keys(message)
     assert keys[:2] == ["Change-Id", "Call-Id"] and keys[-1] == "Args-Sha256"
     assert repo.call_ids() == [receipt["call_id"]]
-    # Settled means settled: a second recover and a third apply change nothing.
-    head = repo.head()
-    assert "nothing to recover" in run_cli("recover", "--repo", str(repo.path)).stdout
-    third = apply(repo)
-    assert stored_json(third.stdout) == stored_json(again.stdout)
-    assert repo.head() == head
 
 
 def test_a_hook_refusal_crashed_while_recorded_is_settled_once(repo: Repo) -> None:

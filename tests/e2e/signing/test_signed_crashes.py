@@ -29,7 +29,7 @@ def _dangling_commits(repo: Repo) -> list[str]:
     return [line.split()[2] for line in out.splitlines() if line.startswith("unreachable commit")]
 
 
-# .ci/run kills at half the points, the other half at the next commit (tests/conftest.py).
+# .ci/run kills at one point in four per format, others at the next commits (tests/conftest.py).
 @pytest.mark.sampled(every=4, by="fmt")
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 @pytest.mark.parametrize("fmt", ["ssh", "openpgp"])
