@@ -258,6 +258,7 @@ _HINT_WORDS = (
         "a person applies it with 'applyonce apply --confirm'",
     ),
     ("pass --lease-seconds N, or run", "run"),
+    ("pass --remote NAME", "run 'git config applyonce.remote NAME'"),
 )
 
 

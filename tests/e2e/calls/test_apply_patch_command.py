@@ -327,3 +327,26 @@ def test_the_installed_command(repo: Repo) -> None:
         [str(script), PATCH], cwd=repo.path, capture_output=True, text=True, timeout=60
     )
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, SUCCESS, "")
+
+
+def test_in_a_shallow_clone_the_refusal_names_what_apply_patch_users_can_do(
+    repo: Repo, tmp_path: Path
+) -> None:
+    """A shallow clone cannot tell whether the call landed before: refused, exit 4, nothing
+    written, and the way out named as git config, not as a flag apply_patch does not take."""
+    repo.git("commit", "--allow-empty", "-qm", "second")  # a parent for the shallow tip to lack
+    shallow = Repo(tmp_path / "shallow")
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{repo.path}", str(shallow.path)],
+        check=True,
+        capture_output=True,
+    )
+    head, files = shallow.head(), shallow.files()
+    done = apply_patch(shallow)
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == ""
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "shallow" in line
+    assert "--remote" not in done.stderr and "git config applyonce.remote NAME" in line
+    assert shallow.head() == head and shallow.files() == files
+    assert not shallow.state_dir().exists() or not list(shallow.state_dir().glob("receipts/*"))
