@@ -355,7 +355,7 @@ def git_server(request: pytest.FixtureRequest) -> Any:
 
 @dataclass
 class Served:
-    """A fresh bare repository on the git daemon (one commit on ``main``) and a clone of it."""
+    """A fresh bare repository on a Git server (one commit on ``main``) and a clone of it."""
 
     daemon: Any
     url: str
@@ -368,9 +368,23 @@ class Served:
     def server_git(self, *args: str) -> str:
         return git(self.server, *args)
 
+    @property
+    def public_url(self) -> str:
+        """The URL without credentials: what receipts and messages show."""
+        from applyonce.core.receipt import public_url
+
+        return public_url(self.url)
+
 
 @pytest.fixture
 def served(git_daemon: Any, tmp_path: Path) -> Served:
+    return serve_on(git_daemon, tmp_path)
+
+
+def serve_on(server: Any, tmp_path: Path) -> Served:
+    """A fresh bare repository on ``server`` (a git daemon or the smart-HTTP server), its branch
+    ``main`` holding one commit, and a clone of it."""
+    git_daemon = server
     url = git_daemon.make_bare()
     seed = make_repo(
         tmp_path / "seed",

@@ -58,7 +58,13 @@ from applyonce.git.history import (
     HistoryIncompleteError,
     require_complete,
 )
-from applyonce.git.publisher import LocalRefPublisher, PublishUnknownError, TipMovedError
+from applyonce.git.publisher import (
+    CallOnBranchError,
+    LocalRefPublisher,
+    PublishUnknownError,
+    TipMovedError,
+)
+from applyonce.git.serverhook import REFUSAL_RE
 from applyonce.git.store import GitStore
 
 PENDING = "refs/applyonce/pending/"
@@ -69,6 +75,10 @@ TIP_FRESH_S = 1.0
 FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the fetched ref's lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
 # A refusal that another writer of the same refs caused, gone once it is done (not a policy).
+# What git says, before sending anything, when the server does not advertise push options.
+_NO_PUSH_OPTIONS = "does not support push options"
+# A publish names at most this many calls in push options (the hook reads the trailers too).
+MAX_NAMED_CALLS = 64
 _TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
 
 
@@ -138,6 +148,8 @@ class RemotePublisher:
         self.journal = journal
         self.local = LocalRefPublisher(store, index, journal)
         self._fetched: dict[str, tuple[str | None, float]] = {}
+        # Whether the server takes push options (None: not known yet).
+        self._push_options: bool | None = None
         # The Call-Id index of a branch follows the remote's branch, not the local one.
         index.tip_of = lambda ref: store.tip(self.fetched(ref))
 
@@ -197,8 +209,9 @@ class RemotePublisher:
             raise RemoteBranchMissingError(self.remote, ref)
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
+        named = self._named_calls(new, expected)
         for attempt in range(FETCH_LOCK_RETRIES):
-            sent = self._git("push", "--porcelain", self.remote, f"{new}:{pending}")
+            sent = self._push("--porcelain", self.remote, f"{new}:{pending}", calls=named)
             if sent.code == 0:
                 break
             # Another process pushing the very same commit (the same call, staged in the same
@@ -209,8 +222,14 @@ class RemotePublisher:
             time.sleep(0.01 * (attempt + 1))
         fault("after-push-objects")
         lease = f"--force-with-lease={ref}:{expected or ''}"
-        cas = self._git(
-            "push", "--atomic", "--porcelain", lease, self.remote, f"{new}:{ref}", f":{pending}"
+        cas = self._push(
+            "--atomic",
+            "--porcelain",
+            lease,
+            self.remote,
+            f"{new}:{ref}",
+            f":{pending}",
+            calls=named,
         )
         status = _status_of(cas.out, ref)
         if status is not None and status[0] in " +*=":
@@ -243,6 +262,9 @@ class RemotePublisher:
         self._forget(pending)
         if _transient(cas.out):
             raise TipMovedError(ref, expected, actual)  # a lock held at the server: try again
+        holder = self._held_already(ref, cas, named)
+        if holder is not None:
+            raise CallOnBranchError(ref, *holder)
         why = next(iter(_causes(cas.out)), status[1] or "refused")
         raise RemoteRefusedError(
             self._say(f"remote {self.remote} refused the update of {ref} ({why})", cas)
@@ -272,6 +294,47 @@ class RemotePublisher:
             return
         with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
             self.local.publish(ref, local, remote_tip, reason="applyonce: follow the remote")
+
+    # --- the server's hook (applyonce hook pre-receive) -----------------------------------
+
+    def _named_calls(self, new: str, expected: str | None) -> list[str]:
+        """The Call-Ids of the commits a publish adds (``expected..new``), for the push options
+        that name them to the server's hook."""
+        named: list[str] = []
+        with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
+            for _, trailers in self.store.walk_trailers(new, hide=expected, key="Call-Id"):
+                named += [c for c in trailers.all("Call-Id") if c not in named]
+                if len(named) >= MAX_NAMED_CALLS:
+                    break
+        return named
+
+    def _push(self, *args: str, calls: list[str]) -> _Result:
+        """``git push ARGS``, naming ``calls`` in push options (``-o call-id=ID``) where the
+        server takes them: a server that does not advertise ``push-options`` makes git refuse
+        them before anything is sent; then they are left off for this remote from then on."""
+        if calls and self._push_options is not False:
+            options = [f"--push-option=call-id={c}" for c in calls]
+            sent = self._git("push", *options, *args)
+            if _NO_PUSH_OPTIONS not in sent.err:
+                return sent
+            self._push_options = False
+        return self._git("push", *args)
+
+    def _held_already(self, ref: str, refused: _Result, named: list[str]) -> tuple[str, str] | None:
+        """``(Call-Id, commit)`` where the server's hook refused the update because a commit on
+        the branch carries a call of this push already, and that commit is on the branch as
+        fetched here (so its call is adopted, not committed a second time). None: another
+        refusal."""
+        for line in refused.err.splitlines():
+            found = REFUSAL_RE.search(line)
+            if found is None or found["ref"] != ref or found["call_id"] not in named:
+                continue
+            commit = found["commit"]
+            if self.is_on(ref, commit) and found["call_id"] in self.store.trailers_of(commit).all(
+                "Call-Id"
+            ):
+                return found["call_id"], commit
+        return None
 
     # --- the repository's identity (shared ledgers) ---------------------------------------
 

@@ -1,4 +1,4 @@
-"""The fleet's fixture: its servers, skipped where PostgreSQL or git daemon is not installed,
+"""The fleet's fixtures: its servers, each Git server in turn, skipped where PostgreSQL or git daemon is not installed,
 failed instead when ``APPLYONCE_REQUIRE_POSTGRES=1`` / ``APPLYONCE_REQUIRE_GIT_DAEMON=1`` (the
 session's ``git_daemon`` fixture says so for the daemon)."""
 
@@ -6,22 +6,34 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import Served, serve_on
 from tests.e2e.fleet.servers import FleetServers, postgres_missing
 
 
-@pytest.fixture
-def fleet_servers(git_daemon: Any) -> Iterator[FleetServers]:
-    """The session's git daemon and a PostgreSQL server of this test's own; skipped where the
+@pytest.fixture(params=["daemon", "http"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Served:
+    """The fleet's tests run against each real Git server: ``git daemon``, then smart HTTP
+    (nginx + ``git http-backend``, basic authentication, the credentials in the clone's URL)."""
+    server = request.getfixturevalue("git_daemon" if request.param == "daemon" else "git_http")
+    return serve_on(server, tmp_path)
+
+
+@pytest.fixture(params=["daemon", "http"])
+def fleet_servers(request: pytest.FixtureRequest) -> Iterator[FleetServers]:
+    """A Git server of the session's (``git daemon``; or smart HTTP, its repositories guarded by
+    ``applyonce hook pre-receive``) and a PostgreSQL server of this test's own; skipped where the
     binaries are missing, unless ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
+    http = request.param == "http"
+    git_server = request.getfixturevalue("git_http" if http else "git_daemon")
     if postgres_missing():
         if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
             pytest.fail("PostgreSQL is not installed (APPLYONCE_REQUIRE_POSTGRES=1)")
         pytest.skip("PostgreSQL is not installed")
-    servers = FleetServers(git_daemon)
+    servers = FleetServers(git_server, server_hook=http)
     servers.start()
     try:
         yield servers

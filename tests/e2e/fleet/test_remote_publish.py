@@ -62,7 +62,7 @@ def test_a_call_lands_on_the_server_and_the_clone_follows(served: Served) -> Non
     assert receipt["commit"] == tip
     assert served.server_git("rev-parse", "main~1").strip() == before
     assert server_calls(served) == [receipt["call_id"]]
-    assert receipt["remote"] == served.url
+    assert receipt["remote"] == served.public_url
     assert receipt["ref"] == MAIN
     # The local branch, the remote-tracking ref and the checkout follow the remote.
     assert clone.head() == tip
