@@ -51,7 +51,7 @@ from applyonce.core.receipt import public_url
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.faults import fault
 from applyonce.git.checkouts import Checkouts
-from applyonce.git.gitcli import not_connected, run_git
+from applyonce.git.gitcli import git_version, not_connected, run_git
 from applyonce.git.history import (
     REMOTE_INCOMPLETE_HINT,
     CallIdIndex,
@@ -80,6 +80,35 @@ _NO_PUSH_OPTIONS = "does not support push options"
 # A publish names at most this many calls in push options (the hook reads the trailers too).
 MAX_NAMED_CALLS = 64
 _TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
+
+
+# The oldest git whose push and fetch a remote publish relies on: git 2.29 (fetch
+# --no-write-fetch-head); push --atomic (2.4), --force-with-lease (1.8.5) and --push-option
+# (2.10) are older.
+MIN_GIT = (2, 29, 0)
+
+
+class GitTooOldError(UsageError):
+    """The ``git`` on PATH is older than a remote publish needs (:data:`MIN_GIT`)."""
+
+    kind = "git-too-old"
+
+
+def require_git() -> None:
+    """Raises :class:`GitTooOldError` unless the ``git`` on PATH is :data:`MIN_GIT` or newer."""
+    have = git_version()
+    need = ".".join(map(str, MIN_GIT))
+    if have is None:
+        raise GitTooOldError(
+            "--remote needs git, which cannot be run here",
+            hint=f"install git {need} or newer and put it on PATH",
+        )
+    if have < MIN_GIT:
+        raise GitTooOldError(
+            f"--remote needs git {need} or newer (atomic pushes, push options, fetches without"
+            f" FETCH_HEAD); this git is {'.'.join(map(str, have))}",
+            hint=f"install git {need} or newer and put it on PATH",
+        )
 
 
 class RemoteUnreachableError(ConflictError):
@@ -137,6 +166,7 @@ class RemotePublisher:
                 f"there is no remote {remote!r} in this repository",
                 hint="add it with 'git remote add NAME URL', or pass another --remote",
             )
+        require_git()
         self.store = store
         self.remote = remote
         self.url = public_url(url)
