@@ -237,8 +237,12 @@ class BranchIndex:
 
 HOOK_SCRIPT = """#!/bin/sh
 # Installed by 'applyonce hook install': refuses a push that would put a Call-Id on a branch
-# that already holds it (see 'applyonce hook --help').
-exec {python} -m applyonce hook pre-receive
+# that already holds it (see 'applyonce hook --help'). A push that moves no branch (applyonce's
+# pending refs) is let through without starting Python.
+updates=$(cat)
+case "$updates" in
+  *" refs/heads/"*) printf '%s\\n' "$updates" | exec {python} -m applyonce hook pre-receive ;;
+esac
 """
 
 
