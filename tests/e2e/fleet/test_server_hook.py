@@ -155,6 +155,9 @@ def test_the_index_is_rebuilt_when_damaged(guarded: Served) -> None:
 def test_install_refuses_what_is_not_a_bare_repository_or_another_hook(
     guarded: Served, tmp_path: Path
 ) -> None:
+    done = run_cli("hook", "install")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("error: hook install needs --bare PATH;")
     done = run_cli("hook", "install", "--bare", str(guarded.clone.path))
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {guarded.clone.path} is not a bare repository;")

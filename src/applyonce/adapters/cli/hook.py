@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from pathlib import Path
@@ -12,25 +13,56 @@ import typer
 from applyonce.adapters.cli.app import Command, app
 from applyonce.errors import UsageError
 
-hook_app = typer.Typer(
-    name="hook",
-    help="Server-side hooks: refuse a push that would land a call twice on a branch.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(hook_app)
+
+class HookAction(enum.StrEnum):
+    PRE_RECEIVE = "pre-receive"
+    INSTALL = "install"
 
 
-@hook_app.command(
-    "pre-receive",
-    epilog="Exit codes: 0 the push may go on, 1 refused (one line per refused ref), "
-    "3 internal error (the push is refused too).",
+_NOT_BARE_HINT = "pass the server's repository, e.g. --bare /srv/git/app.git"
+
+
+@app.command(
+    "hook",
+    epilog="Exit codes: 0 the push may go on (pre-receive) or the hook is installed (install),"
+    " 1 the push is refused (one line per refused ref), 2 usage (install: not a bare"
+    " repository, or another pre-receive hook), 3 internal error (the push is refused too).",
     cls=Command,
 )
-def pre_receive() -> None:
-    """Run by git as a bare repository's pre-receive hook (reads 'OLD NEW REF' lines on stdin):
-    refuses a push that would put a Call-Id on a branch that already holds it. The Call-Ids are
-    those of the pushed commits' trailers and of the push options 'call-id=ID'."""
+def hook(
+    action: Annotated[
+        HookAction,
+        typer.Argument(
+            help="'pre-receive': run by git as a bare repository's pre-receive hook ('OLD NEW"
+            " REF' lines on stdin). 'install': write that hook into --bare PATH.",
+            show_default=False,
+        ),
+    ],
+    bare: Annotated[
+        Path | None,
+        typer.Option(
+            "--bare",
+            metavar="PATH",
+            help="install: the bare repository the server serves.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="install: replace a pre-receive hook that is there.")
+    ] = False,
+) -> None:
+    """The server's guard: refuse a push that would put a Call-Id on a branch that already
+    holds it (the pushed commits' trailers and the push options 'call-id=ID'), one line per
+    refused ref naming the call and the commit holding it. 'applyonce hook install --bare PATH'
+    writes hooks/pre-receive (running this Python's 'applyonce hook pre-receive') and sets
+    receive.advertisePushOptions, so that applyonce's clients name their calls in push options."""
+    if action is HookAction.PRE_RECEIVE:
+        _pre_receive()
+    else:
+        _install(bare, force=force)
+
+
+def _pre_receive() -> None:
     from applyonce.git.serverhook import check_push, parse_updates, push_option_call_ids
 
     git_dir = Path(os.environ.get("GIT_DIR", "."))
@@ -47,45 +79,20 @@ def pre_receive() -> None:
         raise typer.Exit(1)
 
 
-@hook_app.command(
-    "install",
-    epilog="Exit codes: 0 installed, 2 usage (not a bare repository, another pre-receive hook).",
-    cls=Command,
-)
-def install(
-    bare: Annotated[
-        Path,
-        typer.Option(
-            "--bare",
-            metavar="PATH",
-            help="The bare repository the server serves.",
-            show_default=False,
-        ),
-    ],
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a pre-receive hook that is there.")
-    ] = False,
-) -> None:
-    """Install the pre-receive hook in a bare repository (hooks/pre-receive runs this Python's
-    'applyonce hook pre-receive') and set receive.advertisePushOptions, so that applyonce's
-    clients name their calls in push options."""
+def _install(bare: Path | None, *, force: bool) -> None:
     from applyonce.git.serverhook import install_hook
 
+    if bare is None:
+        raise UsageError("hook install needs --bare PATH", hint=_NOT_BARE_HINT)
     if not (bare / "HEAD").is_file() or not (bare / "objects").is_dir():
-        raise UsageError(
-            f"{bare} is not a bare repository",
-            hint="pass the server's repository, e.g. --bare /srv/git/app.git",
-        )
+        raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT)
     try:
-        hook = install_hook(bare, sys.executable, force=force)
+        installed = install_hook(bare, sys.executable, force=force)
     except NotADirectoryError:
-        raise UsageError(
-            f"{bare} is not a bare repository",
-            hint="pass the server's repository, e.g. --bare /srv/git/app.git",
-        ) from None
+        raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT) from None
     except FileExistsError:
         raise UsageError(
             f"{bare / 'hooks' / 'pre-receive'} is another pre-receive hook",
             hint="call 'applyonce hook pre-receive' from it, or pass --force to replace it",
         ) from None
-    print(f"installed {hook}")
+    print(f"installed {installed}")
