@@ -1,10 +1,13 @@
-"""The fleet's fixtures: its servers, each Git server in turn, skipped where PostgreSQL or git daemon is not installed,
-failed instead when ``APPLYONCE_REQUIRE_POSTGRES=1`` / ``APPLYONCE_REQUIRE_GIT_DAEMON=1`` (the
-session's ``git_daemon`` fixture says so for the daemon)."""
+"""The fleet's fixtures: its servers, each Git server in turn, skipped where PostgreSQL, git
+daemon, nginx or fcgiwrap is not installed, failed instead when ``APPLYONCE_REQUIRE_POSTGRES=1``
+/ ``APPLYONCE_REQUIRE_GIT_DAEMON=1`` / ``APPLYONCE_REQUIRE_GIT_HTTP=1`` (the session's
+``git_daemon`` and ``git_http`` fixtures say so for the Git servers)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,18 +27,26 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Served:
 
 @pytest.fixture(params=["daemon", "http"])
 def fleet_servers(request: pytest.FixtureRequest) -> Iterator[FleetServers]:
-    """A Git server of the session's (``git daemon``; or smart HTTP, its repositories guarded by
-    ``applyonce hook pre-receive``) and a PostgreSQL server of this test's own; skipped where the
-    binaries are missing, unless ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
+    """A Git server (the session's ``git daemon``; or a smart-HTTP server of this test's own,
+    which it restarts, its repository guarded by ``applyonce hook pre-receive``) and a PostgreSQL
+    server of this test's own; skipped where the binaries are missing, unless
+    ``APPLYONCE_REQUIRE_POSTGRES=1`` says they must be there."""
     http = request.param == "http"
     git_server = request.getfixturevalue("git_http" if http else "git_daemon")
+    if http:
+        from tests.httpserver import HttpServer
+
+        git_server = HttpServer(Path(tempfile.mkdtemp(prefix="applyonce-http-")))
     if postgres_missing():
         if os.environ.get("APPLYONCE_REQUIRE_POSTGRES") == "1":
             pytest.fail("PostgreSQL is not installed (APPLYONCE_REQUIRE_POSTGRES=1)")
         pytest.skip("PostgreSQL is not installed")
     servers = FleetServers(git_server, server_hook=http)
-    servers.start()
     try:
+        servers.start()
         yield servers
     finally:
         servers.stop()
+        if http:
+            git_server.stop()
+            shutil.rmtree(git_server.state, ignore_errors=True)

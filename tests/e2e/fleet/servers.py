@@ -16,7 +16,7 @@ from tests.e2e.fleet.fleet import Call, git
 
 
 class FleetServers:
-    """The session's git daemon and a PostgreSQL server of this test's own."""
+    """A Git server and a PostgreSQL server of this test's own."""
 
     def __init__(self, daemon: Any, *, server_hook: bool = False) -> None:
         from tests.pgserver import PostgresServer
@@ -37,6 +37,15 @@ class FleetServers:
         """A fresh database's URL."""
         url: str = self.postgres.create_database()
         return url
+
+    def restart_web_server(self) -> bool:
+        """The smart-HTTP server killed (SIGKILL: every connection cut) and started again on the
+        same port; False for a ``git daemon``, left running."""
+        restart = getattr(self.daemon, "restart", None)
+        if restart is None:
+            return False
+        restart()
+        return True
 
     def crash_database(self) -> None:
         """An immediate shutdown while calls run: every connection cut, no checkpoint."""
