@@ -222,3 +222,22 @@ def test_a_client_blind_to_the_landed_call_adopts_it_never_commits_twice(
     assert server_calls(guarded) == [landed["call_id"]]
     assert guarded.server_git("rev-parse", "main").strip() == reverted
     assert guarded.server_git("for-each-ref", "refs/applyonce/pending/") == ""
+
+
+def test_applyonce_names_its_call_in_a_push_option(guarded: Served) -> None:
+    """Where the server advertises push options (``hook install`` sets it), applyonce's publish
+    names its call in one, so the guard checks it whatever the commit's trailers say."""
+    hook = guarded.server / "hooks" / "pre-receive"
+    seen = guarded.server / "options.log"
+    original = hook.read_text()
+    hook.write_text(
+        "#!/bin/sh\n"
+        f'env | grep "^GIT_PUSH_OPTION_[0-9]" | cut -d= -f2- >> "{seen}"\n'
+        + original.removeprefix("#!/bin/sh\n")
+    )
+    run = apply_remote(guarded.clone, UTIL_PATCH, "--json")
+    assert run.returncode == 0, run.stderr
+    call_id = json.loads(run.stdout)["call_id"]
+    # Both pushes of the publish (the objects under a pending ref, then the branch) name it.
+    assert seen.read_text().splitlines() == [f"call-id={call_id}"] * 2
+    assert server_calls(guarded) == [call_id]
