@@ -31,6 +31,13 @@ the shallow boundary may carry it. A partial clone (``--filter``) keeps every co
 search is complete there; its missing trees and blobs are fetched when read
 (:mod:`applyonce.git.promisor`).
 
+Where the server runs applyonce's guard (``applyonce hook pre-receive``,
+:mod:`applyonce.git.serverhook`), both pushes name the publish's calls in push options
+(``-o call-id=ID``; left off where the server does not advertise ``push-options``), and a
+refusal of the branch update because a commit on the branch carries the call already is
+:class:`~applyonce.git.publisher.CallOnBranchError`: the caller adopts that commit. A ``git``
+older than :data:`MIN_GIT` is refused when the publisher is made.
+
 A pending ref left by a process killed between the two pushes is settled by ``applyonce recover``
 (:func:`applyonce.flow.recovery.pending.settle_pending`), from any clone: :meth:`pending` fetches
 them.
@@ -74,11 +81,11 @@ IDENTITY = "refs/applyonce/repository"
 TIP_FRESH_S = 1.0
 FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the fetched ref's lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
-# A refusal that another writer of the same refs caused, gone once it is done (not a policy).
 # What git says, before sending anything, when the server does not advertise push options.
 _NO_PUSH_OPTIONS = "does not support push options"
 # A publish names at most this many calls in push options (the hook reads the trailers too).
 MAX_NAMED_CALLS = 64
+# A refusal that another writer of the same refs caused, gone once it is done (not a policy).
 _TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
 
 
