@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,7 @@ def main() -> int:
         cold = timed(lambda: check_push(bare, push))
         warm = min(timed(lambda: check_push(bare, push)) for _ in range(5))
         env = {**os.environ, "GIT_DIR": str(bare)}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         process = min(
             timed(
                 lambda: subprocess.run(
@@ -89,6 +91,8 @@ def main() -> int:
             )
             for _ in range(3)
         )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / 3
         log = min(
             timed(
                 lambda: subprocess.run(
@@ -102,7 +106,10 @@ def main() -> int:
         print(f"branch: {args.commits} commits, {(args.commits + 1) // 2} calls")
         print(f"check, index built from nothing: {cold * 1000:.0f} ms")
         print(f"check, index at the tip:         {warm * 1000:.1f} ms")
-        print(f"hook process (python start-up included): {process * 1000:.0f} ms")
+        print(
+            f"hook process (python start-up included): {process * 1000:.0f} ms,"
+            f" {cpu * 1000:.0f} ms of CPU"
+        )
         print(f"git log trailer pass, for comparison:    {log * 1000:.0f} ms")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -8,13 +8,13 @@ from pathlib import Path
 from applyonce.git.serverhook import (
     INDEX_DIR,
     ZERO,
+    BareRepo,
     BranchIndex,
     Update,
     check_push,
     parse_updates,
     push_option_call_ids,
 )
-from applyonce.git.store import GitStore
 from tests.conftest import git, make_repo
 
 CALL = "a" * 64
@@ -53,7 +53,7 @@ def test_the_index_follows_a_rewritten_branch(tmp_path: Path) -> None:
     first = commit(work.path, "first", CALL)
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(work.path), str(bare))
-    store = GitStore(bare)
+    store = BareRepo(bare)
     index = BranchIndex(bare, "refs/heads/main")
     assert index.held_at(store, first) == {CALL: first}
     # The branch rewritten without the call: the index, built at a tip that is no longer an
@@ -61,7 +61,7 @@ def test_the_index_follows_a_rewritten_branch(tmp_path: Path) -> None:
     git(work.path, "reset", "-q", "--hard", base)
     other = commit(work.path, "other")
     git(work.path, "push", "-q", "--force", str(bare), "main")
-    assert BranchIndex(bare, "refs/heads/main").held_at(GitStore(bare), other) == {}
+    assert BranchIndex(bare, "refs/heads/main").held_at(BareRepo(bare), other) == {}
     again = commit(work.path, "again", CALL)
     git(work.path, "push", "-q", str(bare), f"{again}:refs/heads/incoming")
     assert check_push(bare, [Update(other, again, "refs/heads/main")]) == []

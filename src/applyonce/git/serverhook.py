@@ -41,7 +41,6 @@ from pathlib import Path
 import pygit2
 
 from applyonce.core.trailers import parse_trailers
-from applyonce.git.store import GitStore
 
 KEY = "Call-Id"
 PUSH_OPTION = "call-id="
@@ -54,6 +53,25 @@ REFUSAL_RE = re.compile(
     r"applyonce: (?P<ref>\S+): call (?P<call_id>\S+) is already on this branch in commit"
     r" (?P<commit>[0-9a-f]{40,64})"
 )
+
+
+class BareRepo:
+    """The bare repository the hook guards: pygit2 alone (the hook starts for every push that
+    moves a branch, so it imports no more than it reads)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.repo = pygit2.Repository(str(git_dir))
+
+    def has_object(self, oid: str) -> bool:
+        try:
+            return pygit2.Oid(hex=oid) in self.repo
+        except (ValueError, pygit2.GitError):
+            return False
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,7 @@ def check_push(
     the push may go on); ``named``: the Call-Ids of its push options; ``incoming``: where the
     push's objects wait until the hook accepts them (git's quarantine, ``GIT_OBJECT_DIRECTORY``
     in the hook's environment), which libgit2 does not read from the environment itself."""
-    store = GitStore(git_dir)
+    store = BareRepo(git_dir)
     if incoming:
         store.repo.odb.add_disk_alternate(incoming)
     refusals = []
@@ -118,7 +136,7 @@ def check_push(
 
 
 def _first_repeat(
-    store: GitStore, git_dir: Path, update: Update, named: Sequence[str]
+    store: BareRepo, git_dir: Path, update: Update, named: Sequence[str]
 ) -> tuple[str, str] | None:
     """A Call-Id the update would put on its branch a second time, and the commit already
     holding it (None: none)."""
@@ -155,7 +173,7 @@ def _first_repeat(
     return None
 
 
-def _walk(store: GitStore, tip: str, hide: Sequence[str]) -> Iterable[tuple[str, list[str]]]:
+def _walk(store: BareRepo, tip: str, hide: Sequence[str]) -> Iterable[tuple[str, list[str]]]:
     """``(commit, its Call-Ids)`` from ``tip``, newest first, without the history of ``hide``."""
     walker = store.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
     for each in hide:
@@ -171,7 +189,7 @@ def _walk(store: GitStore, tip: str, hide: Sequence[str]) -> Iterable[tuple[str,
 
 
 def _walk_ids(
-    store: GitStore, tip: str, *, hide: Sequence[str] = (), exclude: set[str] | None = None
+    store: BareRepo, tip: str, *, hide: Sequence[str] = (), exclude: set[str] | None = None
 ) -> dict[str, str]:
     """Each Call-Id in the history of ``tip`` (without ``hide``'s), with the oldest commit
     holding it."""
@@ -184,7 +202,7 @@ def _walk_ids(
     return held
 
 
-def _branch_tips(store: GitStore) -> list[str]:
+def _branch_tips(store: BareRepo) -> list[str]:
     tips = []
     for name in store.repo.references:
         if name.startswith("refs/heads/"):
@@ -212,7 +230,7 @@ class BranchIndex:
             pass
         return None, {}
 
-    def held_at(self, store: GitStore, tip: str) -> dict[str, str]:
+    def held_at(self, store: BareRepo, tip: str) -> dict[str, str]:
         """The Call-Ids of ``tip``'s history (the branch's tip), the file brought up to it."""
         known, ids = self._load()
         if known == tip:
@@ -253,7 +271,7 @@ def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
     Raises:
         FileExistsError: another pre-receive hook is there (``force`` replaces it).
     """
-    store = GitStore(git_dir)
+    store = BareRepo(git_dir)
     if not store.repo.is_bare:
         raise NotADirectoryError(f"{git_dir} is not a bare repository")
     hooks = Path(store.repo.path) / "hooks"
