@@ -17,11 +17,21 @@ from tests.conftest import Served, serve_on
 from tests.e2e.fleet.servers import FleetServers, postgres_missing
 
 
-@pytest.fixture(params=["daemon", "http"])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``OVER_EACH_SERVER = True`` runs its tests that use ``served`` over
+    each real Git server: git daemon, then smart HTTP. The others run over git daemon alone (CI's
+    time)."""
+    if "served" in metafunc.fixturenames and getattr(metafunc.module, "OVER_EACH_SERVER", False):
+        metafunc.parametrize("served", ["daemon", "http"], indirect=True)
+
+
+@pytest.fixture
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Served:
-    """The fleet's tests run against each real Git server: ``git daemon``, then smart HTTP
-    (nginx + ``git http-backend``, basic authentication, the credentials in the clone's URL)."""
-    server = request.getfixturevalue("git_daemon" if request.param == "daemon" else "git_http")
+    """A repository on ``git daemon``, or (``served`` parametrized ``"http"``, above) on the
+    smart-HTTP server (nginx + ``git http-backend``, basic authentication, the credentials in
+    the clone's URL)."""
+    kind = getattr(request, "param", "daemon")
+    server = request.getfixturevalue("git_daemon" if kind == "daemon" else "git_http")
     return serve_on(server, tmp_path)
 
 

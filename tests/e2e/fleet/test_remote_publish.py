@@ -20,6 +20,10 @@ from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Run, Served, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 from tests.gitserver import _free_port
 
+# Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
+# authentication): tests/e2e/fleet/conftest.py.
+OVER_EACH_SERVER = True
+
 MAIN = "refs/heads/main"
 
 
