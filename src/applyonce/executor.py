@@ -20,8 +20,8 @@ from applyonce.core.identity import ApplyPatchArgs, CallIdentity
 from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.call import apply as apply_flow
-from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.call.approval import ApprovalError
+from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
 from applyonce.flow.inspect import calls as calls_flow
 from applyonce.flow.inspect.calls import CallSummary

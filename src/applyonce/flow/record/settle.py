@@ -8,6 +8,7 @@ receipt puts in its call's row is decided in one place, :func:`row_change_of`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 from applyonce.core.identity import CallIdentity
@@ -207,7 +208,7 @@ def settle_many(ctx: Context, settled: Sequence[Receipt]) -> None:
     for receipt in settled:
         committed = receipt.status == "committed"
         point = "after-receipt-tmp" if committed else "after-reject-receipt-tmp"
-        sha = batch.write(receipt, before_replace=lambda point=point: fault(point))
+        sha = batch.write(receipt, before_replace=functools.partial(fault, point))
         kind = EventKind.COMMITTED if committed else EventKind.REJECTED
         events.append(
             Event(receipt.call_id, receipt.execution_id, kind, row_change_of(receipt, sha))
