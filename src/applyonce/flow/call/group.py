@@ -44,7 +44,6 @@ from applyonce.flow.call.apply import (
     BaseMovedError,
     UnrecordedCommitError,
     _known_outcome,
-    _record,
     _running,
     identify,
     run_call,
@@ -71,7 +70,7 @@ from applyonce.git.checkouts import SyncReport
 from applyonce.git.hooks import VERIFY_HOOKS, find_hooks
 from applyonce.git.publisher import TipMovedError
 from applyonce.patch.limits import Limits
-from applyonce.state.ledger import EventKind
+from applyonce.state.ledger import Event, EventKind
 from applyonce.state.storage import LedgerUnavailableError, StorageError
 
 Result = CallOutcome | Exception
@@ -347,6 +346,9 @@ def _stage_chain(
     shown = shown_for_call(ctx, ref, base)
     parent, parent_tree = base, base_tree
     fresh = True
+    # The members' progress (staged, checked, commit object): deferred records (lost in a power
+    # cut at no cost), written in one transaction once the chain is staged.
+    progress: list[Event] = []
     for member in live:
         member.commit, member.error, member.checks = None, None, []
         member.parent = parent
@@ -366,12 +368,17 @@ def _stage_chain(
                 ) from None
             tree_id, blobs = ctx.store.write_tree(parent_tree, tree_plan, fresh=fresh)
             fresh = False
-            _record(
-                ctx,
-                ident,
-                member.execution_id,
-                EventKind.STAGED,
-                {"base": base, "tree": tree_id, **({"parent": parent} if parent != base else {})},
+            progress.append(
+                Event(
+                    ident.call_id,
+                    member.execution_id,
+                    EventKind.STAGED,
+                    data={
+                        "base": base,
+                        "tree": tree_id,
+                        **({"parent": parent} if parent != base else {}),
+                    },
+                )
             )
             fault("after-stage")
             if not member.approved:
@@ -385,7 +392,9 @@ def _stage_chain(
             checks = run_checks(ctx, tree_plan, parent_tree, tree_id, options)
             member.checks = checks
             names = {"checks": [c.name for c in checks], "skipped": [*(options.skip_checks or ())]}
-            _record(ctx, ident, member.execution_id, EventKind.CHECKED, names)
+            progress.append(
+                Event(ident.call_id, member.execution_id, EventKind.CHECKED, data=names)
+            )
             fault("after-check")
             policy = commit_policy(ctx, options, options.trailers)
             message = build_message(
@@ -400,20 +409,21 @@ def _stage_chain(
             member.checks = [*checks, *hooked]
             fault("after-hooks")
             commit_id = ctx.store.create_commit(
-                tree_id, parent, message, policy.author, sign=policy.sign
+                tree_id, parent, message, policy.author, sign=policy.sign, flush=False
             )
             # The group's base: recover rolls the chain up to this commit forward while the
             # branch is still there (the calls below it are then found on the branch).
-            _record(
-                ctx,
-                ident,
-                member.execution_id,
-                EventKind.COMMIT_OBJECT,
-                {
-                    "commit": commit_id,
-                    "base": base,
-                    **({"parent": parent} if parent != base else {}),
-                },
+            progress.append(
+                Event(
+                    ident.call_id,
+                    member.execution_id,
+                    EventKind.COMMIT_OBJECT,
+                    data={
+                        "commit": commit_id,
+                        "base": base,
+                        **({"parent": parent} if parent != base else {}),
+                    },
+                )
             )
             fault("after-commit-object")
         except (ForgedCallIdError, LedgerUnavailableError):
@@ -423,6 +433,8 @@ def _stage_chain(
             continue
         member.plan, member.blobs, member.commit = tree_plan, blobs, commit_id
         parent, parent_tree = commit_id, ctx.store.tree_at(commit_id)
+    if progress:
+        ctx.ledger.record(*progress)
     return parent if parent != base else None
 
 
