@@ -373,8 +373,9 @@ class _CallQueue:
     def _lead(self, executor: Executor) -> None:
         batch: list[_Waiter] = []
         try:
-            if executor.group_window > 0:
-                time.sleep(executor.group_window)
+            # Its GIL given up for a moment (no wait when no other thread is ready): the callers
+            # the last group just answered queue their next calls, and join this group.
+            time.sleep(executor.group_window)
             with executor.lock:
                 with self._cond:
                     batch, self._waiting = self._waiting, []

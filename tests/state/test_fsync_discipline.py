@@ -279,3 +279,46 @@ def test_a_group_keeps_the_discipline_and_pays_its_flushes_once(repo: Repo) -> N
     ], order
     assert sum(Path(t).parent == receipts for t in targets) == 8, targets
     assert len(repo.call_ids()) == 5
+
+
+_ONE_THEN_GROUP = """
+import os, sys
+from applyonce import Executor
+from applyonce.flow.call.group import Request, apply_many
+from applyonce.flow.options import CallOptions
+executor = Executor(sys.argv[1])
+executor.apply("*** Begin Patch\\n*** Add File: warm.txt\\n+x\\n*** End Patch\\n")
+fd = os.open(os.path.join(sys.argv[2], "call-begins"), os.O_WRONLY | os.O_CREAT)
+for folder, count in (("one", 1), ("four", 4)):
+    os.fsync(fd)
+    patches = [
+        f"*** Begin Patch\\n*** Add File: {folder}/g{i}.txt\\n+{i}\\n*** End Patch\\n"
+        for i in range(count)
+    ]
+    results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+    assert [r.receipt.status for r in results] == ["committed"] * count, results
+os.fsync(fd)
+"""
+
+
+def test_each_further_call_of_a_group_costs_three_fsyncs_its_receipts_and_its_file(
+    repo: Repo,
+) -> None:
+    """A call alone, then a group of four, each adding a file to a new folder: the group makes
+    the fsyncs of the call alone plus, for each further call, only what is its own: its
+    prepared and committed receipts and its new file in the checkout. The pack, the branch and
+    its reflog, the ledger, the folders and the lock journal are paid once a group."""
+    log = repo.path.parent / "strace.log"
+    run_traced(
+        [sys.executable, "-c", _ONE_THEN_GROUP, str(repo.path), str(repo.path.parent)],
+        log,
+        ["fsync", "fdatasync"],
+    )
+    paths = _synced(parse(log))
+    marker = str((repo.path.parent / "call-begins").resolve())
+    first, second, third = (i for i, p in enumerate(paths) if p == marker)
+    alone, group = paths[first + 1 : second], paths[second + 1 : third]
+    assert len(group) == len(alone) + 3 * 3, (alone, group)
+    receipts = str((repo.path / ".git" / "applyonce" / "receipts").resolve())
+    assert sum(Path(p).parent == Path(receipts) for p in group) == 8
+    assert len(repo.call_ids()) == 6
