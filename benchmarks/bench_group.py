@@ -137,11 +137,9 @@ def main() -> None:
         print("| callers | calls/s | p50 ms | p95 ms | groups a run |")
         print("|---|---|---|---|---|")
         for n in callers:
-            rows = results[n]
-            print(
-                f"| {n} | {_spread([r['rate'] for r in rows])} | {_spread([r['p50'] for r in rows])}"
-                f" | {_spread([r['p95'] for r in rows])} | {_spread([r['groups'] for r in rows])} |"
-            )
+            cells = [_spread([r[key] for r in results[n]]) for key in ("rate", "p50", "p95")]
+            groups = _spread([r["groups"] for r in results[n]])
+            print(f"| {n} | {' | '.join(cells)} | {groups} |")
         print(f"| fsync floor (write+fsync+rename+dir fsync) | {_spread(floors)} | | | |")
         print(f"\ntook {time.perf_counter() - started:.0f} s")
     finally:
