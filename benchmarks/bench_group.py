@@ -6,10 +6,11 @@ On a 1k-file checkout (``speed_setup.make_repo``), one branch, one :class:`Execu
 N threads (the resident server's case and the Python API's): each thread sends ``--calls / N``
 calls, each adding a file of its own in a folder of its own, one after the other. Reported per
 caller count: calls/s (all calls over the wall time) and each call's latency (p50, p95), median
-of ``--runs`` runs and their spread (min-max); then the calls/s and the groups the calls went in
-(the branch's reflog: one entry a group), and the fsync floor of the same file system in the same
-run: write 100 B + fsync + rename + fsync of the folder, per second. ``--window`` (seconds): the
-executor's ``group_window`` (default 0: a group is what queued while the calls before it ran).
+of ``--runs`` runs and their spread (min-max); the process's CPU time a call; the groups the
+calls went in (the branch's reflog: one entry a group); and the fsync floor of the same file
+system in the same run: write 100 B + fsync + rename + fsync of the folder, per second.
+``--window`` (seconds): the executor's ``group_window`` (default 0: a group is what queued while
+the calls before it ran).
 
 Never asserted in tests (timings on a shared machine are indicative; tests count system calls and
 writes instead: tests/flow/test_group_commit.py, tests/state/test_fsync_discipline.py).
@@ -67,12 +68,13 @@ def run_callers(repo: Path, callers: int, calls: int, window: float, tag: str) -
                         errors.append(status)
 
         threads = [threading.Thread(target=work, args=(t,)) for t in range(callers)]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu
     if errors:
         raise SystemExit(f"{len(errors)} calls did not commit: {errors[:3]}")
     moves = len(git("-C", repo, "reflog", "show", "refs/heads/main").splitlines()) - moves_before
@@ -82,6 +84,7 @@ def run_callers(repo: Path, callers: int, calls: int, window: float, tag: str) -
         "p50": 1000 * latencies[len(latencies) // 2],
         "p95": 1000 * latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))],
         "groups": moves - 1,  # less the warm-up call
+        "cpu": 1000 * cpu / len(latencies),
     }
 
 
@@ -134,13 +137,13 @@ def main() -> None:
             print(line)
         print()
         print(f"{options.calls} calls a run, 1k-file checkout, one branch, one Executor.\n")
-        print("| callers | calls/s | p50 ms | p95 ms | groups a run |")
-        print("|---|---|---|---|---|")
+        print("| callers | calls/s | p50 ms | p95 ms | CPU ms a call | groups a run |")
+        print("|---|---|---|---|---|---|")
         for n in callers:
-            cells = [_spread([r[key] for r in results[n]]) for key in ("rate", "p50", "p95")]
+            cells = [_spread([r[key] for r in results[n]]) for key in ("rate", "p50", "p95", "cpu")]
             groups = _spread([r["groups"] for r in results[n]])
             print(f"| {n} | {' | '.join(cells)} | {groups} |")
-        print(f"| fsync floor (write+fsync+rename+dir fsync) | {_spread(floors)} | | | |")
+        print(f"| fsync floor (write+fsync+rename+dir fsync) | {_spread(floors)} | | | | |")
         print(f"\ntook {time.perf_counter() - started:.0f} s")
     finally:
         shutil.rmtree(root, ignore_errors=True)
