@@ -212,3 +212,17 @@ def test_a_call_alone_runs_as_it_always_did(repo: Repo, count: int) -> None:
         outcomes = _outcomes(apply_many(executor.context, _requests(count)))
     assert outcomes[0].receipt.status == "committed"
     assert "applyonce: " + outcomes[0].receipt.call_id in repo.git("reflog", "-1")
+
+
+def test_a_call_on_a_path_with_uncommitted_changes_drops_out_alone(repo: Repo) -> None:
+    (repo.path / "README.md").write_text("# demo, edited by hand\n")
+    edit = "*** Begin Patch\n*** Update File: README.md\n@@\n-# demo\n+# demo!\n*** End Patch\n"
+    requests = _requests(3)
+    requests[1] = Request(edit, CallOptions(tool_call_id="dirty"))
+    with Executor(repo.path) as executor:
+        outcomes = _outcomes(apply_many(executor.context, requests))
+    assert [o.receipt.status for o in outcomes] == ["committed", "rejected", "committed"]
+    error = outcomes[1].receipt.error
+    assert error is not None and "README.md" in error["message"], error
+    assert (repo.path / "README.md").read_text() == "# demo, edited by hand\n"
+    assert len(repo.call_ids()) == 2

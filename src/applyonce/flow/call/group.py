@@ -344,6 +344,14 @@ def _stage_chain(
     every member dropped out)."""
     base_tree = ctx.store.tree_at(base)
     shown = shown_for_call(ctx, ref, base)
+    # The user's changes on the touched paths, looked for once for the whole group; only where
+    # some are found, call by call (each refused for its own paths).
+    clean = True
+    try:
+        paths = sorted({p for member in live for p in touched_paths(ctx, member.args)})
+        take_dirty(ctx, live[0].ident, ref, base, base_tree, paths, "refuse", shown)
+    except ApplyOnceError:
+        clean = False
     parent, parent_tree = base, base_tree
     fresh = True
     # The members' progress (staged, checked, commit object): deferred records (lost in a power
@@ -356,7 +364,8 @@ def _stage_chain(
         options = member.options
         try:
             touched = touched_paths(ctx, member.args)
-            take_dirty(ctx, ident, ref, base, base_tree, touched, "refuse", shown)
+            if not clean:
+                take_dirty(ctx, ident, ref, base, base_tree, touched, "refuse", shown)
             try:
                 tree_plan = plan_call(ctx, member.args, parent, parent_tree, limits=limits)
             except ApplyOnceError as exc:
