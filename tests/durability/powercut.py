@@ -590,41 +590,6 @@ def record(
     return Recording(**vars(traced), commit=commit, branch=branch, call_id=call_id)
 
 
-# A group of calls through the Python API (docs/design.md §1, "Groups"): the patches (JSON on
-# stdin) handed together to one executor, published as one chain. Says Success once every call
-# is committed (a repeat: replayed), with their commits.
-GROUP_DRIVER = """
-import sys, orjson
-from applyonce import Executor
-from applyonce.flow.call.group import Request, apply_many
-from applyonce.flow.options import CallOptions
-patches = orjson.loads(sys.stdin.buffer.read())
-with Executor(sys.argv[1]) as executor:
-    results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
-done = [r.receipt for r in results if not isinstance(r, Exception)]
-if len(done) < len(results) or any(r.status != "committed" for r in done):
-    print(results, file=sys.stderr)
-    sys.exit(1)
-print("Success. " + " ".join(f"{r.call_id}:{r.commit}" for r in done))
-"""
-
-
-def record_group(root: Path, patches: Sequence[str]) -> Recording:
-    """Run a group of ``patches`` (:data:`GROUP_DRIVER`) under strace and model it."""
-    import orjson
-
-    root = root.resolve()
-    argv = [sys.executable, "-c", GROUP_DRIVER, str(root)]
-    traced = trace(root, argv, input=orjson.dumps(list(patches)))
-    if traced.reported is None:
-        raise TraceError(f"the group never wrote {REPORTED!r} to its standard output")
-    said = traced.stdout.decode().split()[1:]
-    group = dict(pair.split(":") for pair in said)
-    commit = _git(root, "rev-parse", "refs/heads/main").strip()
-    first = next(iter(group))
-    return Recording(**vars(traced), commit=commit, branch="main", call_id=first, group=group)
-
-
 def _git(root: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
@@ -665,6 +630,50 @@ def prepare(root: Path, scenario: str) -> Path:
     elif scenario != "first":
         raise ValueError(f"no scenario {scenario!r}: {', '.join(SCENARIOS)}")
     return repo.path
+
+
+# A group of calls through the Python API (docs/design.md §1, "Groups"): the patches (JSON on
+# stdin) handed together to one executor, published as one chain. Says Success once every call
+# is committed (a repeat: replayed), with their commits.
+GROUP_DRIVER = """
+import sys, orjson
+from applyonce import Executor
+from applyonce.flow.call.group import Request, apply_many
+from applyonce.flow.options import CallOptions
+patches = orjson.loads(sys.stdin.buffer.read())
+with Executor(sys.argv[1]) as executor:
+    results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+done = [r.receipt for r in results if not isinstance(r, Exception)]
+if len(done) < len(results) or any(r.status != "committed" for r in done):
+    print(results, file=sys.stderr)
+    sys.exit(1)
+print("Success. " + " ".join(f"{r.call_id}:{r.commit}" for r in done))
+"""
+
+
+# The recorded group: three calls after an earlier one (``later``): a file added, the call above,
+# a file updated.
+GROUP_PATCHES = (
+    "*** Begin Patch\n*** Add File: grouped.txt\n+one\n*** End Patch\n",
+    PATCH,
+    "*** Begin Patch\n*** Update File: README.md\n@@\n-# demo\n+# demo, grouped\n*** End Patch\n",
+)
+
+
+def record_group(root: Path, patches: Sequence[str] = GROUP_PATCHES) -> Recording:
+    """Run a group of ``patches`` (:data:`GROUP_DRIVER`) under strace and model it."""
+    import orjson
+
+    root = root.resolve()
+    argv = [sys.executable, "-c", GROUP_DRIVER, str(root)]
+    traced = trace(root, argv, input=orjson.dumps(list(patches)))
+    if traced.reported is None:
+        raise TraceError(f"the group never wrote {REPORTED!r} to its standard output")
+    said = traced.stdout.decode().split()[1:]
+    group = dict(pair.split(":") for pair in said)
+    commit = _git(root, "rev-parse", "refs/heads/main").strip()
+    first = next(iter(group))
+    return Recording(**vars(traced), commit=commit, branch="main", call_id=first, group=group)
 
 
 # --- crash states --------------------------------------------------------------------------------

@@ -88,17 +88,12 @@ def test_a_power_cut_anywhere_in_a_call_is_recovered_exactly_once(
 
 # A group of three calls (docs/design.md §1, "Groups"): its own receipts, ledger flushes, one
 # pack and one ref move, so its own crash states.
-GROUP = [
-    "*** Begin Patch\n*** Add File: grouped.txt\n+one\n*** End Patch\n",
-    powercut.PATCH,
-    "*** Begin Patch\n*** Update File: README.md\n@@\n-# demo\n+# demo, grouped\n*** End Patch\n",
-]
 
 
 def test_a_power_cut_anywhere_in_a_group_is_recovered_exactly_once_for_each_call(
     tmp_path: Path,
 ) -> None:
-    rec = powercut.record_group(powercut.prepare(tmp_path / "repo", "later"), GROUP)
+    rec = powercut.record_group(powercut.prepare(tmp_path / "repo", "later"))
     assert len(rec.commits) == 3
     states, variants = powercut.crash_states(rec)
     assert len(states) > 100 and variants > len(states), (len(states), variants)
