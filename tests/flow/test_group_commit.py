@@ -226,3 +226,42 @@ def test_a_call_on_a_path_with_uncommitted_changes_drops_out_alone(repo: Repo) -
     assert error is not None and "README.md" in error["message"], error
     assert (repo.path / "README.md").read_text() == "# demo, edited by hand\n"
     assert len(repo.call_ids()) == 2
+
+
+class FirstLandsElsewhere:
+    """The repository's publisher, where the chain's first commit lands just before the group's
+    publish (as if another execution of that call, wrongly judged dead, had published it)."""
+
+    def __init__(self, inner: Any, repo: Repo) -> None:
+        self.inner, self.repo, self.done = inner, repo, False
+
+    def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
+        if not self.done:
+            self.done = True
+            first = new  # (in memory until a publish writes it: read through the store)
+            while self.inner.store.parent_of(first) != expected:
+                first = self.inner.store.parent_of(first)
+            self.inner.publish(ref, expected, first, reason="another execution")
+        self.inner.publish(ref, expected, new, reason=reason)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_call_of_the_group_landed_meanwhile_is_adopted_never_published_twice(
+    repo: Repo,
+) -> None:
+    requests = _requests(3)
+    with Executor(repo.path) as executor:
+        real = executor.context.publisher
+        executor.context.publisher = FirstLandsElsewhere(real, repo)  # type: ignore[assignment]
+        outcomes = _outcomes(apply_many(executor.context, requests))
+        executor.context.publisher = real
+        assert [o.receipt.status for o in outcomes] == ["committed"] * 3
+        ids = [o.receipt.call_id for o in outcomes]
+        assert sorted(repo.call_ids()) == sorted(ids)  # each once
+        first = outcomes[0].receipt.commit
+        assert repo.git("rev-parse", f"{outcomes[1].receipt.commit}^").strip() == first
+        # Its claim let go with the group: the same call again replays, in this process too.
+        again = executor.call(requests[0].patch_text, requests[0].options)
+        assert again.replayed and again.receipt.commit == first

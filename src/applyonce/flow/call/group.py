@@ -193,11 +193,16 @@ def _run_group(ctx: Context, members: list[_Member]) -> list[Result]:
             member.execution_id = known.execution_id
             live.append(member)
         if live:
-            done.update(_publish_group(ctx, live))
+            try:
+                done.update(_publish_group(ctx, live))
+            except Exception as exc:  # unexpected: each call still in flight is left to recover
+                for member in members:
+                    done.setdefault(member.index, exc)
     finally:
-        # Published or abandoned, the group's objects are no longer kept from git's housekeeping.
+        # Published or abandoned, the group's objects are no longer kept from git's housekeeping;
+        # every call's claim is let go (a call adopted on the way is no longer in ``live``).
         ctx.store.written.end()
-        for member in live:
+        for member in members:
             member.stack.close()
     return [done[member.index] for member in members]
 
