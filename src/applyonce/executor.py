@@ -103,6 +103,11 @@ class Executor:
         remote: str | None = None,
         group_window: float = 0.0,
     ) -> None:
+        if not group_window >= 0:  # (NaN too)
+            raise UsageError(
+                f"group_window must be 0 or more seconds, not {group_window!r}",
+                hint="pass Executor(..., group_window=0.0) (the default) or a few milliseconds",
+            )
         self.context: Context = open_context(
             repo, state_dir=state_dir, read_only=read_only, fleet=Fleet(ledger, remote)
         )

@@ -265,3 +265,17 @@ def test_a_call_of_the_group_landed_meanwhile_is_adopted_never_published_twice(
         # Its claim let go with the group: the same call again replays, in this process too.
         again = executor.call(requests[0].patch_text, requests[0].options)
         assert again.replayed and again.receipt.commit == first
+
+
+@pytest.mark.parametrize("window", [-1.0, float("nan")])
+def test_a_negative_group_window_is_refused_before_anything_is_opened(
+    repo: Repo, window: float
+) -> None:
+    from applyonce.errors import UsageError
+
+    with pytest.raises(UsageError) as raised:
+        Executor(repo.path, group_window=window)
+    assert raised.value.one_line().startswith("group_window must be 0 or more seconds, not ")
+    assert "; pass Executor(..., group_window=0.0)" in raised.value.one_line()
+    assert raised.value.exit_code == 2
+    assert not repo.state_dir().exists()
