@@ -502,9 +502,12 @@ class GitStore:
         message: str,
         author: tuple[str, str, int | None, int] | None = None,
         sign: Callable[[str], str] | None = None,
+        *,
+        flush: bool = True,
     ) -> str:
         """Create the commit object, then write it and every object of the staging it needs to
-        the disk, as one pack (:meth:`flush_objects`). No ref moves. ``author``: name, address,
+        the disk, as one pack (:meth:`flush_objects`; ``flush`` False: kept in memory, for the
+        publish to write with the commits chained on it). No ref moves. ``author``: name, address,
         time (None: now) and zone offset in minutes, as ``git am`` takes them from a mail;
         None: the repository's author. ``sign``: the armored signature of the commit's text
         (:meth:`applyonce.git.signing.Signer.sign`), carried in its ``gpgsig`` header as
@@ -538,7 +541,8 @@ class GitStore:
                 )
                 oid = self.repo.create_commit_with_signature(payload, sign(payload))
         commit = str(self.written.remember(oid))
-        self.flush_objects()
+        if flush:
+            self.flush_objects()
         return commit
 
     @rereading
