@@ -85,6 +85,7 @@ class Command(typer.core.TyperCommand):
 COMMANDS = {
     "apply": "apply",
     "revert": "revert",
+    "land": "land",
     "recover": "recovery",
     "audit": "inspect",
     "show": "inspect",

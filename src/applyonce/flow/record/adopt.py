@@ -28,13 +28,14 @@ from typing import cast
 from pydantic import ValidationError
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, source_text
+from applyonce.core.land import LandArgs
 from applyonce.core.receipt import FileRecord, Receipt, ReceiptError, records_of_plan
 from applyonce.core.revert import RevertArgs
 from applyonce.core.texts import success_text
 from applyonce.errors import EXIT_COMMITTED, ApplyOnceError
 from applyonce.flow.context import Context
 from applyonce.flow.record import settle
-from applyonce.flow.record.changes import CallArgs, is_revert, plan_call
+from applyonce.flow.record.changes import CallArgs, is_land, is_revert, plan_call
 from applyonce.flow.record.verify import UnknownOutcomeError
 from applyonce.git.store import blob_id_of
 from applyonce.patch import PatchFormat, parse
@@ -256,7 +257,7 @@ def change_of_commit(
     )
     if ctx.store.trailers_of(commit_id).get("Args-Sha256") != ident.args_sha256:
         raise forged
-    known = next((a for a in _candidate_args(ctx, ident, ref, args) if a is not None), None)
+    known = next((a for a in candidate_args(ctx, ident, ref, args) if a is not None), None)
     if known is None:
         return None
     parent = ctx.store.parent_of(commit_id)
@@ -284,7 +285,7 @@ def change_of_commit(
     return records_of_plan(tree_plan, blobs)
 
 
-def _candidate_args(
+def candidate_args(
     ctx: Context, ident: CallIdentity, ref: str, args: CallArgs | None
 ) -> Iterator[CallArgs | None]:
     """The call's args, from wherever they are known, each only if it is the call's."""
@@ -297,6 +298,14 @@ def _candidate_args(
         except ValidationError:
             return
         yield recorded if recorded.sha256() == ident.args_sha256 else None
+        return
+    if is_land(ident):
+        # A landing's args are its whole record too: the lane call, its commit, the two branches.
+        try:
+            landing = LandArgs.model_validate(claimed_data(ctx.ledger, ident.call_id, "args"))
+        except ValidationError:
+            return
+        yield landing if landing.sha256() == ident.args_sha256 else None
         return
     source = claimed_data(ctx.ledger, ident.call_id, "source")
     data = claimed_data(ctx.ledger, ident.call_id, "args")
