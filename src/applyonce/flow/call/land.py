@@ -27,6 +27,7 @@ from applyonce.flow.context import Context
 from applyonce.flow.options import CallOptions
 from applyonce.flow.record.leases import lease_length
 from applyonce.flow.record.verify import stored_receipt
+from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.git.publisher import TipMovedError
 
 _HEADS = "refs/heads/"
@@ -95,6 +96,10 @@ def open_lane(ctx: Context, name: str, *, onto: str | None = None) -> str:
             f"there is no branch {target.removeprefix(_HEADS)!r} to start lane {name!r} from",
             hint="pass --onto BRANCH naming an existing branch",
         )
+    # A history the lane's calls could not be judged on refuses them: the lane is not made
+    # either (nothing written), as the call itself would be refused.
+    hint = REMOTE_INCOMPLETE_HINT if ctx.remote is not None else None
+    require_complete(ctx.store, ref, tip, hint=hint)
     with contextlib.suppress(TipMovedError):  # made meanwhile by another call of the lane
         ctx.publisher.publish(ref, None, tip, reason=f"applyonce: lane {name} from {target}")
     return ref
