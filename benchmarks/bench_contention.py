@@ -15,7 +15,9 @@ agent processes started together, each doing K pieces of work: add a file of its
 * ``worktrees``: what people do today: ``git worktree add`` per agent (untimed), then per piece
   of work ``git add`` + ``git commit`` in the agent's worktree, then ``git rebase main`` and
   ``git merge --ff-only`` of it in the main checkout, again while that fails (another agent's
-  merge won, or held ``index.lock``). Landed = the merge succeeded.
+  merge won, or held ``index.lock``). Landed = the merge succeeded; an agent whose merges keep
+  failing for 20 s (a merge that died on another's ``index.lock`` can leave files in the main
+  checkout that every later merge refuses to overwrite) gives its remaining work up: lost.
 
 Reported per row: the work landed on ``main``, the wall seconds from the start to the last
 landing, throughput (landed/s), p50/p95 latency from the start of a piece of work to its landing
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
     from applyonce import Executor
 
 MODES = ("branch", "lanes", "worktrees")
+# How long a worktree agent retries its rebase and merge before it gives its work up as stuck.
+STUCK_S = 20.0
 
 
 def patch_of(agent: int, j: int) -> str:
@@ -89,7 +93,10 @@ def agent_main(spec: dict[str, object]) -> None:
         print("ready", flush=True)
         sys.stdin.readline()
         for j in range(first, calls):
-            print(json.dumps(_worktree_work(repo, tree, agent, j)), flush=True)
+            done = _worktree_work(repo, tree, agent, j)
+            print(json.dumps(done), flush=True)
+            if "end" not in done:
+                return  # the main checkout refuses every merge: the rest of the work is lost too
         return
     from applyonce import CallOptions, Executor
     from applyonce.state.ledger import EventKind
@@ -125,7 +132,13 @@ def _worktree_work(repo: Path, tree: Path, agent: int, j: int) -> dict[str, obje
     git("-C", tree, "add", path)
     git("-C", tree, "commit", "-q", "-m", f"agent {agent} work {j}")
     tries = 0
+    give_up = time.monotonic() + STUCK_S
     while True:
+        if time.monotonic() > give_up:
+            # e.g. a merge that died on another's index.lock left files in the main checkout
+            # that every later 'git merge' refuses to overwrite: stuck until a person cleans up.
+            return {"work": f"{agent}/{j}", "start": start, "call_id": None, "status": "stuck",
+                    "restages": tries}  # fmt: skip
         rebased = subprocess.run(
             ["git", "-C", tree, "rebase", "-q", "main"], capture_output=True, check=False
         )
