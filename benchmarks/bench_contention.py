@@ -17,16 +17,19 @@ agent processes started together, each doing K pieces of work: add a file of its
   ``git merge --ff-only`` of it in the main checkout, again while that fails (another agent's
   merge won, or held ``index.lock``). Landed = the merge succeeded; an agent whose merges keep
   failing for 20 s (a merge that died on another's ``index.lock`` can leave files in the main
-  checkout that every later merge refuses to overwrite) gives its remaining work up: lost.
+  checkout that every later merge refuses to overwrite) gives its remaining work up: not landed.
 
 Reported per row: the work landed on ``main``, the wall seconds from the start to the last
 landing, throughput (landed/s), p50/p95 latency from the start of a piece of work to its landing
 on ``main``, restages (applyonce: a call staged again because the tip moved; worktrees: a rebase
-and merge tried again), and the duplicates and lost work found on ``main`` at the end (each
-piece of work must be there exactly once: by its ``Call-Id`` / ``Lands-Call-Id`` trailer, and
-by its file). ``--kill``: in the ``lanes`` and ``branch`` rows, one agent is SIGKILLed in the
-middle of a call (``APPLYONCE_FAULT=after-publish`` on its second call), recovered with
-``applyonce recover`` and restarted; in ``lanes`` the queue too (``after-commit-object``, once).
+and merge tried again), the work that did not land and whose agent was told so (applyonce: a
+rejection, e.g. ``base-moved`` once the bounded restages ran out, retryable; worktrees: an agent
+stuck), and the duplicates and lost work found on ``main`` at the end (each piece of work
+reported landed must be there exactly once: by its ``Call-Id`` / ``Lands-Call-Id`` trailer, and
+by its file; lost: reported landed and not there). ``--kill``: in the ``lanes`` and ``branch``
+rows, one agent is SIGKILLed in the middle of a call (``APPLYONCE_FAULT=after-publish`` on its
+second call), recovered with ``applyonce recover`` and restarted; in ``lanes`` the queue too
+(``after-commit-object``, once).
 
 The repository is on this disk, with no remote: every process is on this machine (the
 situation of several agents in one checkout). Small and quick by default (1, 2, 4, 8, 16
@@ -220,6 +223,7 @@ class Row:
     restages: int = 0
     duplicates: int = 0
     lost: int = 0
+    not_landed: int = 0
     kills: int = 0
 
     def line(self) -> str:
@@ -229,13 +233,14 @@ class Row:
         rate = self.landed / self.seconds if self.seconds else 0.0
         cells = [self.mode, str(self.agents), str(self.landed), f"{self.seconds:.1f}",
                  f"{rate:.1f}", f"{p50:.2f} s", f"{p95:.2f} s", str(self.restages),
-                 str(self.duplicates), str(self.lost), str(self.kills)]  # fmt: skip
+                 str(self.not_landed), str(self.duplicates), str(self.lost),
+                 str(self.kills)]  # fmt: skip
         return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
-    "| mode | agents | landed | seconds | landed/s | p50 | p95 | restages | duplicates | lost "
-    "| SIGKILLs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| mode | agents | landed | seconds | landed/s | p50 | p95 | restages | not landed (told) "
+    "| duplicates | lost | SIGKILLs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -299,7 +304,11 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
         if proc.returncode == -signal.SIGKILL:  # --kill: recover, then the rest of its work
             row.kills += 1
             _recover(repo)
-            spec = dict(specs[i][1], first=len(got) + 1, kill=False)
+            killed = len(got)  # the piece of work it died in
+            if mode == "branch":  # its interrupted call, on main once recover settled it
+                got.append({"work": f"{i}/{killed}", "start": start, "end": time.time(),
+                            "status": "committed"})  # fmt: skip
+            spec = dict(specs[i][1], first=killed + 1, kill=False)
             again = _spawn(("--agent", spec), err)
             _ready(again, err)
             _go([again])
@@ -311,7 +320,9 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
         # The killed agent's interrupted call: settled by recover, landed on the lane.
         for call in _lane_calls(repo):
             if call not in {r["call_id"] for r in records}:
-                records.append({"call_id": call, "start": start, "status": "committed"})
+                records.append(
+                    {"work": "0/1", "call_id": call, "start": start, "status": "committed"}
+                )
     if queue is not None:
         landings = _lines(queue, 600)
         if queue.returncode == -signal.SIGKILL:
@@ -329,11 +340,14 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
             if record["call_id"] in landed_at:
                 record["end"] = landed_at[str(record["call_id"])]
     row.restages += sum(int(str(r.get("restages", 0))) for r in records)
-    ends = [float(str(r["end"])) for r in records if "end" in r]
+    landed = [r for r in records if "end" in r and r.get("status") == "committed"]
+    row.not_landed = agents * calls - len(landed)
+    ends = [float(str(r["end"])) for r in landed]
     row.landed = len(ends)
     row.seconds = (max(ends) - start) if ends else 0.0
-    row.latencies = [float(str(r["end"])) - float(str(r["start"])) for r in records if "end" in r]
-    row.duplicates, row.lost = _check(repo, mode, agents, calls)
+    row.latencies = [float(str(r["end"])) - float(str(r["start"])) for r in landed]
+    reported = {str(r["work"]) for r in landed if "work" in r}
+    row.duplicates, row.lost = _check(repo, mode, reported)
     return row
 
 
@@ -355,11 +369,11 @@ def _lane_calls(repo: Path) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def _check(repo: Path, mode: str, agents: int, calls: int) -> tuple[int, int]:
-    """Duplicates and lost work on main: each piece of work exactly once, by its file and (for
-    applyonce) by its trailer."""
+def _check(repo: Path, mode: str, reported: set[str]) -> tuple[int, int]:
+    """Duplicates and lost work on main: each piece of work reported landed there exactly once,
+    by its file and (for applyonce) by its trailer."""
     files = git("-C", repo, "ls-tree", "-r", "--name-only", "main").decode().split()
-    wanted = {f"agent{i}/f{j}.txt" for i in range(agents) for j in range(calls)}
+    wanted = {f"agent{w.split('/')[0]}/f{w.split('/')[1]}.txt" for w in reported}
     lost = len(wanted - set(files))
     key = {"branch": "Call-Id", "lanes": "Lands-Call-Id"}.get(mode)
     if key is None:  # worktrees: one commit per piece of work

@@ -24,8 +24,9 @@ def test_a_small_run_lands_all_work_once_in_every_mode(tmp_path: Path) -> None:
     by_mode = {cells[0].removeprefix("| "): cells for cells in rows[1:]}
     assert set(by_mode) == {"branch", "lanes", "worktrees"}
     for mode, cells in by_mode.items():
-        duplicates, lost, kills = cells[8], cells[9], cells[10].removesuffix(" |")
+        duplicates, lost, kills = cells[9], cells[10], cells[11].removesuffix(" |")
         assert (duplicates, lost) == ("0", "0"), mode
         assert kills == ("0" if mode == "worktrees" else "1" if mode == "branch" else "2"), mode
-    # Every piece of work of the lanes row landed on main (the killed agent's call too).
-    assert by_mode["lanes"][2] == "6"
+    # Every piece of work of the applyonce rows landed on main (the killed calls too).
+    assert by_mode["lanes"][2] == "6" and by_mode["lanes"][8] == "0"
+    assert by_mode["branch"][2] == "6" and by_mode["branch"][8] == "0"

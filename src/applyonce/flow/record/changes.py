@@ -26,11 +26,11 @@ from applyonce.core.revert import (
 )
 from applyonce.errors import ApplyOnceError
 from applyonce.flow.context import Context
+from applyonce.flow.record.lanes import CallArgs as CallArgs
+from applyonce.flow.record.lanes import lane_call_args
 from applyonce.git.merge import commits_changing, merge_blobs
 from applyonce.git.store import GitTree
 from applyonce.patch.limits import Limits
-
-CallArgs = ApplyPatchArgs | RevertArgs | LandArgs
 
 
 class RevertedCommitGoneError(ApplyOnceError):
@@ -88,8 +88,6 @@ def _plan_land(ctx: Context, args: LandArgs, base: GitTree, *, limits: Limits | 
     """The lane call's change on the target's tree ``base``: its own patch through the same
     engine (the same matching and ambiguity rules) where the ledger recorded it; else (a revert
     made on the lane, or a call this ledger never saw) the lane commit's diff, merged three-way."""
-    from applyonce.flow.record.lanes import lane_call_args
-
     store = ctx.store
     if not store.has_object(args.commit):
         raise LandConflictError(
