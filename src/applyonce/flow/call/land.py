@@ -106,7 +106,12 @@ def open_lane(ctx: Context, name: str, *, onto: str | None = None) -> str:
 
 
 def lanes(ctx: Context) -> list[str]:
-    """Every lane branch of the repository (``refs/heads/agent/*``)."""
+    """Every lane branch (``refs/heads/agent/*``): the remote's, with a remote as the commit
+    point, else the repository's own."""
+    from applyonce.git.remote import RemotePublisher
+
+    if isinstance(ctx.publisher, RemotePublisher):
+        return ctx.publisher.branches(_HEADS + LANE_PREFIX)
     return ctx.store.branches(_HEADS + LANE_PREFIX)
 
 
