@@ -12,7 +12,8 @@ agent processes started together, each doing K pieces of work: add a file of its
 * ``lanes``: every agent calls on its own lane (``Executor.open_lane``, ``agent/I``), and one
   queue process drains them onto ``main`` with ``Executor.land()`` in a loop (docs/design.md §12,
   "Lanes"). Landed = the landing call's receipt was written (its ``updated_at``).
-* ``worktrees``: what people do today: ``git worktree add`` per agent (untimed), then per piece
+* ``worktrees``: what people do today: ``git worktree add`` per agent (untimed, one after
+  the other: several at once fail on the repository's locks), then per piece
   of work ``git add`` + ``git commit`` in the agent's worktree, then ``git rebase main`` and
   ``git merge --ff-only`` of it in the main checkout, again while that fails (another agent's
   merge won, or held ``index.lock``). Landed = the merge succeeded; an agent whose merges keep
@@ -90,9 +91,7 @@ def agent_main(spec: dict[str, object]) -> None:
     mode, repo, agent = str(spec["mode"]), Path(str(spec["repo"])), int(str(spec["agent"]))
     first, calls = int(str(spec["first"])), int(str(spec["calls"]))
     if mode == "worktrees":
-        tree = Path(str(spec["work"])) / f"wt{agent}"
-        if not tree.exists():
-            git("-C", repo, "worktree", "add", "-q", "-b", f"wt/{agent}", tree, "main")
+        tree = Path(str(spec["work"])) / f"wt{agent}"  # made by the driver, one at a time
         print("ready", flush=True)
         sys.stdin.readline()
         for j in range(first, calls):
@@ -288,6 +287,11 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
                      "work": str(name), "kill": kill and i == 0 and mode != "worktrees"})
         for i in range(agents)
     ]  # fmt: skip
+    if mode == "worktrees":
+        # One at a time, untimed: 'git worktree add' run at once by several agents fails on the
+        # repository's own locks.
+        for i in range(agents):
+            git("-C", repo, "worktree", "add", "-q", "-b", f"wt/{i}", name / f"wt{i}", "main")
     procs = [_spawn(spec, err) for spec in specs]
     queue = None
     if mode == "lanes":

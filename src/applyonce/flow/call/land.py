@@ -1,4 +1,4 @@
-"""Lanes and the merge queue (``applyonce land``, MCP ``land_lane``; docs/design.md §12,
+"""Lanes and the merge queue (``applyonce land``, ``Executor.land``; docs/design.md §12,
 "Lanes").
 
 An agent's lane is the branch ``agent/NAME``, made from the target's tip the first time
