@@ -320,6 +320,39 @@ def git_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         daemon.stop()
 
 
+@pytest.fixture(scope="session")
+def git_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The smart-HTTP Git server (nginx + fcgiwrap + ``git http-backend``, basic authentication;
+    tests/httpserver.py) of ``APPLYONCE_TEST_GIT_HTTP``, else one started here; skipped where
+    nginx or fcgiwrap is not installed (failed instead with ``APPLYONCE_REQUIRE_GIT_HTTP=1``).
+    Its ``make_bare()`` makes a bare repository under the project root and returns its URL, the
+    credentials in it."""
+    from tests.httpserver import ENV, HttpServer, http_available
+
+    given = os.environ.get(ENV)
+    if given:
+        yield HttpServer.from_env(given)
+        return
+    if not http_available():
+        if os.environ.get("APPLYONCE_REQUIRE_GIT_HTTP") == "1":
+            pytest.fail(
+                "nginx, fcgiwrap or git http-backend is missing (APPLYONCE_REQUIRE_GIT_HTTP=1)"
+            )
+        pytest.skip("nginx, fcgiwrap or git http-backend is not installed")
+    server = HttpServer(tmp_path_factory.mktemp("githttp"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["daemon", "http"])
+def git_server(request: pytest.FixtureRequest) -> Any:
+    """Each real Git server in turn: ``git daemon`` (git://), then smart HTTP behind nginx
+    (http://, basic authentication). Both offer ``make_bare``, ``path_of``, ``clone`` and ``url``."""
+    return request.getfixturevalue("git_daemon" if request.param == "daemon" else "git_http")
+
+
 @dataclass
 class Served:
     """A fresh bare repository on the git daemon (one commit on ``main``) and a clone of it."""
