@@ -32,8 +32,13 @@ rows, one agent is SIGKILLed in the middle of a call (``APPLYONCE_FAULT=after-pu
 second call), recovered with ``applyonce recover`` and restarted; in ``lanes`` the queue too
 (``after-commit-object``, once).
 
-The repository is on this disk, with no remote: every process is on this machine (the
-situation of several agents in one checkout). Small and quick by default (1, 2, 4, 8, 16
+By default the repository is on this disk, with no remote: every process is on this machine
+(the situation of several agents in one checkout). ``--http``: a shared remote over smart HTTP
+(nginx + fcgiwrap + ``git http-backend``, basic authentication, ``tests/httpserver.py``), a fresh
+repository on it per row and a clone of it per agent (and for the queue), each clone with its
+own SQLite ledger and ``--remote origin`` as the commit point; ``worktrees`` is then a clone per
+agent with ``git commit``, ``git pull --rebase`` and ``git push``, again while the push is
+refused. Small and quick by default (1, 2, 4, 8, 16
 agents x 3 pieces of work); ``--whole`` is 12 pieces each. Never asserted in tests except that
 nothing is duplicated or lost: the figures of a shared machine are only indicative; the load
 average is printed.
@@ -54,7 +59,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -95,7 +100,7 @@ def agent_main(spec: dict[str, object]) -> None:
         print("ready", flush=True)
         sys.stdin.readline()
         for j in range(first, calls):
-            done = _worktree_work(repo, tree, agent, j)
+            done = (_clone_work if spec.get("http") else _worktree_work)(repo, tree, agent, j)
             print(json.dumps(done), flush=True)
             if "end" not in done:
                 return  # the main checkout refuses every merge: the rest of the work is lost too
@@ -103,7 +108,7 @@ def agent_main(spec: dict[str, object]) -> None:
     from applyonce import CallOptions, Executor
     from applyonce.state.ledger import EventKind
 
-    executor = Executor(str(repo))
+    executor = Executor(str(repo), remote="origin" if spec.get("http") else None)
     branch = executor.open_lane(str(agent)) if mode == "lanes" else "main"
     print("ready", flush=True)
     sys.stdin.readline()
@@ -162,6 +167,44 @@ def _worktree_work(repo: Path, tree: Path, agent: int, j: int) -> dict[str, obje
             "status": "committed", "restages": tries}  # fmt: skip
 
 
+def _clone_work(repo: Path, tree: Path, agent: int, j: int) -> dict[str, object]:
+    """With a remote: commit in the agent's clone, then 'git pull --rebase' and 'git push', again
+    while the push is refused (another agent pushed first)."""
+    start = time.time()
+    path = repo / f"agent{agent}" / f"f{j}.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"agent {agent} work {j}\n")
+    git("-C", repo, "add", path)
+    git("-C", repo, "commit", "-q", "-m", f"agent {agent} work {j}")
+    tries = 0
+    give_up = time.monotonic() + STUCK_S
+    while True:
+        if time.monotonic() > give_up:
+            return {"work": f"{agent}/{j}", "start": start, "call_id": None, "status": "stuck",
+                    "restages": tries}  # fmt: skip
+        pulled = subprocess.run(
+            ["git", "-C", repo, "pull", "-q", "--rebase", "origin", "main"],
+            capture_output=True,
+            check=False,
+        )
+        if pulled.returncode != 0:
+            subprocess.run(
+                ["git", "-C", repo, "rebase", "--abort"], capture_output=True, check=False
+            )
+        else:
+            pushed = subprocess.run(
+                ["git", "-C", repo, "push", "-q", "origin", "HEAD:main"],
+                capture_output=True,
+                check=False,
+            )
+            if pushed.returncode == 0:
+                break
+        tries += 1
+        time.sleep(0.005 * min(tries, 20))
+    return {"work": f"{agent}/{j}", "start": start, "end": time.time(), "call_id": None,
+            "status": "committed", "restages": tries}  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ the queue
 
 
@@ -170,7 +213,7 @@ def queue_main(spec: dict[str, object]) -> None:
     deadline); one JSON line per landing (the lane call, its landing time, restages)."""
     from applyonce import Executor
 
-    executor = Executor(str(spec["repo"]))
+    executor = Executor(str(spec["repo"]), remote="origin" if spec.get("http") else None)
     expected, deadline = int(str(spec["expected"])), time.monotonic() + float(str(spec["timeout"]))
     seen = set(spec.get("seen", []))  # type: ignore[arg-type]
     kill = bool(spec.get("kill"))
@@ -275,19 +318,34 @@ def _lines(proc: subprocess.Popen[str], timeout: float) -> list[dict[str, object
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bool) -> Row:
-    """One row: a fresh copy of the seed, N agents (and the queue), started together."""
+def measure(
+    work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bool, server: Any = None
+) -> Row:
+    """One row: a fresh copy of the seed (with ``server``: a fresh repository on the smart-HTTP
+    server and a clone of it per agent and for the queue), N agents (and the queue), started
+    together."""
     name = work / f"{mode}{agents}"
-    repo = name / "repo"
-    git("clone", "-q", seed, repo)
+    name.mkdir(parents=True)
     err = name / "stderr.txt"
     row = Row(mode, agents)
+    http = server is not None
+    if http:
+        url = server.make_bare()
+        git("-C", seed, "push", "-q", url, "main:main")
+        repo = server.path_of(url)  # the server's bare repository: where main is checked
+        clones = [server.clone(url, name / f"c{i}") for i in range(agents)]
+        queue_repo = server.clone(url, name / "queue") if mode == "lanes" else repo
+    else:
+        repo = name / "repo"
+        git("clone", "-q", seed, repo)
+        clones, queue_repo = [repo] * agents, repo
     specs = [
-        ("--agent", {"mode": mode, "repo": str(repo), "agent": i, "first": 0, "calls": calls,
-                     "work": str(name), "kill": kill and i == 0 and mode != "worktrees"})
+        ("--agent", {"mode": mode, "repo": str(clones[i]), "agent": i, "first": 0, "calls": calls,
+                     "work": str(name), "kill": kill and i == 0 and mode != "worktrees",
+                     "http": http})
         for i in range(agents)
     ]  # fmt: skip
-    if mode == "worktrees":
+    if mode == "worktrees" and not http:
         # One at a time, untimed: 'git worktree add' run at once by several agents fails on the
         # repository's own locks.
         for i in range(agents):
@@ -295,7 +353,8 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
     procs = [_spawn(spec, err) for spec in specs]
     queue = None
     if mode == "lanes":
-        queue_spec = {"repo": str(repo), "expected": agents * calls, "timeout": 600, "kill": kill}
+        queue_spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
+                      "kill": kill, "http": http}  # fmt: skip
         queue = _spawn(("--queue", queue_spec), err)
         procs.append(queue)
     for proc in procs:
@@ -307,7 +366,7 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
         got = _lines(proc, 600)
         if proc.returncode == -signal.SIGKILL:  # --kill: recover, then the rest of its work
             row.kills += 1
-            _recover(repo)
+            _recover(clones[i], http)
             killed = len(got)  # the piece of work it died in
             if mode == "branch":  # its interrupted call, on main once recover settled it
                 got.append({"work": f"{i}/{killed}", "start": start, "end": time.time(),
@@ -331,10 +390,11 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
         landings = _lines(queue, 600)
         if queue.returncode == -signal.SIGKILL:
             row.kills += 1
-            _recover(repo)
+            _recover(queue_repo, http)
             seen = [str(each["call_id"]) for each in landings]
-            again = _spawn(("--queue", {"repo": str(repo), "expected": agents * calls,
-                                        "timeout": 600, "seen": seen}), err)  # fmt: skip
+            spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
+                    "seen": seen, "http": http}  # fmt: skip
+            again = _spawn(("--queue", spec), err)
             _ready(again, err)
             _go([again])
             landings += _lines(again, 600)
@@ -355,9 +415,10 @@ def measure(work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bo
     return row
 
 
-def _recover(repo: Path) -> None:
+def _recover(repo: Path, http: bool) -> None:
+    remote = ["--remote", "origin"] if http else []
     ran = subprocess.run(
-        [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo)],
+        [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), *remote],
         capture_output=True,
         text=True,
         check=False,
@@ -404,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole", action="store_true", help="12 pieces of work per agent")
     parser.add_argument("--modes", default=",".join(MODES), help="branch,lanes,worktrees")
     parser.add_argument("--kill", action="store_true", help="SIGKILL an agent and the queue")
+    parser.add_argument(
+        "--http", action="store_true", help="a shared remote over smart HTTP (nginx) per row"
+    )
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep it")
     parser.add_argument("--agent", help=argparse.SUPPRESS)
     parser.add_argument("--queue", help=argparse.SUPPRESS)
@@ -426,23 +490,31 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="aocontention-"))
     work.mkdir(parents=True, exist_ok=True)
     seed = seeded(work / "seed")
+    server = None
+    if args.http:
+        from tests.httpserver import HttpServer
+
+        server = HttpServer(work / "http")
     try:
         for line in machine(work):
             print(line)
         print(f"load average at start: {_load()}")
         print(f"command: `python3 benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`")
-        print(f"{calls} pieces of work per agent")
+        where = "a smart-HTTP remote (nginx, git http-backend)" if args.http else "one repository"
+        print(f"{calls} pieces of work per agent, on {where}")
         print()
         print(HEADER, flush=True)
         bad = 0
         for n in counts:
             for mode in modes:
-                row = measure(work, seed, mode, n, calls, args.kill)
+                row = measure(work, seed, mode, n, calls, args.kill, server)
                 bad += row.duplicates + row.lost
                 print(row.line(), flush=True)
         print()
         print(f"load average at the end: {_load()}")
     finally:
+        if server is not None:
+            server.stop()
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return 1 if bad else 0
