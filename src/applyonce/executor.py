@@ -45,6 +45,8 @@ from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
 
 if TYPE_CHECKING:
+    from applyonce.flow.call.land import LandReport
+
     # Imported where used: a call (``applyonce apply``) needs none of them.
     from applyonce.flow.inspect.audit import AuditReport
     from applyonce.flow.inspect.replay import ReplayReport
@@ -189,6 +191,28 @@ class Executor:
         from applyonce.flow.call import revert as revert_flow
 
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
+
+    def open_lane(self, name: str, *, onto: str | None = None) -> str:
+        """The branch of lane ``name`` (``agent/NAME``), made at the tip of ``onto`` (default:
+        the branch HEAD points at) if it does not exist: pass it as ``CallOptions(branch=…)``
+        (see :func:`applyonce.flow.call.land.open_lane`)."""
+        from applyonce.flow.call import land as land_flow
+
+        return land_flow.open_lane(self.context, name, onto=onto).removeprefix("refs/heads/")
+
+    def land(
+        self,
+        lane: str | None = None,
+        *,
+        onto: str | None = None,
+        options: CallOptions | None = None,
+    ) -> LandReport:
+        """Land the calls of lane ``lane`` (None: every lane) onto ``onto`` (None: the branch
+        HEAD points at), each exactly once, as one commit each (see
+        :func:`applyonce.flow.call.land.land`)."""
+        from applyonce.flow.call import land as land_flow
+
+        return land_flow.land(self.context, lane=lane, onto=onto, options=options)
 
     def recover(
         self,

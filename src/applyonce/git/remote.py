@@ -417,6 +417,18 @@ class RemotePublisher:
             # Another clone made it first: fetch theirs.
         raise RemoteRefusedError(f"remote {self.remote} keeps no {IDENTITY} and takes none")
 
+    def branches(self, prefix: str) -> list[str]:
+        """The remote's branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted.
+
+        Raises:
+            RemoteUnreachableError: the remote did not answer.
+        """
+        got = self._git("ls-remote", "--heads", self.remote)
+        if got.code != 0:
+            raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
+        names = (line.partition("\t")[2].strip() for line in got.out.splitlines())
+        return sorted(name for name in names if name.startswith(prefix))
+
     # --- pending refs (recover) ----------------------------------------------------------
 
     def pending(self) -> list[tuple[str, str]]:

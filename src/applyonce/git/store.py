@@ -307,6 +307,12 @@ class GitStore:
             ref = str(reference.target)
         raise UsageError(f"{branch!r} is a loop of symbolic refs")
 
+    def branches(self, prefix: str) -> list[str]:
+        """The branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted."""
+        return sorted(
+            name for name in self.repo.references if name.startswith(prefix) and self.tip(name)
+        )
+
     def head_is(self, ref: str) -> bool:
         """Whether HEAD points at ``ref`` (a branch that may not exist yet)."""
         head = self.repo.references.get("HEAD")

@@ -91,6 +91,7 @@ COMMANDS = {
     "log": "inspect",
     "replay": "inspect",
     "resolve": "recovery",
+    "land": "land",
     "mcp": "serve",
     "schema": "serve",
     "demo": "serve",
