@@ -27,6 +27,7 @@ TERMINAL: frozenset[str] = frozenset({"committed", "rejected"})
 # anything asks Git about them.
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_IDENTITY_FIELDS = tuple(CallIdentity.model_fields)
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")  # to the last @
 
 
@@ -160,7 +161,7 @@ class Receipt(BaseModel):
 
     @property
     def identity(self) -> CallIdentity:
-        return CallIdentity(**{name: getattr(self, name) for name in CallIdentity.model_fields})
+        return CallIdentity(**{name: getattr(self, name) for name in _IDENTITY_FIELDS})
 
     @property
     def retryable(self) -> bool:

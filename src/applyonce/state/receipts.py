@@ -162,26 +162,32 @@ class ReceiptStore:
                 which would never end) or cannot be read. applyonce writes only regular files
                 here; anything else was put there by hand.
         """
-        path = self.path(call_id)
+        if not is_sha256_hex(call_id):
+            self.path(call_id)  # raises
+        # A string, not a Path: a pass over ten thousand receipts makes no Path of each.
+        name = f"{self.dir}/{call_id}.json"
 
         def unreadable(why: str | None) -> ReceiptError:
             return ReceiptError(
                 f"receipt {call_id[:12]} is unreadable ({why})",
                 call_id=call_id,
-                hint=f"move {path} aside, then run 'applyonce recover' to rebuild it",
+                hint=f"move {name} aside, then run 'applyonce recover' to rebuild it",
             )
 
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return self._from_mirror(call_id)
         except OSError as exc:
-            raise unreadable("a symlink" if path.is_symlink() else exc.strerror) from None
+            raise unreadable("a symlink" if os.path.islink(name) else exc.strerror) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise unreadable("not a regular file")
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                return handle.read()
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, info.st_size + 1):
+                chunks.append(chunk)
+            return b"".join(chunks)
         except OSError as exc:
             raise unreadable(exc.strerror) from None
         finally:
