@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import applyonce.core.receipt as receipt_module
 import applyonce.git.store as store_module
 from applyonce import Executor
 from applyonce.core.identity import CallIdentity
@@ -88,17 +89,22 @@ def test_audit_hashes_each_identity_once_and_looks_up_each_file_once(
         executor.apply(add(i))
     executor.close()
     counts: Counter[str] = Counter()
-    recompute, entry = CallIdentity.recompute, GitTree.entry
+    recompute, entry, of_receipt = CallIdentity.recompute, GitTree.entry, receipt_module.call_id_of
 
     def counting_recompute(self: CallIdentity) -> str:
         counts["identity hashes"] += 1
         return recompute(self)
+
+    def counting_of_receipt(**fields: Any) -> str:
+        counts["identity hashes"] += 1  # a receipt's, as it is read
+        return of_receipt(**fields)
 
     def counting_entry(self: GitTree, path: str) -> Any:
         counts[f"lookups of {path}"] += 1
         return entry(self, path)
 
     monkeypatch.setattr(CallIdentity, "recompute", counting_recompute)
+    monkeypatch.setattr(receipt_module, "call_id_of", counting_of_receipt)
     monkeypatch.setattr(GitTree, "entry", counting_entry)
     report = Executor(repo.path).audit(full=True)
     assert report.clean and report.commits == 3

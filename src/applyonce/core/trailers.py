@@ -44,9 +44,15 @@ class Trailers(Mapping[str, str]):
         self.pairs = pairs
         self._first: dict[str, str] = {}
         self._spelling: dict[str, str] = {}
+        # Every non-empty value of each token (lowered), in order: audit asks each commit's
+        # trailers for their Call-Ids several times.
+        self._all: dict[str, list[str]] = {}
         for token, value in pairs:
-            self._first.setdefault(token.lower(), value)
-            self._spelling.setdefault(token.lower(), token)
+            lowered = token.lower()
+            self._first.setdefault(lowered, value)
+            self._spelling.setdefault(lowered, token)
+            if value:
+                self._all.setdefault(lowered, []).append(value)
 
     def __getitem__(self, key: str) -> str:
         return self._first[key.lower()]
@@ -60,7 +66,7 @@ class Trailers(Mapping[str, str]):
     def all(self, key: str) -> list[str]:
         """Every non-empty value of ``key``, in order (a message may repeat a token; an empty
         value names nothing)."""
-        return [value for token, value in self.pairs if token.lower() == key.lower() and value]
+        return list(self._all.get(key.lower(), ()))
 
 
 # A message in the shape applyonce writes: a title, a blank line before the last paragraph, and
