@@ -90,6 +90,9 @@ def _group(module: str) -> str:
     return "the standard library and site (and any .pth hooks)"
 
 
+FIRST_MODEL = "class A(pydantic.main.BaseModel):\n    x: int"
+
+
 def importtime(argv: list[str], env: dict[str, str]) -> list[tuple[str, float]]:
     """``argv`` (a Python command line) run once under ``-X importtime``: ms of import by group."""
     proc = subprocess.run(
@@ -143,6 +146,9 @@ def main() -> None:
         "`python -c 'import pygit2'`": python("import pygit2"),
         "`python -c 'import pygit2, pydantic.main'`": python("import pygit2, pydantic.main"),
         f"`python -c '{floor}'`": python(floor),
+        # pydantic builds its schema machinery when the first model class is made: a floor for
+        # any process that defines one (applyonce's patch model, receipts, identities do).
+        f"`python -c '{floor}'` + one model": python(f"{floor}\n{FIRST_MODEL}"),
         f"`python -c '{floor}, applyonce.executor'`": python(f"{floor}, applyonce.executor"),
         "`applyonce --version`": lambda: [*command, "--version"],
         f"`applyonce apply`, a new commit, {ns.files} files": commit,

@@ -1,7 +1,9 @@
 """The public facade: :class:`Executor`, exactly-once patches on one repository.
 
 Each method is a line or two over a use case of :mod:`applyonce.flow`; the wiring of the seams
-(ledger, publisher, receipts) is :func:`applyonce.flow.context.open_context`'s.
+(ledger, publisher, receipts) is :func:`applyonce.flow.context.open_context`'s. Recovery and the
+views of the calls are imported by the methods that use them: a call (``applyonce apply``) loads
+neither.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from applyonce.flow.call import apply as apply_flow
 from applyonce.flow.call.approval import ApprovalError
 from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
-from applyonce.flow.inspect import calls as calls_flow
-from applyonce.flow.inspect.calls import CallSummary
 from applyonce.flow.options import (
     Approver,
     CallOptions,
@@ -35,10 +35,6 @@ from applyonce.flow.options import (
 )
 from applyonce.flow.record.adopt import with_the_change
 from applyonce.flow.record.verify import UnknownOutcomeError, stored_receipt
-from applyonce.flow.recovery import recover as recovery
-from applyonce.flow.recovery import resolve as resolve_flow
-from applyonce.flow.recovery.report import RecoveryReport
-from applyonce.flow.recovery.resolve import Released
 from applyonce.flow.repeat import ReplayNote
 from applyonce.git.diffs import CallDiff
 from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
@@ -49,8 +45,11 @@ if TYPE_CHECKING:
 
     # Imported where used: a call (``applyonce apply``) needs none of them.
     from applyonce.flow.inspect.audit import AuditReport
+    from applyonce.flow.inspect.calls import CallSummary
     from applyonce.flow.inspect.replay import ReplayReport
     from applyonce.flow.inspect.view import FileView, FolderView
+    from applyonce.flow.recovery.report import RecoveryReport
+    from applyonce.flow.recovery.resolve import Released
 
 
 class ExecutorClosedError(UsageError):
@@ -223,6 +222,8 @@ class Executor:
         """Settle every interrupted call by asking Git (see :mod:`applyonce.flow.recovery.recover`);
         ``progress(done, total)`` is told before each call. ``lease_seconds``: how long the
         claims it takes over hold unless renewed (None: git config, else 30 s)."""
+        from applyonce.flow.recovery import recover as recovery
+
         return recovery.recover(self.context, progress=progress, lease_seconds=lease_seconds)
 
     def audit(
@@ -252,6 +253,8 @@ class Executor:
         self, call_id: str, *, outcome: str, note: str, commit: str | None = None
     ) -> Receipt:
         """A person's decision on a call whose outcome is unknown, recorded with their note."""
+        from applyonce.flow.recovery import resolve as resolve_flow
+
         return resolve_flow.resolve(
             self.context, call_id, outcome=outcome, note=note, commit=commit
         )
@@ -259,39 +262,57 @@ class Executor:
     def release(self, prefix: str, *, note: str = "") -> Released:
         """Free by hand the claim on an in-flight call whose owner is gone where this host cannot
         see (see :func:`applyonce.flow.recovery.resolve.release`)."""
+        from applyonce.flow.recovery import resolve as resolve_flow
+
         return resolve_flow.release(self.context, prefix, note=note)
 
     def find_call(self, prefix: str) -> str:
         """The full ID of the one call whose ID starts with ``prefix`` (6+ characters)."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.find_call_id(self.context, prefix)
 
     def show(self, call_id: str) -> Receipt:
         """The verified receipt of ``call_id``."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.show(self.context, call_id)
 
     def checkout_behind(self, receipt: Receipt) -> list[CheckoutBehind]:
         """The checkouts that do not show a committed call's commit, as the ledger has it
         (see :func:`applyonce.flow.inspect.calls.checkout_behind`)."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.checkout_behind(self.context, receipt)
 
     def diff(self, receipt: Receipt) -> CallDiff | None:
         """The unified diff of a committed call, from its commit (None: not committed)."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.diff_of(self.context, receipt)
 
     def plan_diff(self, view: PlanView) -> CallDiff:
         """The unified diff of a dry run's plan, built in memory (nothing is written)."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.diff_of_plan(self.context, view)
 
     def calls(self) -> list[CallSummary]:
         """Every call in the ledger, oldest first."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.calls(self.context)
 
     def call_ids(self) -> list[str]:
         """The IDs of every call with a receipt, sorted."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.call_ids(self.context)
 
     def find_by_tool_call_id(self, tool_call_id: str) -> str | None:
         """The latest call recorded under the model's tool-call ID, if any."""
+        from applyonce.flow.inspect import calls as calls_flow
+
         return calls_flow.latest_with_tool_call_id(self.context, tool_call_id)
 
     def branch(self, branch: str | None = None) -> str:

@@ -36,6 +36,10 @@ NOT_FOR_A_CALL = [
     "applyonce.flow.inspect.replay",
     "applyonce.flow.call.revert",
     "applyonce.flow.inspect.view",
+    # Recovery and the views of the calls: a call that takes over a dead one's loads recovery
+    # then, and only then.
+    "applyonce.flow.recovery",
+    "applyonce.flow.inspect.calls",
     "typer.rich_utils",
     "tomllib",  # only a patch that writes a .toml file has it parsed
     # Only a postgresql:// ledger loads the driver; a call on the local ledger never does.

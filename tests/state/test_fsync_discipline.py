@@ -199,7 +199,9 @@ def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch
     repo: Repo,
 ) -> None:
     """Three calls killed after their publish: recover writes three committed receipts, each
-    fsynced before its rename, and the folder once, before the ledger records them."""
+    fsynced before its rename, and the folder once, before the ledger records them. The batch's
+    fsyncs are grouped: every receipt's data is fsynced (at once, from several threads) before
+    the first of them is renamed into place."""
     for i in range(3):
         patch = f"*** Begin Patch\n*** Add File: killed{i}.txt\n+{i}\n*** End Patch\n"
         killed = subprocess.run(
@@ -222,6 +224,18 @@ def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch
     syncs = [c for c in calls if c.name == "fsync" and c.fd().path == str(receipts)]
     assert len(syncs) == 1, syncs
     assert len(repo.call_ids()) == 3
+    renames = [
+        i
+        for i, c in enumerate(calls)
+        if c.name.startswith("rename") and c.result == 0 and Path(c.paths()[1]).parent == receipts
+    ]
+    data_syncs = [
+        (i, c.pid)
+        for i, c in enumerate(calls)
+        if c.name == "fsync" and Path(c.fd().path).parent == receipts
+    ]
+    assert len(data_syncs) == 3 and max(i for i, _ in data_syncs) < min(renames), calls
+    assert len({pid for _, pid in data_syncs}) > 1, data_syncs  # from several threads
 
 
 _GROUP = """

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from applyonce.core.identity import CallIdentity
+from applyonce.core.identity import CallIdentity, call_id_of
 from applyonce.core.plan import TreePlan
 from applyonce.errors import StateError
 
@@ -27,6 +27,8 @@ TERMINAL: frozenset[str] = frozenset({"committed", "rejected"})
 # anything asks Git about them.
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_IDENTITY_FIELDS = tuple(CallIdentity.model_fields)
+_RECOMPUTED_FROM = tuple(name for name in _IDENTITY_FIELDS if name != "call_id")
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")  # to the last @
 
 
@@ -160,7 +162,12 @@ class Receipt(BaseModel):
 
     @property
     def identity(self) -> CallIdentity:
-        return CallIdentity(**{name: getattr(self, name) for name in CallIdentity.model_fields})
+        return CallIdentity(**{name: getattr(self, name) for name in _IDENTITY_FIELDS})
+
+    def recomputed_call_id(self) -> str:
+        """The call ID the receipt's identity fields give (``self.identity.recompute()``, without
+        building the identity: the fields have the same types here)."""
+        return call_id_of(**{name: getattr(self, name) for name in _RECOMPUTED_FROM})
 
     @property
     def retryable(self) -> bool:
@@ -210,7 +217,7 @@ def parse_receipt(data: bytes, *, call_id: str, expected_sha256: str | None = No
         raise ReceiptError(f"receipt {short} is unreadable ({first})", call_id=call_id) from None
     if receipt.schema_ != SCHEMA:
         raise ReceiptError(f"receipt {short} has unknown schema {receipt.schema_}", call_id=call_id)
-    if receipt.call_id != call_id or receipt.identity.recompute() != call_id:
+    if receipt.call_id != call_id or receipt.recomputed_call_id() != call_id:
         raise ReceiptError(
             f"receipt {short}: its call ID does not recompute from its fields", call_id=call_id
         )

@@ -44,9 +44,15 @@ class Trailers(Mapping[str, str]):
         self.pairs = pairs
         self._first: dict[str, str] = {}
         self._spelling: dict[str, str] = {}
+        # Every non-empty value of each token (lowered), in order: audit asks each commit's
+        # trailers for their Call-Ids several times.
+        self._all: dict[str, list[str]] = {}
         for token, value in pairs:
-            self._first.setdefault(token.lower(), value)
-            self._spelling.setdefault(token.lower(), token)
+            lowered = token.lower()
+            self._first.setdefault(lowered, value)
+            self._spelling.setdefault(lowered, token)
+            if value:
+                self._all.setdefault(lowered, []).append(value)
 
     def __getitem__(self, key: str) -> str:
         return self._first[key.lower()]
@@ -60,18 +66,70 @@ class Trailers(Mapping[str, str]):
     def all(self, key: str) -> list[str]:
         """Every non-empty value of ``key``, in order (a message may repeat a token; an empty
         value names nothing)."""
-        return [value for token, value in self.pairs if token.lower() == key.lower() and value]
+        return list(self._all.get(key.lower(), ()))
+
+
+# A message in the shape applyonce writes: a title, a blank line before the last paragraph, and
+# that paragraph all ``Token: value`` lines, ending the message with one newline.
+_PLAIN_BLOCK = re.compile(rb"(?:[A-Za-z0-9-]+: [^\n]*\n)+")
+
+
+def _plain_block(message: bytes, comment_char: bytes) -> list[bytes] | None:
+    """The trailer lines of a message whose shape leaves git's rules nothing to decide (the
+    last paragraph is all trailers, nothing to skip before or after it, no comment lines);
+    None for any other message, which :func:`parse_trailers` reads by the rules."""
+    if (
+        message[:1] in (b"", b" ", b"\t", b"\n", b"\r", comment_char)
+        or not message.endswith(b"\n")
+        or message.endswith(b"\n\n")
+        or b"\0" in message
+        or b"\n" + comment_char in message
+        or b"Conflicts:\n" in message
+        or b"\r" in message
+    ):
+        return None
+    at = message.rfind(b"\n\n")
+    if at < 0 or _PLAIN_BLOCK.fullmatch(message, at + 2) is None:
+        return None
+    return message[at + 2 : -1].split(b"\n")
 
 
 def parse_trailers(message: bytes, *, comment_char: bytes = b"#") -> Trailers:
     """The trailers ``git log --format='%(trailers:unfold)'`` shows for ``message``."""
-    buf = _skip_blank_lines(message.split(b"\0", 1)[0])
-    end = len(buf) - _ignore_non_trailer(buf, comment_char)
-    start = _trailer_start(buf, end, comment_char)
+    plain = _plain_block(message, comment_char)
+    if plain is not None:
+        found: list[tuple[str, str]] = []
+        for line in plain:
+            pos = line.index(b":")
+            found.append(
+                (
+                    line[:pos].decode("utf-8", "replace"),
+                    line[pos + 1 :].strip(_SPACE).decode("utf-8", "replace"),
+                )
+            )
+        return Trailers(found)
+    return _by_rules(message, comment_char)
+
+
+def _by_rules(message: bytes, comment_char: bytes) -> Trailers:
+    """:func:`parse_trailers` by git's rules, for any message."""
+    buf = message.split(b"\0", 1)[0]
+    # The message is split into lines once (audit parses ten thousand): every end below is a
+    # line's start, so each step reads a run of these lines.
+    lines = _lines(buf)
+    first = next((i for i, (_, line) in enumerate(lines) if not _is_blank(line)), len(lines))
+    skipped = lines[first][0] if first < len(lines) else len(buf)
+    buf = buf[skipped:]
+    lines = [(offset - skipped, line) for offset, line in lines[first:]]
+    end = len(buf) - _ignore_non_trailer(buf, comment_char, lines)
+    body = [item for item in lines if item[0] < end]
+    start = _trailer_start(buf, end, comment_char, body)
     pairs: list[tuple[str, str]] = []
     strings: list[bytes] = []
     last: int | None = None
-    for _, line in _lines(buf[start:end]):
+    for offset, line in body:
+        if offset < start:
+            continue
         if last is not None and line[:1] and line[0] in _SPACE:
             strings[last] += line
             continue
@@ -91,11 +149,12 @@ def _lines(buf: bytes) -> list[tuple[int, bytes]]:
     for git (``bytes.splitlines`` would also split at ``\\r``)."""
     found: list[tuple[int, bytes]] = []
     offset = 0
-    while offset < len(buf):
-        stop = buf.find(b"\n", offset)
-        stop = len(buf) if stop < 0 else stop + 1
-        found.append((offset, buf[offset:stop]))
-        offset = stop
+    parts = buf.split(b"\n")
+    for part in parts[:-1]:
+        found.append((offset, part + b"\n"))
+        offset += len(part) + 1
+    if parts[-1]:
+        found.append((offset, parts[-1]))
     return found
 
 
@@ -103,18 +162,12 @@ def _is_blank(line: bytes) -> bool:
     return not line.strip(_SPACE)
 
 
-def _skip_blank_lines(buf: bytes) -> bytes:
-    """pretty.c reads trailers from the subject on: leading blank lines are skipped."""
-    for offset, line in _lines(buf):
-        if not _is_blank(line):
-            return buf[offset:]
-    return b""
-
-
-def _ignore_non_trailer(buf: bytes, comment_char: bytes) -> int:
+def _ignore_non_trailer(
+    buf: bytes, comment_char: bytes, lines: list[tuple[int, bytes]] | None = None
+) -> int:
     """How many bytes at the end of ``buf`` are not the message (commit.c
     ``ignore_non_trailer``): after a scissors line, and the trailing run of comment lines,
-    empty lines and an old ``Conflicts:`` block."""
+    empty lines and an old ``Conflicts:`` block (``lines``: those of ``buf``, if known)."""
     cutoff = len(buf)
     scissors = b"\n" + comment_char + _CUT_LINE
     if buf.startswith(scissors[1:]):
@@ -123,7 +176,7 @@ def _ignore_non_trailer(buf: bytes, comment_char: bytes) -> int:
         cutoff = at + 1
     boc = 0
     in_conflicts = False
-    for bol, line in _lines(buf):
+    for bol, line in _lines(buf) if lines is None else lines:
         if bol >= cutoff:
             break
         if line[:1] == comment_char or line[:1] == b"\n":
@@ -148,10 +201,13 @@ def _separator(line: bytes) -> int:
     return -1 if found is None else found.end() - 1
 
 
-def _trailer_start(buf: bytes, end: int, comment_char: bytes) -> int:
+def _trailer_start(
+    buf: bytes, end: int, comment_char: bytes, lines: list[tuple[int, bytes]] | None = None
+) -> int:
     """trailer.c ``find_trailer_start``: where the trailer block of ``buf[:end]`` starts
-    (``end`` when there is none)."""
-    lines = _lines(buf[:end])
+    (``end`` when there is none; ``lines``: those of ``buf[:end]``, if known)."""
+    if lines is None:
+        lines = _lines(buf[:end])
     title_end = end
     for offset, line in lines:
         if line[:1] == comment_char:

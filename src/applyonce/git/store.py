@@ -172,6 +172,14 @@ class GitTree:
             return None
         return str(entry.id)
 
+    @rereading
+    def blob_data(self, blob_id: str) -> bytes:
+        """The bytes of the blob ``blob_id`` (one :meth:`blob_id` gave: no path looked up
+        again)."""
+        blob = self.repo[blob_id]
+        assert isinstance(blob, pygit2.Blob), blob_id
+        return blob.data
+
     def version(self, path: str) -> Version:
         """The path's blob ID and mode ((None, None): no file there)."""
         blob = self.blob_id(path)

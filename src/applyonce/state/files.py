@@ -68,6 +68,54 @@ def ensure_dir(path: Path, *, mode: int = PRIVATE_DIR) -> None:
         fsync_dir(directory.parent)
 
 
+def write_temp(path: Path, data: bytes, *, mode: int = PRIVATE_FILE) -> str:
+    """A new temp file beside ``path`` holding ``data`` (not fsynced yet: :func:`fsync_all`,
+    then ``os.replace`` it over ``path``, as :func:`atomic_write` does for one file)."""
+    tmp = f"{path.parent}/{TMP_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), mode)
+    try:
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+# Files fsynced at once by fsync_all: the file system commits fsyncs that wait together in one
+# journal commit, where one after another each waits for its own.
+FSYNC_THREADS = 16
+
+
+def fsync_all(paths: list[str]) -> None:
+    """fsync each of ``paths`` (files written and closed), concurrently; returns when all are
+    durable.
+
+    Raises:
+        OSError: one could not be opened or fsynced.
+    """
+
+    def one(path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    if len(paths) < 2:
+        for path in paths:
+            one(path)
+        return
+    from concurrent.futures import ThreadPoolExecutor  # only where many files are written
+
+    with ThreadPoolExecutor(min(FSYNC_THREADS, len(paths))) as pool:
+        for done in [pool.submit(one, path) for path in paths]:
+            done.result()
+
+
 def atomic_write(
     path: Path,
     data: bytes,

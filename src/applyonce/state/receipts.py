@@ -24,7 +24,14 @@ from typing import Protocol, runtime_checkable
 from applyonce.core.identity import is_sha256_hex
 from applyonce.core.receipt import Receipt, ReceiptError, parse_receipt
 from applyonce.errors import ApplyOnceError
-from applyonce.state.files import atomic_write, ensure_dir, fsync_dir, stale_temp_files
+from applyonce.state.files import (
+    atomic_write,
+    ensure_dir,
+    fsync_all,
+    fsync_dir,
+    stale_temp_files,
+    write_temp,
+)
 from applyonce.state.storage import storage_cause, storage_error
 
 
@@ -57,10 +64,13 @@ class ReceiptStore:
         self, state_dir: Path, *, batched: bool = False, mirror: MirrorSource = None
     ) -> None:
         self.dir = state_dir / "receipts"
-        # Batched: each receipt's data is fsynced before its rename, and the directory once for
-        # all of them, by sync() (before any record names them).
+        # Batched: a write leaves its temp file and waits for sync(), which fsyncs the temp
+        # files of the batch at once (concurrently: the file system commits them together),
+        # renames each into place, then fsyncs the directory once (before any record names
+        # them). Until then the batch reads its own writes from here.
         self.batched = batched
         self._unsynced = False
+        self._waiting: dict[str, tuple[str, bytes, str, Callable[[], None] | None]] = {}
         self._mirror_source = mirror
         self._mirror: ReceiptMirror | None = None
 
@@ -82,10 +92,28 @@ class ReceiptStore:
         )
 
     def sync(self) -> None:
-        """Make the renames of a batched store's writes durable (one fsync of the directory)."""
+        """Put a batched store's writes in place, durably: the temp files' data fsynced (all at
+        once), each renamed over its receipt, the directory fsynced once, then the mirror."""
+        waiting, self._waiting = self._waiting, {}
+        if waiting:
+            try:
+                fsync_all([tmp for tmp, _, _, _ in waiting.values()])
+                for call_id, (tmp, _, _, before_replace) in waiting.items():
+                    if before_replace is not None:
+                        before_replace()
+                    os.replace(tmp, f"{self.dir}/{call_id}.json")
+            except BaseException:
+                for tmp, _, _, _ in waiting.values():
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                raise
+            self._unsynced = True
         if self._unsynced:
             fsync_dir(self.dir)
             self._unsynced = False
+        if self.mirror is not None:
+            for call_id, (_, data, sha, _) in waiting.items():
+                self.mirror.put_receipt(call_id, sha, data)
 
     def path(self, call_id: str) -> Path:
         if not is_sha256_hex(call_id):
@@ -108,16 +136,22 @@ class ReceiptStore:
                 call_id=receipt.call_id,
                 hint=f"move {path} aside, then run 'applyonce recover'",
             )
+        sha = hashlib.sha256(data).hexdigest()
         try:
             ensure_dir(self.dir)
-            atomic_write(path, data, before_replace=before_replace, sync_dir=not self.batched)
-            self._unsynced = self.batched
+            if self.batched:
+                tmp = write_temp(path, data)
+                earlier = self._waiting.pop(receipt.call_id, None)
+                if earlier is not None:
+                    os.unlink(earlier[0])  # written again in the batch: the last one stands
+                self._waiting[receipt.call_id] = (tmp, data, sha, before_replace)
+                return sha
+            atomic_write(path, data, before_replace=before_replace)
         except OSError as exc:
             cause = storage_cause(self.dir, exc)
             if cause is None:
                 raise
             raise storage_error(self.dir, cause, exc.strerror or "") from None
-        sha = hashlib.sha256(data).hexdigest()
         if self.mirror is not None:
             self.mirror.put_receipt(receipt.call_id, sha, data)
         return sha
@@ -134,6 +168,8 @@ class ReceiptStore:
         there is no such file or it cannot be read (:meth:`read_bytes` then says why)."""
         if not is_sha256_hex(call_id):
             return None
+        if call_id in self._waiting:
+            return self._waiting[call_id][2]
         try:
             fd = os.open(
                 f"{self.dir}/{call_id}.json",
@@ -162,26 +198,34 @@ class ReceiptStore:
                 which would never end) or cannot be read. applyonce writes only regular files
                 here; anything else was put there by hand.
         """
-        path = self.path(call_id)
+        if not is_sha256_hex(call_id):
+            self.path(call_id)  # raises
+        if call_id in self._waiting:
+            return self._waiting[call_id][1]  # written in this batch, not in place yet
+        # A string, not a Path: a pass over ten thousand receipts makes no Path of each.
+        name = f"{self.dir}/{call_id}.json"
 
         def unreadable(why: str | None) -> ReceiptError:
             return ReceiptError(
                 f"receipt {call_id[:12]} is unreadable ({why})",
                 call_id=call_id,
-                hint=f"move {path} aside, then run 'applyonce recover' to rebuild it",
+                hint=f"move {name} aside, then run 'applyonce recover' to rebuild it",
             )
 
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return self._from_mirror(call_id)
         except OSError as exc:
-            raise unreadable("a symlink" if path.is_symlink() else exc.strerror) from None
+            raise unreadable("a symlink" if os.path.islink(name) else exc.strerror) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise unreadable("not a regular file")
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                return handle.read()
+            chunks: list[bytes] = []
+            while chunk := os.read(fd, info.st_size + 1):
+                chunks.append(chunk)
+            return b"".join(chunks)
         except OSError as exc:
             raise unreadable(exc.strerror) from None
         finally:
@@ -237,4 +281,5 @@ class ReceiptStore:
             }
         if self.mirror is not None:
             found.update(c for c in self.mirror.receipt_ids() if is_sha256_hex(c))
+        found.update(self._waiting)
         return sorted(found)

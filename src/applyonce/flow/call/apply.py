@@ -55,7 +55,6 @@ from applyonce.flow.record.verify import (
     stored_receipt,
     verify_against_git,
 )
-from applyonce.flow.recovery.recover import reconcile
 from applyonce.flow.repeat import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
 from applyonce.git.checkouts import SyncReport
@@ -249,6 +248,9 @@ def _known_outcome(
         # Its last process died mid-call: Git says whether it took effect; never run it twice.
         assert claim.row is not None
         ctx.receipts.remove_stale_temps(ident.call_id)
+        # Imported here: only a call that takes over a dead one's loads recovery.
+        from applyonce.flow.recovery.recover import reconcile
+
         outcome = reconcile(ctx, claim.row, already_claimed=claim.execution_id, args=args)
         assert outcome is not None
         if outcome.now == "committed":

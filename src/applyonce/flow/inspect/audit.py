@@ -60,6 +60,7 @@ from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import Receipt, ReceiptError, now
 from applyonce.core.trailers import Trailers
 from applyonce.flow.context import Context
+from applyonce.flow.heap import without_cycle_collection
 from applyonce.flow.record.adopt import carries_other_change, own_commit, paths_rewrite_adds
 from applyonce.flow.record.settle import duplicate_hint, rewritten_note, unknown_hint
 from applyonce.flow.record.verify import push_hint, unpushed, verify_against_git
@@ -166,6 +167,7 @@ class _Receipts:
         return found
 
 
+@without_cycle_collection
 def audit(
     ctx: Context,
     *,
@@ -480,7 +482,13 @@ def _check_call(
 ) -> None:
     """Check the commits of the branch that carry ``call_id`` and its change (newest first)
     against each other and against the call's receipt."""
+    try:
+        loaded = receipts.load(call_id)
+    except ReceiptError:
+        loaded = None
     for commit_id, block in commits:
+        if loaded is not None and _states_identity_of(block, loaded):
+            continue  # the receipt's identity recomputed to its Call-Id when it was read
         ident = identity_from_trailers(block)
         if ident is None or ident.recompute() != call_id:
             report.problems.append(
@@ -527,6 +535,22 @@ def _check_call(
     commit_id = own if own in walked else ids[0]
     assert commit_id is not None
     _check_against_receipt(ctx, report, commit_id, call_id, walked[commit_id], receipt)
+
+
+def _states_identity_of(block: Trailers, receipt: Receipt) -> bool:
+    """Whether the trailers state exactly the identity of ``receipt`` (a verified one)."""
+    try:
+        return (
+            block["Call-Id"] == receipt.call_id
+            and block["Contract-Sha256"] == receipt.contract_sha256
+            and block.get("Attempt", "1") == str(receipt.attempt)
+            and block["Tool"] == receipt.tool
+            and block["Tool-Version"] == receipt.tool_version
+            and block["Args-Sha256"] == receipt.args_sha256
+            and block.get("Idempotency-Key") == receipt.idempotency_key
+        )
+    except KeyError:
+        return False
 
 
 def _applied_more_than_once(

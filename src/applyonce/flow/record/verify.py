@@ -78,7 +78,7 @@ def verify_against_git(ctx: Context, receipt: Receipt, *, trailers: Trailers | N
                 path=record.path,
             )
         if record.blob is not None:
-            data, _ = tree.read(record.path)
+            data = tree.blob_data(record.blob)
             if hashlib.sha256(data).hexdigest() != record.sha256:
                 raise ReceiptError(f"receipt {short}: {record.path} has a forged sha256")
 

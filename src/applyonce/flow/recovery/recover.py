@@ -49,6 +49,7 @@ from applyonce.flow.checkouts.sync import (
     sync_many,
 )
 from applyonce.flow.context import Context
+from applyonce.flow.heap import without_cycle_collection
 from applyonce.flow.record import settle
 from applyonce.flow.record.adopt import FORGED, ForgedCallIdError, adopt_commit
 from applyonce.flow.record.changes import CallArgs
@@ -85,6 +86,7 @@ Progress = Callable[[int, int], None]
 BATCH = 100
 
 
+@without_cycle_collection
 def recover(
     ctx: Context, *, progress: Progress | None = None, lease_seconds: float | None = None
 ) -> RecoveryReport:

@@ -1,0 +1,58 @@
+"""A batched receipt store (``applyonce recover``): writes wait for ``sync``, which fsyncs their
+data at once, renames them into place and fsyncs the folder; until then the batch reads its own
+writes, and nothing else sees them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from applyonce.core.identity import CallIdentity
+from applyonce.core.receipt import Receipt
+from applyonce.state.files import TMP_PREFIX
+from applyonce.state.receipts import ReceiptStore
+
+
+def receipt(i: int, status: str = "rejected") -> Receipt:
+    ident = CallIdentity.compute(f"{i:064x}")
+    return Receipt.of_call(ident, status=status, execution_id="e" * 32, ref="refs/heads/main")
+
+
+def test_a_batch_reads_its_own_writes_and_puts_them_in_place_at_sync(tmp_path: Path) -> None:
+    plain = ReceiptStore(tmp_path)
+    batch = plain.batch()
+    written = [receipt(i) for i in range(3)]
+    shas = [batch.write(r) for r in written]
+    again = receipt(0, "unknown")
+    shas[0] = batch.write(again)  # written twice in the batch: the last one stands
+    ids = [r.call_id for r in written]
+    # Not in place yet: only the batch sees them (one temp file each).
+    assert [plain.read_bytes(c) for c in ids] == [None] * 3
+    assert sorted(batch.call_ids()) == sorted(ids)
+    assert batch.load(ids[0]) == again and [batch.sha256_of(c) for c in ids] == shas
+    temps = [n for n in os.listdir(tmp_path / "receipts") if n.startswith(TMP_PREFIX)]
+    assert len(temps) == 3, temps
+    batch.sync()
+    assert sorted(os.listdir(tmp_path / "receipts")) == sorted(f"{c}.json" for c in ids)
+    assert [plain.sha256_of(c) for c in ids] == shas
+    assert plain.load(ids[0], expected_sha256=shas[0]) == again
+
+
+def test_a_sync_that_fails_leaves_no_temp_file_and_no_receipt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = ReceiptStore(tmp_path).batch()
+    ids = [receipt(i).call_id for i in range(2)]
+    for i in range(2):
+        batch.write(receipt(i))
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        batch.sync()
+    assert os.listdir(tmp_path / "receipts") == []
+    assert [ReceiptStore(tmp_path).read_bytes(c) for c in ids] == [None, None]
