@@ -95,6 +95,7 @@ COMMANDS = {
     "schema": "serve",
     "demo": "serve",
     "version": "serve",
+    "serve": "resident",
 }
 
 
