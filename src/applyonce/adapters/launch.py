@@ -227,6 +227,7 @@ def _die_by(signum: int) -> None:
     """End as the worker ended: killed by ``signum`` (a SIGKILL at a fault point, say)."""
     import signal
 
-    signal.signal(signum, signal.SIG_DFL)
+    with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+        signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)
