@@ -165,7 +165,7 @@ def test_ctrl_c_reaches_the_worker_which_ends_as_an_interrupted_call(
     client = _slow_call(repo)
     _worker_of(served)
     client.send_signal(signal.SIGINT)
-    out, err = client.communicate(timeout=60)
+    _out, err = client.communicate(timeout=60)
     assert client.returncode == 130, err
     assert repo.head() == base
     assert run_cli("recover", "--repo", str(repo.path)).returncode == 0
