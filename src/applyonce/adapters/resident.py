@@ -50,6 +50,7 @@ _WARM_PACKAGES = (
     "applyonce.patch",
 )
 _REQUEST_TIMEOUT = 5.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _MAX_REQUEST = 64 << 20
 
 
@@ -113,6 +114,7 @@ class _Server:
         dir_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         path = os.path.join(self.state, rendezvous.SOCKET_NAME)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        inode = -1
         try:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)  # we hold the lock: a socket left here is stale
@@ -123,13 +125,15 @@ class _Server:
                 os.umask(old)
             listener.listen(128)
             inode = os.stat(path).st_ino
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(signum, self._stop)
-            if ready is not None:
-                ready(path)
             with contextlib.suppress(_Stopped):
+                for signum in _STOP_SIGNALS:
+                    signal.signal(signum, self._stop)
+                if ready is not None:
+                    ready(path)
                 self._loop(listener)
         finally:
+            for signum in _STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)  # stopping already
             listener.close()
             with contextlib.suppress(OSError):
                 if os.stat(path).st_ino == inode:
@@ -181,6 +185,7 @@ class _Server:
     def _take(self, conn: socket.socket, listener: socket.socket) -> None:
         """Read a request and fork its worker, or answer ``F`` (the client runs the call)."""
         fds: list[int] = []
+        pid = -1
         try:
             conn.settimeout(_REQUEST_TIMEOUT)
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -192,13 +197,23 @@ class _Server:
                 return
             assert request is not None
             conn.settimeout(None)
-            pid = os.fork()
-            if pid == 0:  # the worker: never returns
-                listener.close()
-                os.close(self.lock)
-                for other in self.workers.values():
-                    other.close()
-                _work(conn, request, fds)
+            # No stop signal between the fork and the worker's own handlers: it would unwind
+            # the worker through the server's clean-up.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                pid = os.fork()
+            finally:
+                if pid != 0:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            if pid == 0:  # the worker: never returns to the server's loop
+                try:
+                    listener.close()
+                    os.close(self.lock)
+                    for other in self.workers.values():
+                        other.close()
+                    _work(conn, request, fds)
+                finally:
+                    os._exit(1)
             self.workers[pid] = conn
             conn = None  # type: ignore[assignment]  # kept until the worker ends
         except (OSError, ValueError):
@@ -253,6 +268,7 @@ def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> N
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
             os.close(fd)
