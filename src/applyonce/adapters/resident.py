@@ -98,6 +98,22 @@ def _warm() -> None:
         for info in pkgutil.walk_packages(module.__path__, package + "."):
             with contextlib.suppress(Exception):  # an optional dependency not installed
                 importlib.import_module(info.name)
+    # What a command line builds the first time only (the apply command's options, the
+    # parser's caches): built once here by its help, printed nowhere.
+    import io
+
+    argv = sys.argv
+    sys.argv = ["applyonce", "apply", "--help"]
+    try:
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            contextlib.suppress(SystemExit),
+        ):
+            importlib.import_module(ENTRIES["applyonce"]).main()
+    finally:
+        sys.argv = argv
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command line's own handler
 
 
 class _Server:
