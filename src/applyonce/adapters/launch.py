@@ -53,15 +53,18 @@ def through_server(kind: str, argv: list[str]) -> None:
         return
     if kind == "applyonce" and (len(argv) < 2 or argv[1] != "apply"):
         return
+    # A person's terminal: a prompt, /dev/tty and job control stay this process's.
+    terminal = any(_is_terminal(fd) for fd in (0, 1, 2))
     try:
         cwd = os.getcwd()
     except OSError:
-        return
+        cwd = ""
+    common = None
     start = cwd
-    repo = _repo_option(argv[2:]) if kind == "applyonce" else None
-    if repo:
-        start = os.path.join(cwd, repo)
-    common = rendezvous.common_dir(start)
+    if cwd and not terminal:
+        repo = _repo_option(argv[2:]) if kind == "applyonce" else None
+        start = os.path.join(cwd, repo) if repo else cwd
+        common = rendezvous.common_dir(start)
     conn = None
     if common is not None:
         state = rendezvous.state_dir(common)
@@ -73,6 +76,13 @@ def through_server(kind: str, argv: list[str]) -> None:
     if mode == "require":
         os.write(2, _NO_SERVER.encode())
         os._exit(3)
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
 
 def _repo_option(args: list[str]) -> str | None:

@@ -72,6 +72,7 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
         raise LookupError(start)
     state = rendezvous.state_dir(common)
     os.makedirs(state, exist_ok=True)
+    os.chdir("/")  # holds no folder of the user's busy; each worker moves to its caller's
     lock = os.open(
         os.path.join(state, rendezvous.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Repo, make_repo, run_cli
-from tests.e2e.serve.support import IN_PROCESS, THROUGH, call, serving, start, stop
+from tests.e2e.serve.support import IN_PROCESS, LAUNCH, THROUGH, call, serving, start, stop
 
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 NO_SERVER = (
@@ -181,3 +181,28 @@ def test_in_process_and_through_need_no_server_for_apply_patch_refusals(repo: Re
         alone.stderr,
     )
     assert alone.returncode == 2
+
+
+def test_a_call_from_a_terminal_runs_in_process(repo: Repo) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        with serving(repo.path):
+            for env, code in ((THROUGH, 3), ({}, 0)):
+                proc = subprocess.run(
+                    [sys.executable, "-c", LAUNCH.format("apply_patch_main"), PATCH],
+                    cwd=repo.path,
+                    stdin=subprocess.DEVNULL,
+                    stdout=follower,
+                    stderr=subprocess.PIPE,
+                    env={**os.environ, **env},
+                    timeout=60,
+                    check=False,
+                )
+                assert proc.returncode == code, proc.stderr
+                assert proc.stderr.decode() == (NO_SERVER if code else "")
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert len(repo.call_ids()) == 1
