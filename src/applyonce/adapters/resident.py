@@ -349,6 +349,13 @@ def _run_entry(module: str) -> int:
     except BaseException:
         traceback.print_exc()
         code = 1
+    # What the interpreter's exit does, in its order: join the threads that are not daemons,
+    # then the atexit functions.
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(Exception):
+            shutdown()
     atexit._run_exitfuncs()
     if not _flush() and code == 0:
         code = 120
