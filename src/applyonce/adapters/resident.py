@@ -286,6 +286,10 @@ def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> N
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        # Its own process group: a Ctrl-C at the server's terminal stops the server, not the
+        # calls it runs (the caller's signals reach them through the client).
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
             os.close(fd)
