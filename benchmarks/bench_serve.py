@@ -2,6 +2,7 @@
 call, the interpreter's own start and the Codex binary.
 
     python3 benchmarks/bench_serve.py [--runs 3] [--calls 10] [--files 1000] [--keep DIR]
+        [--no-instructions]
 
 On a generated repository of ``--files`` files with a checkout (bytecode compiled first), each run
 times ``--calls`` fresh processes of each row, interleaved (so that a shared machine's drifting
@@ -62,6 +63,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10, help="calls of each row a run")
     parser.add_argument("--files", type=int, default=1000, help="files in the repository")
     parser.add_argument("--keep", type=Path, help="make the repositories here")
+    parser.add_argument(
+        "--no-instructions", action="store_true", help="skip valgrind's instruction counts"
+    )
     ns = parser.parse_args()
     print("$ python3 benchmarks/bench_serve.py " + " ".join(sys.argv[1:]))
     root = ns.keep or Path(tempfile.mkdtemp(prefix="aoserve-"))
@@ -132,12 +136,16 @@ def main() -> None:
         client = [*applyonce, "apply", "-C", str(repo)]
         replay_file = root / "replayed.patch"
         replay_file.write_bytes(replayed)
-        counted = {
-            "`python -c pass`": instructions([sys.executable, "-c", "pass"], env),
-            "`applyonce apply`, a replay, through the server": instructions(
-                [*client, str(replay_file)], through
-            ),
-        }
+        counted = (
+            {}
+            if ns.no_instructions
+            else {
+                "`python -c pass`": instructions([sys.executable, "-c", "pass"], env),
+                "`applyonce apply`, a replay, through the server": instructions(
+                    [*client, str(replay_file)], through
+                ),
+            }
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
