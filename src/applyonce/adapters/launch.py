@@ -19,6 +19,8 @@ import sys
 from applyonce.adapters import rendezvous
 
 EXIT_UNKNOWN = 5  # docs/design.md §8
+# The commands a server runs: the calls (short, exactly once), not recover, audit or mcp.
+CALLS = ("apply", "revert")
 _SERVER_LOST = (
     "error: the applyonce server stopped during the call, which may or may not have committed; "
     "run 'applyonce recover', then repeat the call (a committed call replays)\n"
@@ -30,7 +32,8 @@ _NO_SERVER = (
 
 
 def applyonce_main() -> None:
-    """The ``applyonce`` console script: ``apply`` through the server, or any command here."""
+    """The ``applyonce`` console script: ``apply`` and ``revert`` through the server, or any
+    command here."""
     through_server("applyonce", sys.argv)
     from applyonce.adapters.cli import main
 
@@ -51,7 +54,7 @@ def through_server(kind: str, argv: list[str]) -> None:
     mode = os.environ.get(rendezvous.ENV, "")
     if mode == "0" or sys.platform != "linux":
         return
-    if kind == "applyonce" and (len(argv) < 2 or argv[1] != "apply"):
+    if kind == "applyonce" and (len(argv) < 2 or argv[1] not in CALLS):
         return
     # A person's terminal: a prompt, /dev/tty and job control stay this process's.
     terminal = any(_is_terminal(fd) for fd in (0, 1, 2))

@@ -6,6 +6,7 @@ comparison."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -148,3 +149,32 @@ def test_a_shallow_clone_through_the_server_as_in_process(tmp_path: Path) -> Non
         with serving(clone):
             outcomes.append(_outcome(clone, call("apply_patch", [PATCH], cwd=clone, env=env)))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_revert_through_the_server_as_in_process(tmp_path: Path) -> None:
+    outcomes = []
+    for name, env in (("a", THROUGH), ("b", IN_PROCESS)):
+        repo = tmp_path / name / "repo"
+        _plain(repo)
+        with serving(repo):
+            applied = call("applyonce", ["apply", "-", "--repo", str(repo), "--json"], input=PATCH)
+            call_id = json.loads(applied.stdout)["call_id"]
+            undo = call("applyonce", ["revert", call_id, "--repo", str(repo)], env=env)
+            outcome = _outcome(repo, undo)
+            receipts: dict[str, str] = outcome.pop("receipts")  # type: ignore[assignment]
+            # The call's receipt, then the revert's (their file names are their IDs).
+            texts = sorted(receipts.values(), key=lambda text: "revert" in text)
+            outcomes.append(_ids_named(repr([sorted(outcome.items()), texts])))
+    # A revert's identity holds the reverted commit's ID, which differs between the two
+    # repositories as their commits' times do: every ID is named by its first appearance.
+    assert outcomes[0] == outcomes[1]
+    assert "('run', (0, " in outcomes[0]
+
+
+def _ids_named(text: str) -> str:
+    names: dict[str, str] = {}
+    return re.sub(
+        r"\b[0-9a-f]{12}(?:[0-9a-f]{28}(?:[0-9a-f]{24})?)?\b",
+        lambda m: names.setdefault(m.group(0), f"<id {len(names)}>"),
+        text,
+    )

@@ -32,7 +32,7 @@ def serve_command(
         ),
     ] = None,
 ) -> None:
-    """Serve this repository's 'apply' and 'apply_patch' calls from a resident process.
+    """Serve this repository's 'apply', 'revert' and 'apply_patch' calls from a resident process.
 
     The calls hand themselves to it over a Unix socket in the repository's state folder
     (.git/applyonce/serve.sock) and run in a worker forked from it, with the caller's command
