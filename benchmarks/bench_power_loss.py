@@ -1,6 +1,6 @@
 """Power-loss benchmark: every crash state of one real call, recovered and checked.
 
-    python3 benchmarks/bench_power_loss.py [--scenario first|later|all] [--state N]… [--keep]
+    python3 benchmarks/bench_power_loss.py [--scenario first|later|group|all] [--state N]… [--keep]
 
 Records one ``applyonce apply`` (a Codex patch that updates, adds and deletes a file) under strace
 in a fresh repository, in the repository's first call (``first``: the call creates the state
@@ -10,7 +10,9 @@ the Call-Id, the reported commit kept once the call printed Success, ``git fsck 
 ``applyonce audit``, the ledger's integrity (tests/durability/powercut.py says how the states are
 built). Where recover or the call refuses because of a lock file it cannot prove its own and says
 to remove it, the lock is removed as the message says and both run again: such states are counted
-apart. Prints the number of states, how many broke and how, and the time taken.
+apart. ``group``: the same over a group of three calls through the Python API
+(``powercut.record_group``: one chain, one ref move; each call then checked). Prints the number of
+states, how many broke and how, and the time taken.
 
 ``--state N`` runs only those states (numbers as printed), ``--keep`` leaves the repositories.
 """
@@ -36,7 +38,10 @@ from tests.durability import powercut
 def run_scenario(scenario: str, root: Path, only: list[int]) -> int:
     """Record the call of ``scenario``, check its states; returns how many broke."""
     started = time.perf_counter()
-    rec = powercut.record(powercut.prepare(root / "repo", scenario), powercut.PATCH)
+    if scenario == "group":
+        rec = powercut.record_group(powercut.prepare(root / "repo", "later"))
+    else:
+        rec = powercut.record(powercut.prepare(root / "repo", scenario), powercut.PATCH)
     states, variants = powercut.crash_states(rec)
     print(
         f"{scenario}: {len(rec.calls)} system calls traced, {len(rec.model.effects)} effects,"
@@ -82,7 +87,7 @@ def run_scenario(scenario: str, root: Path, only: list[int]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", choices=[*powercut.SCENARIOS, "all"], default="all")
+    parser.add_argument("--scenario", choices=[*powercut.SCENARIOS, "group", "all"], default="all")
     parser.add_argument("--state", type=int, action="append", default=[])
     parser.add_argument("--keep", action="store_true")
     ns = parser.parse_args()
@@ -94,7 +99,7 @@ def main() -> None:
     (base / "home").mkdir()
     broken = 0
     try:
-        for scenario in powercut.SCENARIOS if ns.scenario == "all" else [ns.scenario]:
+        for scenario in [*powercut.SCENARIOS, "group"] if ns.scenario == "all" else [ns.scenario]:
             broken += run_scenario(scenario, base / scenario, ns.state)
     finally:
         if ns.keep:

@@ -320,9 +320,42 @@ def git_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         daemon.stop()
 
 
+@pytest.fixture(scope="session")
+def git_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The smart-HTTP Git server (nginx + fcgiwrap + ``git http-backend``, basic authentication;
+    tests/httpserver.py) of ``APPLYONCE_TEST_GIT_HTTP``, else one started here; skipped where
+    nginx or fcgiwrap is not installed (failed instead with ``APPLYONCE_REQUIRE_GIT_HTTP=1``).
+    Its ``make_bare()`` makes a bare repository under the project root and returns its URL, the
+    credentials in it."""
+    from tests.httpserver import ENV, HttpServer, http_available
+
+    given = os.environ.get(ENV)
+    if given:
+        yield HttpServer.from_env(given)
+        return
+    if not http_available():
+        if os.environ.get("APPLYONCE_REQUIRE_GIT_HTTP") == "1":
+            pytest.fail(
+                "nginx, fcgiwrap or git http-backend is missing (APPLYONCE_REQUIRE_GIT_HTTP=1)"
+            )
+        pytest.skip("nginx, fcgiwrap or git http-backend is not installed")
+    server = HttpServer(tmp_path_factory.mktemp("githttp"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["daemon", "http"])
+def git_server(request: pytest.FixtureRequest) -> Any:
+    """Each real Git server in turn: ``git daemon`` (git://), then smart HTTP behind nginx
+    (http://, basic authentication). Both offer ``make_bare``, ``path_of``, ``clone`` and ``url``."""
+    return request.getfixturevalue("git_daemon" if request.param == "daemon" else "git_http")
+
+
 @dataclass
 class Served:
-    """A fresh bare repository on the git daemon (one commit on ``main``) and a clone of it."""
+    """A fresh bare repository on a Git server (one commit on ``main``) and a clone of it."""
 
     daemon: Any
     url: str
@@ -335,9 +368,23 @@ class Served:
     def server_git(self, *args: str) -> str:
         return git(self.server, *args)
 
+    @property
+    def public_url(self) -> str:
+        """The URL without credentials: what receipts and messages show."""
+        from applyonce.core.receipt import public_url
+
+        return public_url(self.url)
+
 
 @pytest.fixture
 def served(git_daemon: Any, tmp_path: Path) -> Served:
+    return serve_on(git_daemon, tmp_path)
+
+
+def serve_on(server: Any, tmp_path: Path) -> Served:
+    """A fresh bare repository on ``server`` (a git daemon or the smart-HTTP server), its branch
+    ``main`` holding one commit, and a clone of it."""
+    git_daemon = server
     url = git_daemon.make_bare()
     seed = make_repo(
         tmp_path / "seed",

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from applyonce.core.receipt import Receipt
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.call import apply as apply_flow
 from applyonce.flow.call.approval import ApprovalError
+from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.context import LEDGER_FILE, Context, Fleet, open_context
 from applyonce.flow.inspect import calls as calls_flow
 from applyonce.flow.inspect.calls import CallSummary
@@ -43,6 +45,8 @@ from applyonce.git.store import FALLBACK_EMAIL, FALLBACK_NAME
 from applyonce.state.ledger import Ledger
 
 if TYPE_CHECKING:
+    from applyonce.flow.call.land import LandReport
+
     # Imported where used: a call (``applyonce apply``) needs none of them.
     from applyonce.flow.inspect.audit import AuditReport
     from applyonce.flow.inspect.replay import ReplayReport
@@ -64,9 +68,12 @@ class Executor:
     block, as :meth:`close` does. A closed executor raises :class:`ExecutorClosedError` (kind
     ``executor-closed``, exit 2) from every method.
 
-    One executor serves one thread at a time: its methods wait for each other (its ledger
-    connection and its repository are not to be used by two threads at once). Threads that should
-    run calls side by side each open their own executor, as processes do.
+    Threads share an executor safely: its methods wait for each other (its ledger connection and
+    its repository are used by one thread at a time), except :meth:`call` and :meth:`apply`: calls
+    that arrive while another runs are queued, and the next of their threads to find the executor
+    free runs them all at once, those on one branch published as a group (each its own commit,
+    chained, the branch moved once; docs/design.md §1, "Groups"). Each thread gets its own call's
+    outcome or error. A call alone runs as it always did.
 
     Args:
         repo: a path inside the repository (a work tree or a bare repository).
@@ -77,6 +84,9 @@ class Executor:
             repository's own file); default git config ``applyonce.ledger``, else local.
         remote: the name of the remote whose branch is the commit point (``.``: this repository's
             own branch); default git config ``applyonce.remote``, else the own branch.
+        group_window: how long (seconds) a call that finds the executor free waits for others
+            to join its group before it runs; default 0: a group is only what queued while the
+            calls before it ran.
 
     Attributes:
         config_warnings: a line for each ``applyonce.*`` git config key applyonce does not read,
@@ -93,11 +103,19 @@ class Executor:
         read_only: bool = False,
         ledger: str | None = None,
         remote: str | None = None,
+        group_window: float = 0.0,
     ) -> None:
+        if not group_window >= 0:  # (NaN too)
+            raise UsageError(
+                f"group_window must be 0 or more seconds, not {group_window!r}",
+                hint="pass Executor(..., group_window=0.0) (the default) or a few milliseconds",
+            )
         self.context: Context = open_context(
             repo, state_dir=state_dir, read_only=read_only, fleet=Fleet(ledger, remote)
         )
         self.lock = threading.RLock()
+        self.group_window = group_window
+        self._queue = _CallQueue()
         self.closed = False
         # Unknown applyonce.* keys in the git config (a typo is otherwise ignored without a
         # word): each a line here and a warning (one line on the CLI's stderr).
@@ -139,8 +157,11 @@ class Executor:
 
     def call(self, patch_text: str, options: CallOptions | None = None) -> CallOutcome:
         """Apply ``patch_text`` exactly once: its receipt, the checkout sync's reports, and
-        whether the call had already finished (see :func:`applyonce.flow.call.apply.apply`)."""
-        return apply_flow.apply(self.context, patch_text, options or CallOptions())
+        whether the call had already finished (see :func:`applyonce.flow.call.apply.apply`).
+
+        From several threads at once, the calls that queue meanwhile run together, those on one
+        branch as a group (see :mod:`applyonce.flow.call.group`)."""
+        return self._queue.run(self, Request(patch_text, options or CallOptions()))
 
     def apply(
         self, patch_text: str, options: CallOptions | None = None, **option_fields: Any
@@ -154,6 +175,8 @@ class Executor:
         Raises:
             ApplyOnceError: bad input (nothing written), a conflict, or untrustworthy state.
         """
+        if self.closed:
+            raise ExecutorClosedError("apply() on a closed executor")
         return self.call(patch_text, options or CallOptions(**option_fields)).receipt
 
     def revert(self, call_id: str, options: CallOptions | None = None) -> CallOutcome:
@@ -168,6 +191,28 @@ class Executor:
         from applyonce.flow.call import revert as revert_flow
 
         return revert_flow.dry_run_revert(self.context, call_id, options or CallOptions())
+
+    def open_lane(self, name: str, *, onto: str | None = None) -> str:
+        """The branch of lane ``name`` (``agent/NAME``), made at the tip of ``onto`` (default:
+        the branch HEAD points at) if it does not exist: pass it as ``CallOptions(branch=…)``
+        (see :func:`applyonce.flow.call.land.open_lane`)."""
+        from applyonce.flow.call import land as land_flow
+
+        return land_flow.open_lane(self.context, name, onto=onto).removeprefix("refs/heads/")
+
+    def land(
+        self,
+        lane: str | None = None,
+        *,
+        onto: str | None = None,
+        options: CallOptions | None = None,
+    ) -> LandReport:
+        """Land the calls of lane ``lane`` (None: every lane) onto ``onto`` (None: the branch
+        HEAD points at), each exactly once, as one commit each (see
+        :func:`applyonce.flow.call.land.land`)."""
+        from applyonce.flow.call import land as land_flow
+
+        return land_flow.land(self.context, lane=lane, onto=onto, options=options)
 
     def recover(
         self,
@@ -319,8 +364,75 @@ def _one_thread_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
     return serialized
 
 
+class _Waiter:
+    """A queued call and, once run, its result."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.result: CallOutcome | Exception | None = None
+
+
+class _CallQueue:
+    """The calls waiting for an executor, and which thread runs them (the leader): the first that
+    finds no leader takes every call queued, runs them under the executor's lock, and hands each
+    its result; the others wait for theirs, or lead the next group."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._waiting: list[_Waiter] = []
+        self._leading = False
+
+    def run(self, executor: Executor, request: Request) -> CallOutcome:
+        if executor.closed:
+            raise ExecutorClosedError("call() on a closed executor")
+        waiter = _Waiter(request)
+        with self._cond:
+            self._waiting.append(waiter)
+            while waiter.result is None and self._leading:
+                self._cond.wait()
+            if waiter.result is None:
+                self._leading = True
+        if waiter.result is None:
+            self._lead(executor)
+        assert waiter.result is not None
+        if isinstance(waiter.result, Exception):
+            raise waiter.result
+        return waiter.result
+
+    def _lead(self, executor: Executor) -> None:
+        batch: list[_Waiter] = []
+        try:
+            # Its GIL given up for a moment (no wait when no other thread is ready): the callers
+            # the last group just answered queue their next calls, and join this group.
+            time.sleep(executor.group_window)
+            with executor.lock:
+                with self._cond:
+                    batch, self._waiting = self._waiting, []
+                if executor.closed:
+                    raise ExecutorClosedError("call() on a closed executor")
+                results = apply_many(executor.context, [w.request for w in batch])
+            for waiter, result in zip(batch, results, strict=True):
+                waiter.result = result
+        except BaseException as exc:
+            # Interrupted (Ctrl-C) or broken: every call of the batch gets the error (each left
+            # in flight, if it was claimed, for 'applyonce recover').
+            for waiter in batch:
+                if waiter.result is None:
+                    waiter.result = exc if isinstance(exc, Exception) else _interrupted(exc)
+            raise
+        finally:
+            with self._cond:
+                self._leading = False
+                self._cond.notify_all()
+
+
+def _interrupted(exc: BaseException) -> Exception:
+    return ApplyOnceError(f"the call was interrupted in another thread ({type(exc).__name__})")
+
+
 for _name, _member in list(vars(Executor).items()):
-    if callable(_member) and not _name.startswith("_"):
+    # call() and apply() queue (see _CallQueue): the leader takes the lock.
+    if callable(_member) and not _name.startswith("_") and _name not in ("call", "apply"):
         setattr(Executor, _name, _one_thread_at_a_time(_member))
 
 

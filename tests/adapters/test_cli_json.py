@@ -35,6 +35,7 @@ JSON_COMMANDS = sorted(
 REQUIRED_ARGS = {
     "show": ["abcdef0123"],
     "revert": ["abcdef0123"],
+    "land": ["--all"],
     "resolve": ["abcdef0123", "--as", "rejected", "--note", "x"],
 }
 

@@ -561,6 +561,14 @@ class Recording(Trace):
     commit: str  # the branch's tip after it: the commit it reported
     branch: str
     call_id: str
+    # A group's calls (:func:`record_group`): each call's ID and the commit it reported; empty
+    # for one call (``call_id``, ``commit``).
+    group: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def commits(self) -> dict[str, str]:
+        """Each recorded call's ID and the commit it reported."""
+        return self.group or {self.call_id: self.commit}
 
 
 def record(
@@ -622,6 +630,50 @@ def prepare(root: Path, scenario: str) -> Path:
     elif scenario != "first":
         raise ValueError(f"no scenario {scenario!r}: {', '.join(SCENARIOS)}")
     return repo.path
+
+
+# A group of calls through the Python API (docs/design.md §1, "Groups"): the patches (JSON on
+# stdin) handed together to one executor, published as one chain. Says Success once every call
+# is committed (a repeat: replayed), with their commits.
+GROUP_DRIVER = """
+import sys, orjson
+from applyonce import Executor
+from applyonce.flow.call.group import Request, apply_many
+from applyonce.flow.options import CallOptions
+patches = orjson.loads(sys.stdin.buffer.read())
+with Executor(sys.argv[1]) as executor:
+    results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+done = [r.receipt for r in results if not isinstance(r, Exception)]
+if len(done) < len(results) or any(r.status != "committed" for r in done):
+    print(results, file=sys.stderr)
+    sys.exit(1)
+print("Success. " + " ".join(f"{r.call_id}:{r.commit}" for r in done))
+"""
+
+
+# The recorded group: three calls after an earlier one (``later``): a file added, the call above,
+# a file updated.
+GROUP_PATCHES = (
+    "*** Begin Patch\n*** Add File: grouped.txt\n+one\n*** End Patch\n",
+    PATCH,
+    "*** Begin Patch\n*** Update File: README.md\n@@\n-# demo\n+# demo, grouped\n*** End Patch\n",
+)
+
+
+def record_group(root: Path, patches: Sequence[str] = GROUP_PATCHES) -> Recording:
+    """Run a group of ``patches`` (:data:`GROUP_DRIVER`) under strace and model it."""
+    import orjson
+
+    root = root.resolve()
+    argv = [sys.executable, "-c", GROUP_DRIVER, str(root)]
+    traced = trace(root, argv, input=orjson.dumps(list(patches)))
+    if traced.reported is None:
+        raise TraceError(f"the group never wrote {REPORTED!r} to its standard output")
+    said = traced.stdout.decode().split()[1:]
+    group = dict(pair.split(":") for pair in said)
+    commit = _git(root, "rev-parse", "refs/heads/main").strip()
+    first = next(iter(group))
+    return Recording(**vars(traced), commit=commit, branch="main", call_id=first, group=group)
 
 
 # --- crash states --------------------------------------------------------------------------------
@@ -823,15 +875,16 @@ def check(rec: Recording, state: CrashState, *, env: Mapping[str, str] | None = 
     git = ["git", "-C", str(rec.root)]
     log = _run([*git, "log", "--format=%H %(trailers:key=Call-Id,valueonly)",
                 f"refs/heads/{rec.branch}"], env=env)  # fmt: skip
-    carrying = [
-        line.split()[0] for line in log.stdout.splitlines() if line.split()[1:] == [rec.call_id]
-    ]
     if log.returncode != 0:
         problems.append(f"git log: {log.stderr.strip()}")
-    elif settled and len(carrying) != 1:
-        problems.append(f"{len(carrying)} commits carry the Call-Id on {rec.branch}")
-    if state.reported and carrying != [rec.commit]:
-        problems.append(f"the reported commit {rec.commit[:12]} is not the call's commit now")
+    for call_id, commit in rec.commits.items():
+        carrying = [
+            line.split()[0] for line in log.stdout.splitlines() if line.split()[1:] == [call_id]
+        ]
+        if log.returncode == 0 and settled and len(carrying) != 1:
+            problems.append(f"{len(carrying)} commits carry {call_id[:12]} on {rec.branch}")
+        if state.reported and carrying != [commit]:
+            problems.append(f"the reported commit {commit[:12]} is not the call's commit now")
     fsck = _run([*git, "fsck", "--strict", "--no-dangling"], env=env)
     if fsck.returncode != 0:
         problems.append(f"git fsck --strict: {(fsck.stdout + fsck.stderr).strip()[:300]}")
@@ -842,11 +895,19 @@ def check(rec: Recording, state: CrashState, *, env: Mapping[str, str] | None = 
     try:
         with contextlib.closing(sqlite3.connect(ledger)) as db:
             integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-            row = db.execute("SELECT state FROM calls WHERE call_id = ?", (rec.call_id,)).fetchone()
+            rows = {
+                call_id: db.execute(
+                    "SELECT state FROM calls WHERE call_id = ?", (call_id,)
+                ).fetchone()
+                for call_id in rec.commits
+            }
         if integrity != "ok":
             problems.append(f"ledger: {integrity}")
-        elif row is None or row[0] != "committed":
-            problems.append(f"ledger: the call is {row[0] if row else 'missing'}, not committed")
+        for call_id, row in rows.items():
+            if integrity == "ok" and (row is None or row[0] != "committed"):
+                problems.append(
+                    f"ledger: {call_id[:12]} is {row[0] if row else 'missing'}, not committed"
+                )
     except sqlite3.Error as exc:
         problems.append(f"ledger: {exc}")
     # The repository has no change of the user's: anything git status shows is the call's sync

@@ -222,3 +222,103 @@ def test_recover_keeps_the_discipline_and_syncs_the_receipts_folder_once_a_batch
     syncs = [c for c in calls if c.name == "fsync" and c.fd().path == str(receipts)]
     assert len(syncs) == 1, syncs
     assert len(repo.call_ids()) == 3
+
+
+_GROUP = """
+import os, sys
+from applyonce import Executor
+from applyonce.flow.call.group import Request, apply_many
+from applyonce.flow.options import CallOptions
+executor = Executor(sys.argv[1])
+executor.apply("*** Begin Patch\\n*** Add File: warm.txt\\n+x\\n*** End Patch\\n")
+marker = os.path.join(sys.argv[2], "call-begins")
+fd = os.open(marker, os.O_WRONLY | os.O_CREAT); os.fsync(fd)
+patches = [f"*** Begin Patch\\n*** Add File: g{i}.txt\\n+{i}\\n*** End Patch\\n" for i in range(4)]
+results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+assert [r.receipt.status for r in results] == ["committed"] * 4, results
+os.fsync(fd)
+"""
+
+
+def test_a_group_keeps_the_discipline_and_pays_its_flushes_once(repo: Repo) -> None:
+    """Four calls published as a group (docs/design.md §1, "Groups"), in this order: the four
+    prepared receipts (each fsynced, their folder once), one durable ledger transaction; one
+    pack for the four commits (three fsyncs); the branch moved once; the four committed receipts
+    (their folder once); one durable ledger transaction; every rename made durable."""
+    log = repo.path.parent / "strace.log"
+    run_traced([sys.executable, "-c", _GROUP, str(repo.path), str(repo.path.parent)], log, _RENAMES)
+    calls = parse(log)
+    marker = str((repo.path.parent / "call-begins").resolve())
+    begin, end = (i for i, c in enumerate(calls) if c.name == "fsync" and c.fd().path == marker)
+    group = calls[begin + 1 : end]
+    git_dir = (repo.path / ".git").resolve()
+    state = git_dir / "applyonce"
+    targets = _check_discipline(group, [git_dir], exempt=_exempt(state))
+    receipts, objects = state / "receipts", git_dir / "objects"
+    wal = str(state / "ledger.sqlite3-wal")
+    branch = str(git_dir / "refs" / "heads" / "main")
+    # What was made durable, in order, by kind.
+    order: list[str] = []
+    for call in group:
+        synced = call.fd().path if call.name in ("fsync", "fdatasync") else None
+        if synced == str(receipts):
+            order.append("receipts/")
+        elif synced == wal:
+            order.append("ledger")
+        elif synced is not None and synced.startswith(str(objects)):
+            order.append("objects")
+        elif call.name in ("rename", "renameat", "renameat2") and call.paths()[-1] == branch:
+            order.append("branch")
+    assert order == [
+        "receipts/",
+        "ledger",
+        *["objects"] * 3,
+        "branch",
+        "receipts/",
+        "ledger",
+    ], order
+    assert sum(Path(t).parent == receipts for t in targets) == 8, targets
+    assert len(repo.call_ids()) == 5
+
+
+_ONE_THEN_GROUP = """
+import os, sys
+from applyonce import Executor
+from applyonce.flow.call.group import Request, apply_many
+from applyonce.flow.options import CallOptions
+executor = Executor(sys.argv[1])
+executor.apply("*** Begin Patch\\n*** Add File: warm.txt\\n+x\\n*** End Patch\\n")
+fd = os.open(os.path.join(sys.argv[2], "call-begins"), os.O_WRONLY | os.O_CREAT)
+for folder, count in (("one", 1), ("four", 4)):
+    os.fsync(fd)
+    patches = [
+        f"*** Begin Patch\\n*** Add File: {folder}/g{i}.txt\\n+{i}\\n*** End Patch\\n"
+        for i in range(count)
+    ]
+    results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+    assert [r.receipt.status for r in results] == ["committed"] * count, results
+os.fsync(fd)
+"""
+
+
+def test_each_further_call_of_a_group_costs_three_fsyncs_its_receipts_and_its_file(
+    repo: Repo,
+) -> None:
+    """A call alone, then a group of four, each adding a file to a new folder: the group makes
+    the fsyncs of the call alone plus, for each further call, only what is its own: its
+    prepared and committed receipts and its new file in the checkout. The pack, the branch and
+    its reflog, the ledger, the folders and the lock journal are paid once a group."""
+    log = repo.path.parent / "strace.log"
+    run_traced(
+        [sys.executable, "-c", _ONE_THEN_GROUP, str(repo.path), str(repo.path.parent)],
+        log,
+        ["fsync", "fdatasync"],
+    )
+    paths = _synced(parse(log))
+    marker = str((repo.path.parent / "call-begins").resolve())
+    first, second, third = (i for i, p in enumerate(paths) if p == marker)
+    alone, group = paths[first + 1 : second], paths[second + 1 : third]
+    assert len(group) == len(alone) + 3 * 3, (alone, group)
+    receipts = str((repo.path / ".git" / "applyonce" / "receipts").resolve())
+    assert sum(Path(p).parent == Path(receipts) for p in group) == 8
+    assert len(repo.call_ids()) == 6

@@ -51,6 +51,8 @@ RESERVED_TRAILERS = frozenset(
         "Tool-Call-Id",
         "Snapshot-For",
         "Reverts-Call-Id",
+        "Lands-Call-Id",
+        "Lane-Commit",
     )
 )
 _TOKEN = re.compile(r"[A-Za-z0-9-]+")  # a trailer token, as git's trailer.c reads one

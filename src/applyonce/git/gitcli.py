@@ -9,7 +9,9 @@ callers read), no automatic ``gc`` or maintenance in the middle of a call, and a
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -82,3 +84,19 @@ def last_error(err: str) -> str:
     lines = [line.strip() for line in err.splitlines() if line.strip()]
     fatal = [line for line in lines if line.startswith(("fatal:", "error:"))]
     return next(iter(fatal), lines[-1] if lines else "")[:200]
+
+
+@functools.cache
+def git_version() -> tuple[int, int, int] | None:
+    """The version of the ``git`` on PATH, as ``(major, minor, patch)`` (None: it cannot be run,
+    or says no version applyonce can read). Asked once a process."""
+    try:
+        done = subprocess.run(
+            ["git", "--version"], capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout)
+    if done.returncode != 0 or found is None:
+        return None
+    return int(found[1]), int(found[2]), int(found[3] or 0)

@@ -49,6 +49,25 @@ class TipMovedError(ConflictError):
         self.actual = actual
 
 
+class CallOnBranchError(ConflictError):
+    """The server refused the update because the call is on the branch already (its
+    ``applyonce hook pre-receive``: a commit there carries the same ``Call-Id``, landed by a
+    clone this one did not see): the call is adopted, never committed twice."""
+
+    kind = "call-on-branch"
+    default_retryable = True
+
+    def __init__(self, ref: str, call_id: str, commit: str) -> None:
+        super().__init__(
+            f"{ref} holds call {call_id[:12]} already, in commit {commit[:12]}",
+            ref=ref,
+            call_id=call_id,
+            commit=commit,
+        )
+        self.call_id = call_id
+        self.commit = commit
+
+
 class PublishUnknownError(StateError):
     """The update was sent and the place it was sent to could not say whether it took it (a
     remote whose connection dropped): the call stays in flight, as a crash would leave it, and is

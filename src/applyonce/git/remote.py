@@ -31,6 +31,13 @@ the shallow boundary may carry it. A partial clone (``--filter``) keeps every co
 search is complete there; its missing trees and blobs are fetched when read
 (:mod:`applyonce.git.promisor`).
 
+Where the server runs applyonce's guard (``applyonce hook pre-receive``,
+:mod:`applyonce.git.serverhook`), both pushes name the publish's calls in push options
+(``-o call-id=ID``; left off where the server does not advertise ``push-options``), and a
+refusal of the branch update because a commit on the branch carries the call already is
+:class:`~applyonce.git.publisher.CallOnBranchError`: the caller adopts that commit. A ``git``
+older than :data:`MIN_GIT` is refused when the publisher is made.
+
 A pending ref left by a process killed between the two pushes is settled by ``applyonce recover``
 (:func:`applyonce.flow.recovery.pending.settle_pending`), from any clone: :meth:`pending` fetches
 them.
@@ -51,14 +58,20 @@ from applyonce.core.receipt import public_url
 from applyonce.errors import ApplyOnceError, ConflictError, UsageError
 from applyonce.faults import fault
 from applyonce.git.checkouts import Checkouts
-from applyonce.git.gitcli import not_connected, run_git
+from applyonce.git.gitcli import git_version, not_connected, run_git
 from applyonce.git.history import (
     REMOTE_INCOMPLETE_HINT,
     CallIdIndex,
     HistoryIncompleteError,
     require_complete,
 )
-from applyonce.git.publisher import LocalRefPublisher, PublishUnknownError, TipMovedError
+from applyonce.git.publisher import (
+    CallOnBranchError,
+    LocalRefPublisher,
+    PublishUnknownError,
+    TipMovedError,
+)
+from applyonce.git.serverhook import REFUSAL_RE
 from applyonce.git.store import GitStore
 
 PENDING = "refs/applyonce/pending/"
@@ -68,8 +81,41 @@ IDENTITY = "refs/applyonce/repository"
 TIP_FRESH_S = 1.0
 FETCH_LOCK_RETRIES = 20  # concurrent fetches of one clone race for the fetched ref's lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,99}")
+# What git says, before sending anything, when the server does not advertise push options.
+_NO_PUSH_OPTIONS = "does not support push options"
+# A publish names at most this many calls in push options (the hook reads the trailers too).
+MAX_NAMED_CALLS = 64
 # A refusal that another writer of the same refs caused, gone once it is done (not a policy).
 _TRANSIENT = ("lock", "failed to update ref", "incorrect old value", "stale info", "fetch first")
+
+
+# The oldest git whose push and fetch a remote publish relies on: git 2.29 (fetch
+# --no-write-fetch-head); push --atomic (2.4), --force-with-lease (1.8.5) and --push-option
+# (2.10) are older.
+MIN_GIT = (2, 29, 0)
+
+
+class GitTooOldError(UsageError):
+    """The ``git`` on PATH is older than a remote publish needs (:data:`MIN_GIT`)."""
+
+    kind = "git-too-old"
+
+
+def require_git() -> None:
+    """Raises :class:`GitTooOldError` unless the ``git`` on PATH is :data:`MIN_GIT` or newer."""
+    have = git_version()
+    need = ".".join(map(str, MIN_GIT))
+    if have is None:
+        raise GitTooOldError(
+            "--remote needs git, which cannot be run here",
+            hint=f"install git {need} or newer and put it on PATH",
+        )
+    if have < MIN_GIT:
+        raise GitTooOldError(
+            f"--remote needs git {need} or newer (atomic pushes, push options, fetches without"
+            f" FETCH_HEAD); this git is {'.'.join(map(str, have))}",
+            hint=f"install git {need} or newer and put it on PATH",
+        )
 
 
 class RemoteUnreachableError(ConflictError):
@@ -127,6 +173,7 @@ class RemotePublisher:
                 f"there is no remote {remote!r} in this repository",
                 hint="add it with 'git remote add NAME URL', or pass another --remote",
             )
+        require_git()
         self.store = store
         self.remote = remote
         self.url = public_url(url)
@@ -138,6 +185,8 @@ class RemotePublisher:
         self.journal = journal
         self.local = LocalRefPublisher(store, index, journal)
         self._fetched: dict[str, tuple[str | None, float]] = {}
+        # Whether the server takes push options (None: not known yet).
+        self._push_options: bool | None = None
         # The Call-Id index of a branch follows the remote's branch, not the local one.
         index.tip_of = lambda ref: store.tip(self.fetched(ref))
 
@@ -197,8 +246,9 @@ class RemotePublisher:
             raise RemoteBranchMissingError(self.remote, ref)
         self.store.written.ensure_complete(new, down_to=expected)
         pending = pending_ref(ref, new)
+        named = self._named_calls(new, expected)
         for attempt in range(FETCH_LOCK_RETRIES):
-            sent = self._git("push", "--porcelain", self.remote, f"{new}:{pending}")
+            sent = self._push("--porcelain", self.remote, f"{new}:{pending}", calls=named)
             if sent.code == 0:
                 break
             # Another process pushing the very same commit (the same call, staged in the same
@@ -209,8 +259,14 @@ class RemotePublisher:
             time.sleep(0.01 * (attempt + 1))
         fault("after-push-objects")
         lease = f"--force-with-lease={ref}:{expected or ''}"
-        cas = self._git(
-            "push", "--atomic", "--porcelain", lease, self.remote, f"{new}:{ref}", f":{pending}"
+        cas = self._push(
+            "--atomic",
+            "--porcelain",
+            lease,
+            self.remote,
+            f"{new}:{ref}",
+            f":{pending}",
+            calls=named,
         )
         status = _status_of(cas.out, ref)
         if status is not None and status[0] in " +*=":
@@ -243,6 +299,9 @@ class RemotePublisher:
         self._forget(pending)
         if _transient(cas.out):
             raise TipMovedError(ref, expected, actual)  # a lock held at the server: try again
+        holder = self._held_already(ref, cas, named)
+        if holder is not None:
+            raise CallOnBranchError(ref, *holder)
         why = next(iter(_causes(cas.out)), status[1] or "refused")
         raise RemoteRefusedError(
             self._say(f"remote {self.remote} refused the update of {ref} ({why})", cas)
@@ -272,6 +331,47 @@ class RemotePublisher:
             return
         with contextlib.suppress(ApplyOnceError, pygit2.GitError, OSError):
             self.local.publish(ref, local, remote_tip, reason="applyonce: follow the remote")
+
+    # --- the server's hook (applyonce hook pre-receive) -----------------------------------
+
+    def _named_calls(self, new: str, expected: str | None) -> list[str]:
+        """The Call-Ids of the commits a publish adds (``expected..new``), for the push options
+        that name them to the server's hook."""
+        named: list[str] = []
+        with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
+            for _, trailers in self.store.walk_trailers(new, hide=expected, key="Call-Id"):
+                named += [c for c in trailers.all("Call-Id") if c not in named]
+                if len(named) >= MAX_NAMED_CALLS:
+                    break
+        return named
+
+    def _push(self, *args: str, calls: list[str]) -> _Result:
+        """``git push ARGS``, naming ``calls`` in push options (``-o call-id=ID``) where the
+        server takes them: a server that does not advertise ``push-options`` makes git refuse
+        them before anything is sent; then they are left off for this remote from then on."""
+        if calls and self._push_options is not False:
+            options = [f"--push-option=call-id={c}" for c in calls]
+            sent = self._git("push", *options, *args)
+            if _NO_PUSH_OPTIONS not in sent.err:
+                return sent
+            self._push_options = False
+        return self._git("push", *args)
+
+    def _held_already(self, ref: str, refused: _Result, named: list[str]) -> tuple[str, str] | None:
+        """``(Call-Id, commit)`` where the server's hook refused the update because a commit on
+        the branch carries a call of this push already, and that commit is on the branch as
+        fetched here (so its call is adopted, not committed a second time). None: another
+        refusal."""
+        for line in refused.err.splitlines():
+            found = REFUSAL_RE.search(line)
+            if found is None or found["ref"] != ref or found["call_id"] not in named:
+                continue
+            commit = found["commit"]
+            if self.is_on(ref, commit) and found["call_id"] in self.store.trailers_of(commit).all(
+                "Call-Id"
+            ):
+                return found["call_id"], commit
+        return None
 
     # --- the repository's identity (shared ledgers) ---------------------------------------
 
@@ -316,6 +416,18 @@ class RemotePublisher:
                 self._refused(sent, IDENTITY, what="its identity ref")
             # Another clone made it first: fetch theirs.
         raise RemoteRefusedError(f"remote {self.remote} keeps no {IDENTITY} and takes none")
+
+    def branches(self, prefix: str) -> list[str]:
+        """The remote's branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted.
+
+        Raises:
+            RemoteUnreachableError: the remote did not answer.
+        """
+        got = self._git("ls-remote", "--heads", self.remote)
+        if got.code != 0:
+            raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
+        names = (line.partition("\t")[2].strip() for line in got.out.splitlines())
+        return sorted(name for name in names if name.startswith(prefix))
 
     # --- pending refs (recover) ----------------------------------------------------------
 

@@ -307,6 +307,12 @@ class GitStore:
             ref = str(reference.target)
         raise UsageError(f"{branch!r} is a loop of symbolic refs")
 
+    def branches(self, prefix: str) -> list[str]:
+        """The branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted."""
+        return sorted(
+            name for name in self.repo.references if name.startswith(prefix) and self.tip(name)
+        )
+
     def head_is(self, ref: str) -> bool:
         """Whether HEAD points at ``ref`` (a branch that may not exist yet)."""
         head = self.repo.references.get("HEAD")
@@ -502,9 +508,12 @@ class GitStore:
         message: str,
         author: tuple[str, str, int | None, int] | None = None,
         sign: Callable[[str], str] | None = None,
+        *,
+        flush: bool = True,
     ) -> str:
         """Create the commit object, then write it and every object of the staging it needs to
-        the disk, as one pack (:meth:`flush_objects`). No ref moves. ``author``: name, address,
+        the disk, as one pack (:meth:`flush_objects`; ``flush`` False: kept in memory, for the
+        publish to write with the commits chained on it). No ref moves. ``author``: name, address,
         time (None: now) and zone offset in minutes, as ``git am`` takes them from a mail;
         None: the repository's author. ``sign``: the armored signature of the commit's text
         (:meth:`applyonce.git.signing.Signer.sign`), carried in its ``gpgsig`` header as
@@ -538,7 +547,8 @@ class GitStore:
                 )
                 oid = self.repo.create_commit_with_signature(payload, sign(payload))
         commit = str(self.written.remember(oid))
-        self.flush_objects()
+        if flush:
+            self.flush_objects()
         return commit
 
     @rereading

@@ -1,9 +1,12 @@
-"""The fleet's servers: the session's ``git daemon`` (tests/gitserver.py) serving the one bare
-repository, and a PostgreSQL server of the test's own (tests/pgserver.py; the scenario crashes and
-restarts it, so it cannot share the session's); the fixture is in tests/e2e/fleet/conftest.py."""
+"""The fleet's servers: the session's ``git daemon`` (tests/gitserver.py) or smart-HTTP server
+(tests/httpserver.py, with the server hook installed) serving the one bare repository, and a
+PostgreSQL server of the test's own (tests/pgserver.py; the scenario crashes and restarts it, so
+it cannot share the session's); the fixture is in tests/e2e/fleet/conftest.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,12 +16,13 @@ from tests.e2e.fleet.fleet import Call, git
 
 
 class FleetServers:
-    """The session's git daemon and a PostgreSQL server of this test's own."""
+    """A Git server and a PostgreSQL server of this test's own."""
 
-    def __init__(self, daemon: Any) -> None:
+    def __init__(self, daemon: Any, *, server_hook: bool = False) -> None:
         from tests.pgserver import PostgresServer
 
         self.daemon = daemon
+        self.server_hook = server_hook
         # In a temporary directory of its own, not the test's: as root, the server runs as
         # another user, who cannot enter pytest's private folders.
         self.postgres = PostgresServer()
@@ -33,6 +37,15 @@ class FleetServers:
         """A fresh database's URL."""
         url: str = self.postgres.create_database()
         return url
+
+    def restart_web_server(self) -> bool:
+        """The smart-HTTP server killed (SIGKILL: every connection cut) and started again on the
+        same port; False for a ``git daemon``, left running."""
+        restart = getattr(self.daemon, "restart", None)
+        if restart is None:
+            return False
+        restart()
+        return True
 
     def crash_database(self) -> None:
         """An immediate shutdown while calls run: every connection cut, no checkpoint."""
@@ -50,6 +63,8 @@ class FleetServers:
         url = self.daemon.make_bare()
         seed = make_repo(tmp / "seed", files)
         git(seed.path, "push", "-q", url, "main:refs/heads/main")
+        if self.server_hook:
+            install_server_hook(self.daemon.path_of(url))
         clones = [self.daemon.clone(url, tmp / f"client{i}") for i in range(clients)]
         observer = self.daemon.clone(url, tmp / "observer")
         bare: Path = self.daemon.path_of(url)
@@ -72,6 +87,17 @@ class FleetServers:
             }
         finally:
             executor.close()
+
+
+def install_server_hook(bare: Path) -> None:
+    """``applyonce hook install --bare BARE``, in its own process, as a server's admin runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "applyonce", "hook", "install", "--bare", str(bare)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def postgres_missing() -> bool:

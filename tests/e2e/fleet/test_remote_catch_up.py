@@ -15,6 +15,10 @@ import pytest
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, run_cli, stored_text
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 
+# Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
+# authentication): tests/e2e/fleet/conftest.py.
+OVER_EACH_SERVER = True
+
 # Both change src/util.py, in different lines: the second is staged on the first's commit.
 UTIL_TOO = (
     "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 2\n+OTHER = 3\n*** End Patch\n"

@@ -20,6 +20,10 @@ from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Run, Served, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 from tests.gitserver import _free_port
 
+# Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
+# authentication): tests/e2e/fleet/conftest.py.
+OVER_EACH_SERVER = True
+
 MAIN = "refs/heads/main"
 
 
@@ -62,7 +66,7 @@ def test_a_call_lands_on_the_server_and_the_clone_follows(served: Served) -> Non
     assert receipt["commit"] == tip
     assert served.server_git("rev-parse", "main~1").strip() == before
     assert server_calls(served) == [receipt["call_id"]]
-    assert receipt["remote"] == served.url
+    assert receipt["remote"] == served.public_url
     assert receipt["ref"] == MAIN
     # The local branch, the remote-tracking ref and the checkout follow the remote.
     assert clone.head() == tip

@@ -15,6 +15,10 @@ from pathlib import Path
 from tests.conftest import Repo, Served, apply, make_repo, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 
+# Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
+# authentication): tests/e2e/fleet/conftest.py.
+OVER_EACH_SERVER = True
+
 # Appends a line after an anchor that stays: it applies again on a tip that has it, so only
 # exactly-once stops a second copy.
 APPEND = "*** Begin Patch\n*** Update File: README.md\n@@\n # demo\n+added\n*** End Patch\n"

@@ -268,3 +268,24 @@ def test_the_mcp_server_signs_with_its_option_and_reports_a_failure_as_a_tool_er
     assert fixed.is_error is False and text_of(fixed) == SUCCESS  # type: ignore[attr-defined,arg-type]
     assert verify(repo).returncode == 0
     assert repo.commit_count() == 2
+
+
+def test_a_group_signs_each_of_its_commits(repo: Repo, keys_of: KeysOf) -> None:
+    """Calls published as a group (docs/design.md §1, "Groups"): each commit of the chain is
+    signed, each receipt says so, and git verifies every one."""
+    from applyonce import Executor
+    from applyonce.flow.call.group import Request, apply_many
+    from applyonce.flow.options import CallOptions
+
+    keys = keys_of("ssh")
+    keys.configure(repo)
+    patches = [f"*** Begin Patch\n*** Add File: g{i}.txt\n+{i}\n*** End Patch\n" for i in range(3)]
+    with Executor(repo.path) as executor:
+        results = apply_many(executor.context, [Request(p, CallOptions()) for p in patches])
+    receipts = [r.receipt for r in results if not isinstance(r, Exception)]
+    assert [r.status for r in receipts] == ["committed"] * 3
+    for receipt in receipts:
+        assert receipt.signature is not None and receipt.signature.format == "ssh"
+        assert receipt.commit is not None
+        assert verify(repo, receipt.commit).returncode == 0
+    assert len(repo.git("reflog", "show", "refs/heads/main").splitlines()) == 2

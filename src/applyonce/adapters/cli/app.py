@@ -91,10 +91,12 @@ COMMANDS = {
     "log": "inspect",
     "replay": "inspect",
     "resolve": "recovery",
+    "land": "land",
     "mcp": "serve",
     "schema": "serve",
     "demo": "serve",
     "version": "serve",
+    "hook": "hook",
     "serve": "resident",
 }
 

@@ -65,6 +65,14 @@ def apply(
     patch: Annotated[str, typer.Argument(help="Patch file, or - for standard input.")] = "-",
     repo: RepoOpt = Path("."),
     branch: BranchOpt = None,
+    lane: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Commit to the lane agent/NAME, made from the tip of --branch (default: HEAD's "
+            "branch) if new; land it with 'applyonce land'.",
+        ),
+    ] = None,
     contract: ContractOpt = None,
     contract_sha: ContractShaOpt = None,
     attempt: AttemptOpt = 1,
@@ -151,6 +159,8 @@ def apply(
     )
     text = read_patch(patch)
     executor = Executor(repo, state_dir=state_dir, ledger=ledger, remote=remote)
+    if lane is not None:
+        options = replace(options, branch=executor.open_lane(lane, onto=branch))
     if dry_run:
         show_dry_run(executor, executor.dry_run(text, options), diff=diff, json=json)
         return

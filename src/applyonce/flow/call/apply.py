@@ -60,7 +60,7 @@ from applyonce.flow.repeat import reevaluates, replay_note
 from applyonce.flow.state_guard import refuse_state_paths
 from applyonce.git.checkouts import SyncReport
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
-from applyonce.git.publisher import PublishUnknownError, TipMovedError
+from applyonce.git.publisher import CallOnBranchError, PublishUnknownError, TipMovedError
 from applyonce.git.store import GitTree
 from applyonce.patch import parse
 from applyonce.state.ledger import CallBusyError, Claim, Event, EventKind
@@ -495,6 +495,17 @@ def _stage_and_publish(
             try:
                 ctx.publisher.publish(ref, base, commit_id, reason=f"applyonce: {ident.call_id}")
                 break
+            except CallOnBranchError as already:
+                # The server's hook (applyonce hook pre-receive): a commit on the branch carries
+                # this call already, landed by a clone whose push this one's view missed. That
+                # commit is the call's result, never a second one.
+                if already.call_id != ident.call_id:
+                    raise
+                hold.close()  # their indexes untouched: the other clone's push syncs them
+                landed = adopt_commit(
+                    ctx, ident, execution_id, ref, already.commit, prepared, args=args
+                )
+                return _landed(ctx, landed, replayed=True)
             except TipMovedError as moved:
                 # Whoever moved the tip may have been this very call (another execution of it,
                 # wrongly judged dead): then it has landed, and must not land twice.

@@ -54,6 +54,8 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 
+from applyonce.core.identity import is_sha256_hex
+from applyonce.core.land import LAND_TOOL, LANDS_TRAILER, LANE_COMMIT_TRAILER
 from applyonce.core.message import identity_from_trailers
 from applyonce.core.receipt import Receipt, ReceiptError, now
 from applyonce.core.trailers import Trailers
@@ -69,7 +71,7 @@ from applyonce.state.checkpoints import (
     read_checkpoint,
     write_checkpoint,
 )
-from applyonce.state.ledger import CallRow
+from applyonce.state.ledger import CallRow, claimed_data
 
 Progress = Callable[[int], None]
 NONE = Trailers([])
@@ -610,3 +612,39 @@ def _check_against_receipt(
         verify_against_git(ctx, receipt, trailers=block)
     except ReceiptError as exc:
         report.problems.append(Problem("mismatch", call_id, exc.message, exc.hint, commit_id))
+        return
+    if receipt.tool == LAND_TOOL:
+        _check_landing(ctx, report, commit_id, call_id)
+
+
+def _check_landing(ctx: Context, report: AuditReport, commit_id: str, call_id: str) -> None:
+    """A landing (docs/design.md §12, "Lanes") follows its lane call across the lanes: its
+    trailers name the lane call and lane commit its recorded args name, and that lane call's
+    receipt (where this ledger has it) says it made that commit on that lane."""
+    trailers = ctx.store.trailers_of(commit_id)
+    lands, lane_commit = trailers.get(LANDS_TRAILER), trailers.get(LANE_COMMIT_TRAILER)
+    recorded = claimed_data(ctx.ledger, call_id, "args")
+    try:
+        lane = ctx.receipts.load(lands) if lands and is_sha256_hex(lands) else None
+    except ReceiptError:
+        lane = None  # the pass over the receipts reports a receipt that does not verify
+    problem = None
+    if isinstance(recorded, dict) and (
+        recorded.get("lands") != lands or recorded.get("commit") != lane_commit
+    ):
+        problem = "its Lands-Call-Id or Lane-Commit is not the lane call it recorded"
+    elif lands and lane is not None and (lane.status, lane.commit) != ("committed", lane_commit):
+        problem = (
+            f"the lane call {lands[:12]} it lands is {lane.status} "
+            f"{str(lane.commit)[:12]}, not commit {str(lane_commit)[:12]}"
+        )
+    if problem is not None:
+        report.problems.append(
+            Problem(
+                "landing-mismatch",
+                call_id,
+                f"landing commit {commit_id[:12]}: {problem}",
+                "run 'applyonce audit --ref' on the lane, then 'applyonce recover'",
+                commit_id,
+            )
+        )

@@ -22,24 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
-from typing import cast
 
-from pydantic import ValidationError
-
-from applyonce.core.identity import ApplyPatchArgs, CallIdentity, source_text
+from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import FileRecord, Receipt, ReceiptError, records_of_plan
-from applyonce.core.revert import RevertArgs
 from applyonce.core.texts import success_text
 from applyonce.errors import EXIT_COMMITTED, ApplyOnceError
 from applyonce.flow.context import Context
 from applyonce.flow.record import settle
-from applyonce.flow.record.changes import CallArgs, is_revert, plan_call
+from applyonce.flow.record.changes import CallArgs, plan_call
+from applyonce.flow.record.lanes import candidate_args
 from applyonce.flow.record.verify import UnknownOutcomeError
 from applyonce.git.store import blob_id_of
-from applyonce.patch import PatchFormat, parse
-from applyonce.patch.limits import UNCAPPED
-from applyonce.state.ledger import EventKind, claimed_data, recorded_identity
+from applyonce.state.ledger import EventKind, recorded_identity
 
 FORGED = settle.FORGED
 
@@ -256,7 +250,7 @@ def change_of_commit(
     )
     if ctx.store.trailers_of(commit_id).get("Args-Sha256") != ident.args_sha256:
         raise forged
-    known = next((a for a in _candidate_args(ctx, ident, ref, args) if a is not None), None)
+    known = next((a for a in candidate_args(ctx, ident, ref, args) if a is not None), None)
     if known is None:
         return None
     parent = ctx.store.parent_of(commit_id)
@@ -282,35 +276,6 @@ def change_of_commit(
     if rewrite_of is None and not ctx.store.paths_changed(parent, commit_id) <= planned:
         raise forged
     return records_of_plan(tree_plan, blobs)
-
-
-def _candidate_args(
-    ctx: Context, ident: CallIdentity, ref: str, args: CallArgs | None
-) -> Iterator[CallArgs | None]:
-    """The call's args, from wherever they are known, each only if it is the call's."""
-    if args is not None and args.sha256() == ident.args_sha256:
-        yield args
-    if is_revert(ident):
-        # A revert's args are its whole record (no patch text): the reverted call and commit.
-        try:
-            recorded = RevertArgs.model_validate(claimed_data(ctx.ledger, ident.call_id, "args"))
-        except ValidationError:
-            return
-        yield recorded if recorded.sha256() == ident.args_sha256 else None
-        return
-    source = claimed_data(ctx.ledger, ident.call_id, "source")
-    data = claimed_data(ctx.ledger, ident.call_id, "args")
-    try:
-        if source is not None:
-            # The call passed the caps when it ran; its own record is re-read whatever they are now.
-            patch = parse(source_text(source), cast(PatchFormat, source["format"]), limits=UNCAPPED)
-            found = ApplyPatchArgs.from_patch(patch, ref=ref, repo_root=ctx.repo_root)
-            yield found if found.sha256() == ident.args_sha256 else None
-        if data is not None:
-            found = ApplyPatchArgs.model_validate(data)
-            yield found if found.sha256() == ident.args_sha256 else None
-    except (ApplyOnceError, ValueError, KeyError):
-        return
 
 
 def _file_records_from_commit(

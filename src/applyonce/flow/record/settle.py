@@ -8,6 +8,7 @@ receipt puts in its call's row is decided in one place, :func:`row_change_of`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 from applyonce.core.identity import CallIdentity
@@ -102,7 +103,32 @@ def prepare(
     no_verify: bool = False,
 ) -> Receipt:
     """The ``prepared`` receipt and event: the call is about to be staged on ``base``."""
-    prepared = Receipt.of_call(
+    prepared = prepared_receipt(
+        ctx,
+        ident,
+        execution_id,
+        ref=ref,
+        base=base,
+        tool_call_id=tool_call_id,
+        no_verify=no_verify,
+    )
+    sha = ctx.receipts.write(prepared)
+    ctx.ledger.record(prepared_event(prepared, sha))
+    return prepared
+
+
+def prepared_receipt(
+    ctx: Context,
+    ident: CallIdentity,
+    execution_id: str,
+    *,
+    ref: str,
+    base: str | None,
+    tool_call_id: str | None,
+    no_verify: bool = False,
+) -> Receipt:
+    """The ``prepared`` receipt of a call about to be staged on ``base`` (nothing written)."""
+    return Receipt.of_call(
         ident,
         status="prepared",
         execution_id=execution_id,
@@ -112,16 +138,87 @@ def prepare(
         remote=published_to(ctx),
         no_verify=no_verify,
     )
-    sha = ctx.receipts.write(prepared)
-    ctx.ledger.record(
-        Event(
-            ident.call_id,
-            execution_id,
-            EventKind.PREPARED,
-            RowChange(state="prepared", base_commit=base, receipt_sha256=sha),
-        )
+
+
+def prepared_event(prepared: Receipt, sha256: str) -> Event:
+    """The ledger's ``prepared`` event of the receipt ``prepared`` (whose digest is ``sha256``)."""
+    return Event(
+        prepared.call_id,
+        prepared.execution_id,
+        EventKind.PREPARED,
+        RowChange(state="prepared", base_commit=prepared.base_commit, receipt_sha256=sha256),
     )
-    return prepared
+
+
+def prepare_many(ctx: Context, prepared: Sequence[Receipt]) -> None:
+    """Write the ``prepared`` receipts of a group of calls (each fsynced, their directory once),
+    then their events in one ledger transaction: the group's one durable pending flush."""
+    batch = ctx.receipts.batch()
+    shas = [batch.write(receipt) for receipt in prepared]
+    batch.sync()
+    ctx.ledger.record(*(prepared_event(r, sha) for r, sha in zip(prepared, shas, strict=True)))
+
+
+def committed_receipt(
+    ctx: Context,
+    prepared: Receipt,
+    *,
+    base: str | None,
+    commit_id: str,
+    files: tuple[FileRecord, ...],
+    match_levels: dict[str, list[str]],
+    checks: Sequence[CheckRecord],
+) -> Receipt:
+    """The ``committed`` receipt of a call whose commit was published (nothing written)."""
+    return prepared.with_output(
+        success_text(files),
+        status="committed",
+        base_commit=base,
+        commit=commit_id,
+        files=files,
+        match_levels=match_levels,
+        checks=tuple(checks),
+        exit_code=EXIT_COMMITTED,
+        signature=signature_of(ctx, commit_id),
+    )
+
+
+def rejected_receipt(
+    prepared: Receipt, error: ApplyOnceError, checks: Sequence[CheckRecord] = ()
+) -> Receipt:
+    """The ``rejected`` receipt of a call that did not take effect, saying why (nothing
+    written)."""
+    records = getattr(error, "checks", checks)
+    return prepared.with_output(
+        rejection_text(error.to_dict()),
+        status="rejected",
+        error=error.to_dict(),
+        checks=tuple(records),
+        exit_code=error.exit_code,
+    )
+
+
+def settle_many(ctx: Context, settled: Sequence[Receipt]) -> None:
+    """Settle a group of calls at once (``committed`` and ``rejected`` receipts): each receipt
+    written and fsynced, the receipts directory once, then every event in one ledger
+    transaction. The fault points keep their meaning for each call: ``after-receipt`` once the
+    receipts are durable, ``after-ledger`` once the ledger is."""
+    batch = ctx.receipts.batch()
+    events: list[Event] = []
+    for receipt in settled:
+        committed = receipt.status == "committed"
+        point = "after-receipt-tmp" if committed else "after-reject-receipt-tmp"
+        sha = batch.write(receipt, before_replace=functools.partial(fault, point))
+        kind = EventKind.COMMITTED if committed else EventKind.REJECTED
+        events.append(
+            Event(receipt.call_id, receipt.execution_id, kind, row_change_of(receipt, sha))
+        )
+    batch.sync()
+    if any(receipt.status == "committed" for receipt in settled):
+        fault("after-receipt")
+    ctx.ledger.record(*events)
+    if any(receipt.status == "committed" for receipt in settled):
+        fault("after-ledger")
 
 
 def commit(
@@ -135,16 +232,14 @@ def commit(
     checks: Sequence[CheckRecord],
 ) -> Receipt:
     """Settle a call whose commit was just published as ``committed``."""
-    committed = prepared.with_output(
-        success_text(files),
-        status="committed",
-        base_commit=base,
-        commit=commit_id,
+    committed = committed_receipt(
+        ctx,
+        prepared,
+        base=base,
+        commit_id=commit_id,
         files=files,
         match_levels=match_levels,
-        checks=tuple(checks),
-        exit_code=EXIT_COMMITTED,
-        signature=signature_of(ctx, commit_id),
+        checks=checks,
     )
     sha = ctx.receipts.write(committed, before_replace=lambda: fault("after-receipt-tmp"))
     fault("after-receipt")
@@ -157,14 +252,7 @@ def reject(
     ctx: Context, prepared: Receipt, error: ApplyOnceError, checks: Sequence[CheckRecord] = ()
 ) -> Receipt:
     """Settle a call that did not take effect as ``rejected``, saying why."""
-    records = getattr(error, "checks", checks)
-    rejected = prepared.with_output(
-        rejection_text(error.to_dict()),
-        status="rejected",
-        error=error.to_dict(),
-        checks=tuple(records),
-        exit_code=error.exit_code,
-    )
+    rejected = rejected_receipt(prepared, error, checks)
     sha = ctx.receipts.write(rejected, before_replace=lambda: fault("after-reject-receipt-tmp"))
     record_settled(ctx, rejected, EventKind.REJECTED, sha256=sha)
     return rejected

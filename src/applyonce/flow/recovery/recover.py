@@ -59,7 +59,7 @@ from applyonce.flow.recovery.debris import remove_dead_keeps_of, remove_debris
 from applyonce.flow.recovery.repair import Walked, adopt_receipts, repair_records
 from applyonce.flow.recovery.report import HELD, Outcome, RecoveryReport
 from applyonce.git.history import HistoryIncompleteError
-from applyonce.git.publisher import TipMovedError
+from applyonce.git.publisher import CallOnBranchError, TipMovedError
 from applyonce.state.lease import DEFAULT_LEASE_S, Heartbeat, Hold, Owner, hold_of
 from applyonce.state.ledger import (
     IN_FLIGHT,
@@ -448,6 +448,12 @@ def _roll_forward(
             if len(landed) != 1:
                 return None
             published = landed[0]
+        except CallOnBranchError as already:
+            # The server's hook says a commit on the branch carries the call (landed by a clone
+            # whose push this one's view missed): that commit is adopted.
+            if already.call_id != row.call_id:
+                raise
+            published = already.commit
         try:
             adopted = adopt_commit(ctx, ident, execution_id, row.ref, published, receipt, args=args)
         except ForgedCallIdError:

@@ -1,0 +1,98 @@
+"""The server side: ``hook pre-receive`` (run by git in a bare repository) and ``hook install``."""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from applyonce.adapters.cli.app import Command, app
+from applyonce.errors import UsageError
+
+
+class HookAction(enum.StrEnum):
+    PRE_RECEIVE = "pre-receive"
+    INSTALL = "install"
+
+
+_NOT_BARE_HINT = "pass the server's repository, e.g. --bare /srv/git/app.git"
+
+
+@app.command(
+    "hook",
+    epilog="Exit codes: 0 the push may go on (pre-receive) or the hook is installed (install),"
+    " 1 the push is refused (one line per refused ref), 2 usage (install: not a bare"
+    " repository, or another pre-receive hook), 3 internal error (the push is refused too).",
+    cls=Command,
+)
+def hook(
+    action: Annotated[
+        HookAction,
+        typer.Argument(
+            help="'pre-receive': run by git as a bare repository's pre-receive hook ('OLD NEW"
+            " REF' lines on stdin). 'install': write that hook into --bare PATH.",
+            show_default=False,
+        ),
+    ],
+    bare: Annotated[
+        Path | None,
+        typer.Option(
+            "--bare",
+            metavar="PATH",
+            help="install: the bare repository the server serves.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="install: replace a pre-receive hook that is there.")
+    ] = False,
+) -> None:
+    """The server's guard: refuse a push that would put a Call-Id on a branch that already
+    holds it (the pushed commits' trailers and the push options 'call-id=ID'), one line per
+    refused ref naming the call and the commit holding it. 'applyonce hook install --bare PATH'
+    writes hooks/pre-receive (running this Python's 'applyonce hook pre-receive') and sets
+    receive.advertisePushOptions, so that applyonce's clients name their calls in push options."""
+    if action is HookAction.PRE_RECEIVE:
+        _pre_receive()
+    else:
+        _install(bare, force=force)
+
+
+def _pre_receive() -> None:
+    from applyonce.git.serverhook import check_push, parse_updates, push_option_call_ids
+
+    git_dir = Path(os.environ.get("GIT_DIR", "."))
+    updates = parse_updates(sys.stdin.read().splitlines())
+    refusals = check_push(
+        git_dir,
+        updates,
+        push_option_call_ids(os.environ),
+        incoming=os.environ.get("GIT_QUARANTINE_PATH"),
+    )
+    for line in refusals:
+        print(line, file=sys.stderr)
+    if refusals:
+        raise typer.Exit(1)
+
+
+def _install(bare: Path | None, *, force: bool) -> None:
+    from applyonce.git.serverhook import install_hook
+
+    if bare is None:
+        raise UsageError("hook install needs --bare PATH", hint=_NOT_BARE_HINT)
+    if not (bare / "HEAD").is_file() or not (bare / "objects").is_dir():
+        raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT)
+    try:
+        installed = install_hook(bare, sys.executable, force=force)
+    except NotADirectoryError:
+        raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT) from None
+    except FileExistsError:
+        raise UsageError(
+            f"{bare / 'hooks' / 'pre-receive'} is another pre-receive hook",
+            hint="call 'applyonce hook pre-receive' from it, or pass --force to replace it",
+        ) from None
+    print(f"installed {installed}")
