@@ -1,3 +1,3 @@
-from applyonce.adapters.cli import main
+from applyonce.adapters.launch import applyonce_main
 
-main()
+applyonce_main()

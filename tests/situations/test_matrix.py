@@ -22,6 +22,9 @@ Columns:
 * ``remote-apply``, ``remote-dirty-commit``, ``remote-crash``: ``apply``, ``dirty-commit`` and
   ``crash`` with ``--remote origin`` (a bare repo reached by a ``file://`` URL), where the state is
   a clone.
+* ``serve-apply``, ``serve-crash``: ``apply`` and ``crash`` with every ``apply`` handed to a
+  running ``applyonce serve`` for the state's repository (``APPLYONCE_SERVE=require``: through it,
+  or exit 3), its worker killed at the fault point.
 
 A cell that fails on the current code carries ``xfail(strict=True)`` with its defects in one line
 each (tests/situations/defects.py): it must fail with one of their signatures, and it turns into
@@ -32,6 +35,7 @@ tests.situations.report matrix.xml`` prints the matrix from a run's ``--junitxml
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -43,6 +47,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Run, run_cli, stored_text
+from tests.e2e.serve.support import serving
 from tests.situations.defects import DEFECTS, known, race
 from tests.situations.promises import (
     Landing,
@@ -73,7 +78,10 @@ COLUMNS = (
     "remote-apply",
     "remote-dirty-commit",
     "remote-crash",
+    "serve-apply",
+    "serve-crash",
 )
+SERVE_ENV = {"APPLYONCE_SERVE": "require"}
 
 
 class UnexpectedFailure(Exception):
@@ -87,6 +95,7 @@ class Cell:
     sit: Situation
     tmp: Path
     remote: bool = False
+    serve: bool = False  # every apply through a running applyonce serve
     _patches: list[Path] = field(default_factory=list)
 
     @property
@@ -126,6 +135,8 @@ class Cell:
 
     def apply(self, *args: str, patch: str | None = None, env: dict[str, str] | None = None) -> Run:
         argv = self.apply_args(patch or self.sit.patch, *args)
+        if self.serve:
+            env = {**SERVE_ENV, **(env or {})}
         return run_cli(*argv, env=env, cwd=self.sit.repo)
 
     def apply_at_once(self, patches: list[str]) -> list[Run]:
@@ -134,6 +145,7 @@ class Cell:
             subprocess.Popen(
                 [sys.executable, "-m", "applyonce", *self.apply_args(patch)],
                 cwd=self.sit.repo,
+                env={**os.environ, **(SERVE_ENV if self.serve else {})},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
             )
@@ -376,6 +388,8 @@ COMMANDS: dict[str, Callable[[Cell], str]] = {
     "remote-apply": column_apply,
     "remote-dirty-commit": column_dirty_commit,
     "remote-crash": column_crash,
+    "serve-apply": column_apply,
+    "serve-crash": column_crash,
 }
 
 
@@ -392,6 +406,7 @@ def _cells() -> Iterator[Any]:  # pytest.param's ParameterSet
                 "audit",
                 "audit-again",
                 "remote-crash",
+                "serve-crash",
             ):
                 continue
             cell_id = f"{name}-{column}"
@@ -417,9 +432,12 @@ def test_cell(
     state: str, column: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     sit = STATES[state].build(tmp_path / "situation")
-    cell = Cell(sit, tmp_path, remote=column.startswith("remote-"))
+    cell = Cell(
+        sit, tmp_path, remote=column.startswith("remote-"), serve=column.startswith("serve-")
+    )
     try:
-        outcome = COMMANDS[column](cell)
+        with serving(sit.repo) if cell.serve else contextlib.nullcontext():
+            outcome = COMMANDS[column](cell)
     except AssertionError as failure:
         defects = known(f"{state}-{column}")
         if defects and not any(re.search(d.signature, str(failure)) for d in defects):

@@ -111,3 +111,25 @@ def test_the_heartbeat_renews_every_third_of_a_lease_until_the_block_ends() -> N
     assert all(b - a >= 0.09 for a, b in zip([started + 0.2, *calls], calls, strict=False))
     assert ended - started < 2.0  # the block ends without waiting out a beat
     assert not any(t.name == "applyonce-lease" for t in threading.enumerate())
+
+
+def test_a_zombie_here_never_holds() -> None:
+    """A killed process nobody reaped yet (its parent died too) runs no more: it holds nothing."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+            time.sleep(0.01)
+        zombie = dataclasses.replace(ME, pid=pid, start="")
+        assert zombie.provably_dead()
+        lease = Lease(stamp(NOW + 20), 30)
+        assert hold_of(Row(owner=zombie, lease=lease), ME, now=NOW, lease_seconds=30) is None
+    finally:
+        os.waitpid(pid, 0)

@@ -22,6 +22,8 @@ KNOWN_KEYS: tuple[str, ...] = (
     "applyonce.ledger",
     "applyonce.protect",
     "applyonce.remote",
+    "applyonce.serve",
+    "applyonce.serveIdle",
     "applyonce.signoff",
     "applyonce.skipCheck",
     *LIMIT_KEYS.values(),

@@ -141,10 +141,14 @@ def namespace_id() -> tuple[str, str]:
 
 
 def _process_start(pid: int) -> str | None:
-    """The start time of ``pid`` (clock ticks since boot), so a reused pid is not taken as alive."""
+    """The start time of ``pid`` (clock ticks since boot), so a reused pid is not taken as alive;
+    None for a zombie, which never runs again (a killed orphan stays one where the PID 1 of a
+    container does not reap it: an ``applyonce serve`` worker whose server was killed too)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X"):
+            return None
         return fields[19].decode()
     except (OSError, IndexError):
         try:

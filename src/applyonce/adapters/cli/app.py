@@ -97,6 +97,7 @@ COMMANDS = {
     "demo": "serve",
     "version": "serve",
     "hook": "hook",
+    "serve": "resident",
 }
 
 

@@ -1,0 +1,376 @@
+"""``applyonce serve``: a repository's resident server (docs/design.md §13).
+
+It imports applyonce once, then forks one worker per call from that warm image. The worker takes
+the client's standard streams (passed over the socket), working directory, umask, environment and
+command line, and runs the very entry point the client would have run (``applyonce``'s or
+``apply_patch``'s ``main``) — so its output, exit code, commit and receipt are the in-process
+run's, byte for byte, and a fault point's SIGKILL kills the process that runs the call, as in
+process. The server itself only accepts, forks and reports a worker killed by a signal; it holds
+no repository open and runs no call, so a worker starts from the same state every time.
+
+One server a repository: an exclusive ``flock`` on ``serve.lock`` decides who serves; the holder
+replaces whatever socket file is left (a stale one from a server that was killed). It stops after
+``idle`` seconds without a call (its running workers finish on their own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+
+from applyonce.adapters import rendezvous
+
+DEFAULT_IDLE = 60.0
+# The entry point each command runs in a worker: the modules the console scripts fall back to
+# (applyonce.adapters.launch), named, not imported: they sit above this module.
+ENTRIES = {
+    "applyonce": "applyonce.adapters.cli",
+    "apply_patch": "applyonce.adapters.apply_patch_cmd",
+}
+# Imported before the first fork, so that no worker pays for them.
+_WARM = (
+    "applyonce.adapters.cli",
+    "applyonce.adapters.cli.apply",
+    "applyonce.adapters.apply_patch_cmd",
+    "applyonce.executor",
+)
+_WARM_PACKAGES = (
+    "applyonce.flow",
+    "applyonce.git",
+    "applyonce.state",
+    "applyonce.core",
+    "applyonce.patch",
+)
+_REQUEST_TIMEOUT = 5.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_MAX_REQUEST = 64 << 20
+
+
+class _Stopped(Exception):
+    """SIGTERM, SIGINT or SIGHUP: stop serving (raised from the handler, so that a wait in
+    ``select`` ends; Python would resume it)."""
+
+
+class AlreadyServing(Exception):
+    """Another process serves this repository (it holds the lock)."""
+
+
+def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None) -> None:
+    """Serve the repository holding ``start`` until ``idle`` seconds pass without a call (or a
+    SIGTERM or SIGINT). Raises :class:`AlreadyServing`, or :class:`LookupError` outside a
+    repository."""
+    common = rendezvous.common_dir(start)
+    if common is None:
+        raise LookupError(start)
+    state = rendezvous.state_dir(common)
+    os.makedirs(state, exist_ok=True)
+    os.chdir("/")  # holds no folder of the user's busy; each worker moves to its caller's
+    lock = os.open(
+        os.path.join(state, rendezvous.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+    )
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AlreadyServing(state) from None
+        os.ftruncate(lock, 0)
+        os.write(lock, b"%d\n" % os.getpid())
+        _Server(state, lock, idle).run(ready)
+    finally:
+        os.close(lock)
+
+
+def _warm() -> None:
+    import importlib
+    import pkgutil
+
+    for name in _WARM:
+        importlib.import_module(name)
+    for package in _WARM_PACKAGES:
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, package + "."):
+            with contextlib.suppress(Exception):  # an optional dependency not installed
+                importlib.import_module(info.name)
+    # What a command line builds the first time only (the apply command's options, the
+    # parser's caches): built once here by its help, printed nowhere.
+    import io
+
+    argv = sys.argv
+    sys.argv = ["applyonce", "apply", "--help"]
+    try:
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            contextlib.suppress(SystemExit),
+        ):
+            importlib.import_module(ENTRIES["applyonce"]).main()
+    finally:
+        sys.argv = argv
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command line's own handler
+
+
+class _Server:
+    def __init__(self, state: str, lock: int, idle: float) -> None:
+        self.state = state
+        self.lock = lock
+        self.idle = idle
+        self.workers: dict[int, socket.socket] = {}
+        self.compatibility = rendezvous.compatibility()
+        self.startup = rendezvous.startup_environment(dict(os.environb))
+
+    def run(self, ready: Callable[[str], None] | None) -> None:
+        _warm()
+        dir_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        path = os.path.join(self.state, rendezvous.SOCKET_NAME)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        inode = -1
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # we hold the lock: a socket left here is stale
+            old = os.umask(0o077)
+            try:
+                listener.bind(rendezvous.socket_address(self.state, dir_fd))
+            finally:
+                os.umask(old)
+            listener.listen(128)
+            inode = os.stat(path).st_ino
+            with contextlib.suppress(_Stopped):
+                for signum in _STOP_SIGNALS:
+                    signal.signal(signum, self._stop)
+                if ready is not None:
+                    ready(path)
+                self._loop(listener)
+        finally:
+            for signum in _STOP_SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)  # stopping already
+            listener.close()
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == inode:
+                    os.unlink(path)
+            os.close(dir_fd)
+            self._reap(wait=True)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        raise _Stopped
+
+    def _loop(self, listener: socket.socket) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ)
+        last = time.monotonic()
+        while True:
+            # A worker's end is polled (its exit code it sends itself; a signal, we do).
+            timeout = 0.05 if self.workers else max(0.0, last + self.idle - time.monotonic())
+            events = selector.select(timeout)
+            if self._reap(wait=False):
+                last = time.monotonic()
+            if events:
+                with contextlib.suppress(OSError):
+                    conn, _ = listener.accept()
+                    self._take(conn, listener)
+                last = time.monotonic()
+            elif not self.workers and time.monotonic() >= last + self.idle:
+                break
+        selector.close()
+
+    def _reap(self, *, wait: bool) -> bool:
+        reaped = False
+        while self.workers:
+            try:
+                pid, status = os.waitpid(-1, 0 if wait else os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = self.workers.pop(pid, None)
+            if conn is None:
+                continue
+            reaped = True
+            if os.WIFSIGNALED(status):
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"S%d\n" % os.WTERMSIG(status))
+            conn.close()
+        return reaped
+
+    def _take(self, conn: socket.socket, listener: socket.socket) -> None:
+        """Read a request and fork its worker, or answer ``F`` (the client runs the call)."""
+        fds: list[int] = []
+        pid = -1
+        try:
+            conn.settimeout(_REQUEST_TIMEOUT)
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _, uid, _ = struct.unpack("3i", creds)
+            request, fds = _receive(conn)
+            refusal = self._refusal(uid, request)
+            if refusal:
+                conn.sendall(b"F" + refusal + b"\n")
+                return
+            assert request is not None
+            conn.settimeout(None)
+            # No stop signal between the fork and the worker's own handlers: it would unwind
+            # the worker through the server's clean-up.
+            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                pid = os.fork()
+            finally:
+                if pid != 0:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            if pid == 0:  # the worker: never returns to the server's loop
+                try:
+                    listener.close()
+                    os.close(self.lock)
+                    for other in self.workers.values():
+                        other.close()
+                    _work(conn, request, fds)
+                finally:
+                    os._exit(1)
+            self.workers[pid] = conn
+            conn = None  # type: ignore[assignment]  # kept until the worker ends
+        except (OSError, ValueError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if conn is not None:
+                conn.close()
+
+    def _refusal(self, uid: int, request: rendezvous.Request | None) -> bytes:
+        if uid != os.getuid():
+            return b"another user"
+        if request is None:
+            return b"no request"
+        if request.compatibility != self.compatibility:
+            return b"another applyonce or Python"
+        if request.kind not in ENTRIES:
+            return b"another command"
+        if rendezvous.startup_environment(request.environ) != self.startup:
+            return b"another start-up environment"
+        return b""
+
+
+def _receive(conn: socket.socket) -> tuple[rendezvous.Request | None, list[int]]:
+    """The request on ``conn`` and the three descriptors sent with it."""
+    size = socket.CMSG_SPACE(3 * 4)
+    data, ancillary, _, _ = conn.recvmsg(65536, size)
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
+    if len(data) < 8 or len(fds) != 3:
+        return None, fds
+    length = int.from_bytes(data[:8], "big")
+    if length > _MAX_REQUEST:
+        return None, fds
+    body = bytearray(data[8:])
+    while len(body) < length:
+        chunk = conn.recv(min(1 << 20, length - len(body)))
+        if not chunk:
+            return None, fds
+        body += chunk
+    return rendezvous.Request(bytes(body)), fds
+
+
+def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> None:
+    """Be the client's process for one call, then exit as it would have (never returns)."""
+    code = 1
+    try:
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        # Its own process group: a Ctrl-C at the server's terminal stops the server, not the
+        # calls it runs (the caller's signals reach them through the client).
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        fds.clear()
+        os.chdir(request.cwd)
+        os.umask(request.umask)
+        os.environ.clear()
+        for key, value in request.environ.items():
+            os.environb[key] = value
+        sys.argv = request.argv
+        _fresh_stdio()
+        conn.sendall(b"P%d\n" % os.getpid())
+    except BaseException:  # nothing ran: the client runs the call itself
+        os._exit(1)
+    code = _run_entry(ENTRIES[request.kind])
+    with contextlib.suppress(OSError):
+        conn.sendall(b"X%d\n" % (code & 0xFF))
+    os._exit(code & 0xFF)
+
+
+def _fresh_stdio() -> None:
+    """Standard streams on the client's descriptors, set up as Python sets them up at start-up
+    (line-buffered on a terminal; stderr always)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        buffered = open(fd, "rb" if fd == 0 else "wb", closefd=False)  # noqa: SIM115
+        stream = __import__("io").TextIOWrapper(
+            buffered,
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n",
+            line_buffering=fd != 0 and (fd == 2 or os.isatty(fd)),
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _run_entry(module: str) -> int:
+    """Run ``module.main()`` as the interpreter runs a script: its exit code, a traceback on an
+    uncaught exception, the standard streams flushed and the atexit functions run."""
+    import atexit
+    import importlib
+    import traceback
+
+    code = 0
+    try:
+        importlib.import_module(module).main()
+    except SystemExit as exit_:
+        if exit_.code is None:
+            code = 0
+        elif isinstance(exit_.code, int):
+            code = exit_.code
+        else:
+            print(exit_.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    # What the interpreter's exit does, in its order: join the threads that are not daemons,
+    # then the atexit functions.
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        with contextlib.suppress(Exception):
+            shutdown()
+    atexit._run_exitfuncs()
+    if not _flush() and code == 0:
+        code = 120
+    return code
+
+
+def _flush() -> bool:
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            ok = False
+    return ok
