@@ -147,3 +147,39 @@ def test_bad_land_and_lane_arguments_are_one_line_and_write_nothing(
     assert _refs(repo) == before
     assert repo.files() == files
     assert repo.call_ids() == []
+
+
+def test_a_dry_run_on_a_lane_plans_on_its_tip_and_makes_no_lane(repo: Repo, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+    again = PATCH.replace("-VALUE = 1\n+VALUE = 2", "-VALUE = 2\n+VALUE = 4")
+    blocks = "<<<<<<< SEARCH\nVALUE = 2\n=======\nVALUE = 5\n>>>>>>> REPLACE\n"
+
+    async def scenario(session: ClientSession) -> None:
+        seen["new"] = await session.call_tool(
+            "apply_patch", {"patch": PATCH, "lane": "c", "dry_run": True}
+        )
+        seen["refs_after_dry_run"] = _refs(repo)
+        seen["apply"] = await session.call_tool("apply_patch", {"patch": PATCH, "lane": "c"})
+        seen["on_tip"] = await session.call_tool(
+            "apply_patch", {"patch": again, "lane": "c", "dry_run": True}
+        )
+        seen["replace"] = await session.call_tool(
+            "replace_in_file", {"path": "src/util.py", "diff": blocks, "lane": "c"}
+        )
+
+    before = _refs(repo)
+    main = repo.head()
+    with_session(repo, tmp_path / "server.err", scenario, "--search-replace")
+    # Planned on main (the lane does not exist yet), and the lane was not made.
+    assert seen["new"].is_error is False
+    assert seen["new"].structured_content["status"] == "dry-run"
+    assert seen["refs_after_dry_run"] == before
+    # Once it exists, a dry run plans on the lane's tip: VALUE = 2 is there, not on main.
+    assert seen["on_tip"].is_error is False, text_of(seen["on_tip"])
+    assert "on refs/heads/agent/c" in text_of(seen["on_tip"])
+    # replace_in_file takes the lane too: its commit is on the lane, main did not move.
+    assert seen["replace"].is_error is False, text_of(seen["replace"])
+    lane_tip = repo.git("rev-parse", "refs/heads/agent/c").strip()
+    assert seen["replace"].structured_content["commit"] == lane_tip
+    assert repo.git("show", "agent/c:src/util.py") == "VALUE = 5\n"
+    assert repo.head() == main
