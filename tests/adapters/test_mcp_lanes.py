@@ -10,6 +10,8 @@ from typing import Any
 
 from mcp import ClientSession
 
+from applyonce.adapters.mcp_server import land_text
+from applyonce.adapters.results import BlockedLane, LandResult
 from tests.adapters.test_mcp_truth import _FLAG
 from tests.conftest import Repo
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
@@ -183,3 +185,44 @@ def test_a_dry_run_on_a_lane_plans_on_its_tip_and_makes_no_lane(repo: Repo, tmp_
     assert seen["replace"].structured_content["commit"] == lane_tip
     assert repo.git("show", "agent/c:src/util.py") == "VALUE = 5\n"
     assert repo.head() == main
+
+
+def _blocked(exit_code: int, call_id: str | None = "c" * 64) -> LandResult:
+    stop = BlockedLane(
+        lane="refs/heads/agent/x",
+        call_id=call_id,
+        lane_commit="d" * 40,
+        landing_call_id=None,
+        kind="busy",
+        message="held",
+        hint=None,
+        output="",
+        waiting=2,
+        exit_code=exit_code,
+    )
+    return LandResult(
+        target="refs/heads/main", landed=[], blocked=[stop], already=0, exit_code=exit_code
+    )
+
+
+def test_what_to_do_next_follows_how_the_lane_was_stopped() -> None:
+    def next_line(result: LandResult) -> str:
+        [line] = [line for line in land_text(result).splitlines() if line.startswith("next: ")]
+        return line
+
+    assert next_line(_blocked(4)) == (
+        "next: call land_lane again: the landing was held by another process or main kept "
+        "moving; nothing of this lane call landed"
+    )
+    assert next_line(_blocked(5)) == (
+        "next: whether this landing took effect cannot be told now: run 'applyonce recover' in "
+        "the repository, then call land_lane again"
+    )
+    assert next_line(_blocked(1, call_id=None)) == (
+        "next: lane agent/x stays blocked until that commit is off it"
+    )
+    text = land_text(_blocked(4))
+    assert text.startswith(
+        f"error: lane agent/x is blocked at call {'c' * 12}: held (busy); 2 later call(s) of "
+        "the lane wait\n"
+    )

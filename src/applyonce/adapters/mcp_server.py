@@ -131,7 +131,7 @@ def _land_refused(text: str, kind: str) -> types.CallToolResult:
         landed=[],
         blocked=[],
         already=0,
-        exit_code=2 if kind == "usage" else 1,
+        exit_code={"usage": 2, "internal": 3}.get(kind, 1),
         error=error_of({"kind": kind, "message": message, "hint": hint}),
     )
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
@@ -255,11 +255,14 @@ class PatchServer:
             )
         except Exception as exc:  # a bug here must not take the server down
             log.exception("tool %r failed", params.name[:100])
-            return _refused(
+            text = (
                 f"error: internal error ({type(exc).__name__}); details are in the server's "
-                "stderr; run 'applyonce recover' before repeating the call\n",
-                "internal",
+                "stderr; run 'applyonce recover' before repeating the call\n"
             )
+            # In the shape of the tool's outputSchema, which the client checks.
+            if params.name == LAND_TOOL_NAME:
+                return _land_refused(text, "internal")
+            return _refused(text, "internal")
 
     async def _in_thread(
         self, fn: Any, *args: Any, one_at_a_time: bool = False, **kwargs: Any
@@ -532,4 +535,4 @@ def serve(runner: PatchRunner, *, search_replace: bool = False) -> None:
         runner.close()
 
 
-__all__ = ["INSTRUCTIONS", "PatchServer", "serve"]
+__all__ = ["INSTRUCTIONS", "PatchServer", "land_text", "serve"]
