@@ -49,7 +49,7 @@ def test_tools_list_and_patch_receipt_answer_while_a_long_check_runs(
 
     with_session(repo, tmp_path / "server.err", scenario, "--check", CHECK)
 
-    assert seen["tools"] == {"apply_patch", "patch_receipt", "revert_patch"}
+    assert seen["tools"] == {"apply_patch", "patch_receipt", "revert_patch", "land_lane"}
     assert seen["slow_done_by_then"] == 0  # answered while the check ran
     assert seen["list_s"] < 1.0 and seen["receipt_s"] < 1.5, seen  # type: ignore[operator]
     assert seen["receipt"]["status"] == "committed"  # type: ignore[index]

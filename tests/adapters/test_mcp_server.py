@@ -48,7 +48,7 @@ def test_agent_session_over_stdio(repo: Repo, tmp_path: Path) -> None:
     with_session(repo, tmp_path / "server.err", scenario)
 
     tools = {tool.name: tool for tool in seen["tools"]}
-    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
+    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch", "land_lane"}
     description = tools["apply_patch"].description or ""
     assert "*** Begin Patch" in description and "exactly once" in description
     assert tools["apply_patch"].input_schema["required"] == ["patch"]

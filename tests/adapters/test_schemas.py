@@ -108,7 +108,7 @@ def test_anthropic_tool() -> None:
 
 def test_mcp_tools() -> None:
     tools = {tool["name"]: tool for tool in schema("--for", "mcp")}
-    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch"}
+    assert set(tools) == {"apply_patch", "patch_receipt", "revert_patch", "land_lane"}
     apply_patch = tools["apply_patch"]
     assert set(apply_patch["inputSchema"]["properties"]) == {
         "patch",
@@ -116,12 +116,20 @@ def test_mcp_tools() -> None:
         "dry_run",
         "attempt",
         "summary",
+        "lane",
     }
     assert apply_patch["inputSchema"]["properties"]["dry_run"]["type"] == "boolean"
     assert apply_patch["inputSchema"]["required"] == ["patch"]
     for tool in tools.values():  # the structured result's schema: an object, as MCP requires
         assert tool["outputSchema"]["type"] == "object"
-        assert "status" in tool["outputSchema"]["required"]
+        assert tool["name"] == "land_lane" or "status" in tool["outputSchema"]["required"]
+    land = tools["land_lane"]
+    assert set(land["inputSchema"]["properties"]) == {"lane", "all", "onto"}
+    assert land["inputSchema"]["additionalProperties"] is False
+    assert {"target", "landed", "blocked", "already", "exit_code"} <= set(
+        land["outputSchema"]["required"]
+    )
+    assert land["annotations"]["idempotentHint"] is True
     assert "receipt" in tools["patch_receipt"]["outputSchema"]["properties"]
     assert apply_patch["annotations"]["idempotentHint"] is True
     assert apply_patch["annotations"]["readOnlyHint"] is False

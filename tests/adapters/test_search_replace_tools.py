@@ -43,6 +43,7 @@ def test_schema_prints_replace_in_file_for_each_api() -> None:
         "summary",
         "tool_call_id",
         "dry_run",
+        "lane",
     }
 
 
@@ -51,6 +52,7 @@ def test_the_existing_definitions_are_unchanged() -> None:
         "apply_patch",
         "patch_receipt",
         "revert_patch",
+        "land_lane",
     ]
     assert schema_for("anthropic")["name"] == "apply_patch"
     assert [tool.name for tool in mcp_tools(search_replace=True)][-1] == "replace_in_file"
@@ -86,7 +88,13 @@ def test_mcp_replace_in_file_commits_once_and_refuses_without_writing(
         seen["files_after_refusals"] = repo.files()
 
     with_session(repo, tmp_path / "server.err", scenario, "--search-replace")
-    assert seen["tools"] == ["apply_patch", "patch_receipt", "revert_patch", "replace_in_file"]
+    assert seen["tools"] == [
+        "apply_patch",
+        "patch_receipt",
+        "revert_patch",
+        "land_lane",
+        "replace_in_file",
+    ]
     assert not seen["dry"].is_error and "src/util.py" in text_of(seen["dry"])
     assert seen["commits_after_dry_run"] == 1
     first, again = seen["first"], seen["again"]
@@ -115,12 +123,12 @@ def test_mcp_without_the_flag_does_not_serve_replace_in_file(repo: Repo, tmp_pat
         seen["call"] = await session.call_tool("replace_in_file", {"path": "x", "diff": DIFF})
 
     with_session(repo, tmp_path / "server.err", scenario)
-    assert seen["tools"] == ["apply_patch", "patch_receipt", "revert_patch"]
+    assert seen["tools"] == ["apply_patch", "patch_receipt", "revert_patch", "land_lane"]
     call: types.CallToolResult = seen["call"]
     assert call.is_error
     assert text_of(call) == (
-        "error: unknown tool 'replace_in_file'; the tools here are apply_patch, patch_receipt "
-        "and revert_patch\n"
+        "error: unknown tool 'replace_in_file'; the tools here are apply_patch, patch_receipt, "
+        "revert_patch and land_lane\n"
     )
 
 

@@ -50,6 +50,7 @@ from applyonce.adapters.texteditor import (
 from applyonce.adapters.toolcalls import ToolCall, ToolCallShapeError, ToolInputError, tool_calls
 from applyonce.core.hints import TEXT_EDITOR, TOOL_CALLS, Terms, render_text
 from applyonce.core.identity import EMPTY_CONTRACT_SHA256, ApplyPatchArgs, CallIdentity
+from applyonce.core.land import lane_branch
 from applyonce.core.receipt import Receipt
 from applyonce.core.texts import landed_text as landed_words
 from applyonce.core.texts import rejection_text
@@ -211,6 +212,7 @@ class PatchRunner:
         format: PatchFormat | None = None,
         attempt: int | None = None,
         summary: str | None = None,
+        lane: str | None = None,
     ) -> ToolOutput:
         """Apply ``patch`` exactly once and say what happened, in the words the model is given.
 
@@ -224,6 +226,8 @@ class PatchRunner:
                 new call.
             summary: the commit's subject (one line), instead of the default one; not part of
                 the call's identity.
+            lane: commit to the lane ``agent/NAME`` (made from the options' branch, or HEAD's,
+                the first time) instead of the options' branch (``apply --lane NAME``).
 
         Raises:
             ExecutorClosedError: the runner was closed (a harness's mistake, not the model's).
@@ -244,8 +248,11 @@ class PatchRunner:
         )
         try:
             with self.using() as executor:
+                if lane is not None:
+                    branch = executor.open_lane(lane, onto=self.options.branch)
+                    options = dataclasses.replace(options, branch=branch)
                 return self._run(executor, patch, options)
-        except ApplyOnceError as exc:  # the repository or state directory went away
+        except ApplyOnceError as exc:  # the repository or state directory went away; a bad lane
             return error_output(exc, self.terms)
 
     def _run(self, executor: Executor, patch: str, options: CallOptions) -> ToolOutput:
@@ -290,10 +297,12 @@ class PatchRunner:
         tool_call_id: str | None = None,
         attempt: int | None = None,
         format: PatchFormat | None = None,
+        lane: str | None = None,
     ) -> DryRun | ToolOutput:
         """What ``patch`` would do on the branch's tip, and its diff; writes nothing at all (no
         object, no receipt, no ledger entry). A refusal is an error output. ``format``: the
-        patch's format, where the caller knows it (default: the options').
+        patch's format, where the caller knows it (default: the options'). ``lane``: on the
+        lane's tip (on the branch it would be made from, while it does not exist yet).
 
         Raises:
             ExecutorClosedError: the runner was closed.
@@ -307,6 +316,10 @@ class PatchRunner:
         )
         try:
             with self.using() as executor:
+                if lane is not None:
+                    branch = lane_branch(lane)
+                    if executor.tip(executor.branch(branch)) is not None:
+                        options = dataclasses.replace(options, branch=branch)
                 view = executor.dry_run(patch, options)
                 return DryRun(view, executor.plan_diff(view))
         except ApplyOnceError as exc:

@@ -7,13 +7,16 @@ what later commits did to the change: :func:`applyonce.core.hints.replay_text`),
 tool arguments and server options, and a rejection is a tool error (``isError: true``) whose text
 is the one-line reason.
 
-Three tools (definitions in :mod:`applyonce.adapters.schemas`):
+Four tools (definitions in :mod:`applyonce.adapters.schemas`):
 
 * ``apply_patch(patch, tool_call_id?, dry_run?, attempt?)`` — the patch lands as one commit,
   exactly once; a repeat returns the stored result and runs nothing (a new ``attempt`` is a
   new call). ``dry_run``: the plan and its diff, nothing written, nothing recorded.
 * ``patch_receipt(call_id)`` — the verified receipt of a call as JSON.
 * ``revert_patch(call_id)`` — undo a call's commit with one new commit, exactly once.
+* ``land_lane(lane? | all?, onto?)`` — land the calls of a lane (``apply_patch`` with ``lane``
+  commits to ``agent/NAME``) onto the target, each exactly once; a blocked lane is a tool error
+  saying at which call, why and what to do; ``structuredContent`` is the LandReport.
 
 With ``applyonce mcp --search-replace``, a fourth: ``replace_in_file(path, diff,
 tool_call_id?, dry_run?, attempt?)`` — SEARCH/REPLACE blocks on one file (Cline's tool of that
@@ -53,16 +56,22 @@ from applyonce.adapters.agents import PatchRunner, ToolOutput, error_output, too
 from applyonce.adapters.mcp_wire import CheckedLines, ServerAnswers, Unanswered, claimed_stdin
 from applyonce.adapters.results import (
     DIFF_CAP,
+    BlockedLane,
+    LandResult,
     PatchResult,
     ReceiptResult,
     dry_run_result,
+    error_of,
+    land_result,
     patch_result,
 )
 from applyonce.adapters.schemas import (
+    LAND_TOOL_NAME,
     RECEIPT_TOOL_NAME,
     REPLACE_TOOL_NAME,
     REVERT_TOOL_NAME,
     TOOL_NAME,
+    LandArguments,
     McpPatchArguments,
     McpReplaceArguments,
     ReceiptArguments,
@@ -70,8 +79,9 @@ from applyonce.adapters.schemas import (
     dump,
     mcp_tools,
 )
+from applyonce.core.hints import render_hint
 from applyonce.errors import ApplyOnceError, UsageError
-from applyonce.executor import CallDiff, Executor, PlanView
+from applyonce.executor import CallDiff, CallOptions, Executor, PlanView
 from applyonce.patch import PatchFormat
 from applyonce.patch.searchreplace import blocks_for
 
@@ -80,7 +90,8 @@ log = logging.getLogger("applyonce.mcp")
 INSTRUCTIONS = (
     "Use apply_patch to change files: each patch lands as one Git commit, exactly once, or not at "
     "all. Repeating a call returns its first result. patch_receipt shows what a call did; "
-    "revert_patch undoes a call with one new commit."
+    "revert_patch undoes a call with one new commit. With lane: NAME, apply_patch commits to "
+    "your own lane; land_lane lands it onto the target branch."
 )
 _HEX_PREFIX = re.compile(r"^[0-9a-f]{6,64}$")
 
@@ -101,10 +112,80 @@ def _refused(text: str, kind: str) -> types.CallToolResult:
     return _text(text, patch_result(None, error=error), is_error=True)
 
 
-def _bad_arguments(tool: str, exc: ValidationError) -> types.CallToolResult:
+def _bad_arguments_text(tool: str, exc: ValidationError) -> str:
     problem = exc.errors()[0]
     where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-    return _refused(f"error: bad arguments for {tool}: {where}: {problem['msg']}\n", "usage")
+    return f"error: bad arguments for {tool}: {where}: {problem['msg']}\n"
+
+
+def _bad_arguments(tool: str, exc: ValidationError) -> types.CallToolResult:
+    return _refused(_bad_arguments_text(tool, exc), "usage")
+
+
+def _land_refused(text: str, kind: str) -> types.CallToolResult:
+    """A ``land_lane`` refused before it landed anything: its one line, and an empty report
+    carrying the error."""
+    message, _, hint = text.removeprefix("error: ").rstrip("\n").partition("; ")
+    structured = LandResult(
+        target="",
+        landed=[],
+        blocked=[],
+        already=0,
+        exit_code={"usage": 2, "internal": 3}.get(kind, 1),
+        error=error_of({"kind": kind, "message": message, "hint": hint}),
+    )
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    return types.CallToolResult(
+        content=content, structured_content=structured.to_json_dict(), is_error=True
+    )
+
+
+def _unblock(stop: BlockedLane, target: str) -> str:
+    """What to do about a blocked lane, by how it was stopped (docs/design.md §12)."""
+    lane = stop.lane.removeprefix("refs/heads/")
+    if stop.exit_code == 4:
+        return (
+            f"call land_lane again: the landing was held by another process or {target} kept "
+            "moving; nothing of this lane call landed"
+        )
+    if stop.exit_code == 5:
+        return (
+            "whether this landing took effect cannot be told now: run 'applyonce recover' in the "
+            "repository, then call land_lane again"
+        )
+    if stop.call_id is None:
+        return f"lane {lane} stays blocked until that commit is off it"
+    return (
+        f"lane {lane} stays blocked until {target} changes: make this change on {target} "
+        f"(apply_patch without lane), or undo what it conflicts with there, then call land_lane "
+        f"again; it is tried again on {target}'s new tip"
+    )
+
+
+def land_text(result: LandResult) -> str:
+    """What ``land_lane`` tells the model: each call landed now, each lane blocked (at which
+    call, why, what to do, how many calls wait), then the count."""
+    target = result.target.removeprefix("refs/heads/")
+    lines = [
+        f"landed: call {done.call_id[:12]} of {done.lane.removeprefix('refs/heads/')} as commit "
+        f"{done.commit[:12]} on {target}"
+        for done in result.landed
+    ]
+    for stop in result.blocked:
+        at = f"call {stop.call_id[:12]}" if stop.call_id else f"commit {stop.lane_commit[:12]}"
+        lines.append(
+            f"error: lane {stop.lane.removeprefix('refs/heads/')} is blocked at {at}: "
+            f"{stop.message} ({stop.kind}); {stop.waiting} later call(s) of the lane wait"
+        )
+        if stop.hint:
+            lines.append(f"hint: {stop.hint}")
+        lines += [f"  {line}" for line in stop.output.splitlines()[1:]]
+        lines.append(f"next: {_unblock(stop, target)}")
+    lines.append(
+        f"{len(result.landed)} landed on {target}, {result.already} already there, "
+        f"{len(result.blocked)} lane(s) blocked"
+    )
+    return "\n".join(lines) + "\n"
 
 
 def dry_run_text(view: PlanView, diff: str | None, truncated: bool) -> str:
@@ -162,6 +243,8 @@ class PatchServer:
                 return await self._patch_receipt(params.arguments)
             if params.name == REVERT_TOOL_NAME:
                 return await self._revert_patch(params.arguments)
+            if params.name == LAND_TOOL_NAME:
+                return await self._land_lane(params.arguments)
             if params.name == REPLACE_TOOL_NAME and self.search_replace:
                 return await self._replace_in_file(params.arguments)
             names = [tool.name for tool in self.tools]
@@ -172,11 +255,14 @@ class PatchServer:
             )
         except Exception as exc:  # a bug here must not take the server down
             log.exception("tool %r failed", params.name[:100])
-            return _refused(
+            text = (
                 f"error: internal error ({type(exc).__name__}); details are in the server's "
-                "stderr; run 'applyonce recover' before repeating the call\n",
-                "internal",
+                "stderr; run 'applyonce recover' before repeating the call\n"
             )
+            # In the shape of the tool's outputSchema, which the client checks.
+            if params.name == LAND_TOOL_NAME:
+                return _land_refused(text, "internal")
+            return _refused(text, "internal")
 
     async def _in_thread(
         self, fn: Any, *args: Any, one_at_a_time: bool = False, **kwargs: Any
@@ -225,6 +311,7 @@ class PatchServer:
                 tool_call_id=call.tool_call_id,
                 attempt=call.attempt,
                 format=format,
+                lane=call.lane,
             )
             if isinstance(planned, ToolOutput):
                 return _text(planned.text, patch_result(None, error=planned.error), is_error=True)
@@ -238,6 +325,7 @@ class PatchServer:
             call.attempt,
             call.summary,
             format,
+            call.lane,
             one_at_a_time=True,
         )
         if call.tool_call_id is not None and output.receipt is not None:
@@ -260,11 +348,17 @@ class PatchServer:
         attempt: int | None = None,
         summary: str | None = None,
         format: PatchFormat | None = None,
+        lane: str | None = None,
     ) -> tuple[ToolOutput, CallDiff | None]:
         """Run the call, then read its diff from its commit. The call's outcome stands whatever
         happens to the diff: a diff that cannot be read is left out, never made an error."""
         output = self.runner.run(
-            patch, tool_call_id=tool_call_id, attempt=attempt, summary=summary, format=format
+            patch,
+            tool_call_id=tool_call_id,
+            attempt=attempt,
+            summary=summary,
+            format=format,
+            lane=lane,
         )
         if output.receipt is None or output.receipt.status != "committed":
             return output, None
@@ -299,6 +393,41 @@ class PatchServer:
             replay=output.replay,
         )
         return _text(output.text, structured, is_error=output.is_error)
+
+    async def _land_lane(self, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        try:
+            call = LandArguments.model_validate(arguments or {})
+        except ValidationError as exc:
+            return _land_refused(_bad_arguments_text(LAND_TOOL_NAME, exc), "usage")
+        if (call.lane is None) == (not call.all):
+            return _land_refused(
+                "error: land_lane needs one of lane or all; pass lane: NAME, or all: true for "
+                "every lane\n",
+                "usage",
+            )
+        # Behind the applies: each landing is a call that commits.
+        result = await self._in_thread(self._land, call, one_at_a_time=True)
+        return cast("types.CallToolResult", result)
+
+    def _land(self, call: LandArguments) -> types.CallToolResult:
+        """Land the lane(s) ``call`` names, each lane call exactly once, and say what happened."""
+        # As 'applyonce land' takes them: the lane calls' own checks, the server's timeouts.
+        given = self.runner.options
+        options = CallOptions(check_timeout=given.check_timeout, lease_seconds=given.lease_seconds)
+        try:
+            with self.runner.using() as executor:
+                report = executor.land(
+                    call.lane, onto=call.onto or self.runner.options.branch, options=options
+                )
+        except ApplyOnceError as exc:
+            text = render_hint(f"error: {exc.one_line()}\n", self.runner.terms)
+            return _land_refused(text, exc.kind)
+        result = land_result(report)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=land_text(result))],
+            structured_content=result.to_json_dict(),
+            is_error=bool(report.blocked),
+        )
 
     def _revert(self, key: str) -> tuple[ToolOutput, CallDiff | None]:
         """Revert the call ``key`` names, on the call's own branch, exactly once; and the
@@ -406,4 +535,4 @@ def serve(runner: PatchRunner, *, search_replace: bool = False) -> None:
         runner.close()
 
 
-__all__ = ["INSTRUCTIONS", "PatchServer", "serve"]
+__all__ = ["INSTRUCTIONS", "PatchServer", "land_text", "serve"]

@@ -13,8 +13,9 @@ answers in the one shape.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,9 @@ from applyonce.core.hints import MCP, render_hint
 from applyonce.core.receipt import Receipt
 from applyonce.executor import CheckoutBehind, PlanView, ReplayNote
 from applyonce.git.diffs import CallDiff
+
+if TYPE_CHECKING:
+    from applyonce.flow.call.land import LandReport
 
 # A diff longer than this is cut at a line end and flagged: a tool result goes into a model's
 # context. 'applyonce show CALL_ID --diff' prints the whole of it.
@@ -165,7 +169,53 @@ def dry_run_result(view: PlanView, diff: CallDiff) -> PatchResult:
     )
 
 
-def output_schema(model: type[PatchResult]) -> dict[str, Any]:
+class LandedCall(_Model):
+    """One lane call that landed on the target now."""
+
+    lane: str = Field(description="The lane's branch (refs/heads/agent/NAME).")
+    call_id: str = Field(description="The lane call (its call ID on the lane).")
+    lane_commit: str = Field(description="Its commit on the lane.")
+    landing_call_id: str = Field(description="The call that landed it (tool land_patch).")
+    commit: str = Field(description="The landing commit on the target.")
+    replayed: bool
+
+
+class BlockedLane(_Model):
+    """A lane stopped at one call: why, and how many later calls of the lane wait behind it."""
+
+    lane: str = Field(description="The lane's branch (refs/heads/agent/NAME).")
+    call_id: str | None = Field(description="The lane call that blocks (null: not a call's).")
+    lane_commit: str = Field(description="Its commit on the lane.")
+    landing_call_id: str | None = Field(description="The landing call that was refused.")
+    kind: str = Field(description="Why, machine-readable: land-conflict, check-failed, ...")
+    message: str
+    hint: str | None = Field(description="What to do, naming tool arguments and server options.")
+    output: str = Field(description="The landing's output: the repair data of a conflict.")
+    waiting: int = Field(description="How many later calls of the lane wait behind it.")
+    exit_code: int = Field(description="As 'applyonce land' would exit for this lane.")
+
+
+class LandResult(_Model):
+    """The structured result of ``land_lane``: the LandReport (docs/design.md §12)."""
+
+    target: str = Field(description="The branch the lanes land on (refs/heads/...).")
+    landed: list[LandedCall] = Field(description="The lane calls landed now, in order.")
+    blocked: list[BlockedLane] = Field(description="The lanes that stopped, each at one call.")
+    already: int = Field(description="How many lane calls were on the target already.")
+    exit_code: int = Field(
+        description="0 every lane landed (or had nothing new); else the highest of the blocked "
+        "lanes' (1 rejected, 4 held or the target kept moving, 5 unknown)."
+    )
+    error: ResultError | None = Field(
+        default=None, description="Why nothing was landed (bad arguments, no such lane)."
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The result as ``structuredContent``."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema a tool declares as its ``outputSchema`` (an object at the root)."""
     return model.model_json_schema(by_alias=True)
 
@@ -262,9 +312,34 @@ def patch_result(
     )
 
 
+def land_result(report: LandReport) -> LandResult:
+    """``land_lane``'s structured result: the report, its hints in the MCP server's terms."""
+    return LandResult(
+        target=report.target,
+        landed=[LandedCall(**dataclasses.asdict(done)) for done in report.landed],
+        blocked=[
+            BlockedLane(**{**dataclasses.asdict(stop), "hint": land_hint(stop.hint)})
+            for stop in report.blocked
+        ],
+        already=report.already,
+        exit_code=report.exit_code,
+    )
+
+
+def land_hint(hint: str | None) -> str | None:
+    """A landing's hint in the MCP server's terms: its options as the server takes them, and
+    landing again as the ``land_lane`` tool."""
+    if hint is None:
+        return None
+    return render_hint(hint, MCP).replace("run 'applyonce land' again", "call land_lane again")
+
+
 __all__ = [
     "DIFF_CAP",
+    "BlockedLane",
     "DiffStat",
+    "LandResult",
+    "LandedCall",
     "PatchResult",
     "ReceiptResult",
     "ResultBehind",
@@ -273,6 +348,8 @@ __all__ = [
     "bounded_diff",
     "dry_run_result",
     "error_of",
+    "land_hint",
+    "land_result",
     "output_schema",
     "patch_result",
 ]

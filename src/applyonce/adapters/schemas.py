@@ -15,13 +15,15 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from applyonce.adapters.results import PatchResult, ReceiptResult, output_schema
+from applyonce.adapters.results import LandResult, PatchResult, ReceiptResult, output_schema
 from applyonce.core.identity import TOOL
 from applyonce.errors import UsageError
 
 TOOL_NAME = TOOL
 RECEIPT_TOOL_NAME = "patch_receipt"
 REVERT_TOOL_NAME = "revert_patch"
+# Lanes (docs/design.md §12): land the calls of an agent's lane onto the target branch.
+LAND_TOOL_NAME = "land_lane"
 # SEARCH/REPLACE blocks on one file, in the shape of Cline's tool of that name (Roo's apply_diff
 # takes the same two arguments): opt-in, beside apply_patch, whose definition stays as it is.
 REPLACE_TOOL_NAME = "replace_in_file"
@@ -112,6 +114,19 @@ REVERT_DESCRIPTION = (
     "apply_patch does; on failure it is one line starting with 'error: '."
 )
 
+LAND_DESCRIPTION = (
+    "Land the calls of a lane (the branch agent/NAME that apply_patch with lane: NAME commits "
+    "to) onto the target branch: each lane call not landed yet, oldest first, becomes one commit "
+    "there, exactly once, its checks run again on the merged tree. Give lane: NAME, or all: true "
+    "for every lane. A lane call that no longer applies blocks its lane only (the result is an "
+    "error saying which call, why, and what to do; the later calls of that lane wait); the other "
+    "lanes go on. Landing again lands only what is new."
+)
+LANE_FIELD_DESCRIPTION = (
+    "Optional: commit to your own lane, the branch agent/NAME (made from the server's branch the "
+    "first time), instead of the server's branch; land it with land_lane."
+)
+
 CODEX_LARK_GRAMMAR = r"""// Codex apply_patch, canonical form: one terminal per kind of line.
 start: begin_patch operation+ end_patch
 begin_patch: "*** Begin Patch" LF
@@ -193,8 +208,21 @@ class ReplaceArguments(_Arguments):
     summary: str | None = _summary_field()
 
 
+_LANE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
+
+
+def _lane_field() -> Any:
+    """The optional ``lane`` of every MCP tool that makes a call (``apply --lane NAME``)."""
+    return Field(
+        default=None, max_length=100, pattern=_LANE_PATTERN, description=LANE_FIELD_DESCRIPTION
+    )
+
+
 class McpReplaceArguments(ReplaceArguments):
-    """``replace_in_file`` over MCP: the caller may pass its tool-call ID, and ask a dry run."""
+    """``replace_in_file`` over MCP: the caller may pass its tool-call ID, ask a dry run, and
+    name its lane."""
+
+    lane: str | None = _lane_field()
 
     tool_call_id: str | None = Field(
         default=None,
@@ -208,7 +236,10 @@ class McpReplaceArguments(ReplaceArguments):
 
 
 class McpPatchArguments(PatchArguments):
-    """Over MCP the server cannot see the model's tool-call ID, so the caller may pass it."""
+    """Over MCP the server cannot see the model's tool-call ID, so the caller may pass it; and
+    it may name its lane."""
+
+    lane: str | None = _lane_field()
 
     tool_call_id: str | None = Field(
         default=None,
@@ -236,6 +267,24 @@ class RevertArguments(_Arguments):
             "The apply_patch call to undo: its call ID (64 hex digits, or a unique prefix of 6 or "
             "more), or the tool_call_id given to apply_patch."
         )
+    )
+
+
+class LandArguments(_Arguments):
+    """``land_lane``: one lane, or every lane, onto a branch."""
+
+    lane: str | None = Field(
+        default=None,
+        max_length=100,
+        pattern=_LANE_PATTERN,
+        description="The lane to land: NAME of the branch agent/NAME. Give this or all.",
+    )
+    all: bool = Field(default=False, description="True: land every lane (every agent/* branch).")
+    onto: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[^\s~^:?*\[\\]+$",
+        description="Optional: the target branch (default: the server's branch, else HEAD's).",
     )
 
 
@@ -501,6 +550,19 @@ def mcp_tools(*, search_replace: bool = False) -> list[McpTool]:
                 read_only_hint=False,
                 destructive_hint=True,  # it may delete the files the call added
                 idempotent_hint=True,  # a repeat returns the stored result and changes nothing
+                open_world_hint=False,
+            ),
+        ),
+        McpTool(
+            name=LAND_TOOL_NAME,
+            description=LAND_DESCRIPTION,
+            input_schema=input_schema(LandArguments),
+            output_schema=output_schema(LandResult),
+            annotations=McpToolAnnotations(
+                title="Land the calls of a lane onto the target branch, exactly once each",
+                read_only_hint=False,
+                destructive_hint=False,  # it only adds commits to the target
+                idempotent_hint=True,  # landing again lands nothing twice
                 open_world_hint=False,
             ),
         ),

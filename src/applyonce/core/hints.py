@@ -44,6 +44,10 @@ OPTIONS: dict[str, Option] = {
     opt.name: opt
     for opt in (
         Option("attempt", argument="attempt"),
+        # Lanes (docs/design.md §12): apply_patch's lane, land_lane's lane, all and onto.
+        Option("lane", argument="lane"),
+        Option("all", argument="all"),
+        Option("onto", argument="onto"),
         Option("dirty", config="applyonce.dirty"),
         Option("check", config="applyonce.check"),
         Option("protect", config="applyonce.protect"),

@@ -72,7 +72,7 @@ def mcp_command(
         ),
     ] = False,
 ) -> None:
-    """Serve apply_patch, patch_receipt and revert_patch to an MCP client over stdio.
+    """Serve apply_patch, patch_receipt, revert_patch and land_lane to an MCP client over stdio.
 
     Register it as a stdio MCP server: command 'applyonce', args 'mcp --repo PATH'.
 
