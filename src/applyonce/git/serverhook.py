@@ -264,17 +264,27 @@ esac
 """
 
 
+class HooksElsewhereError(Exception):
+    """``core.hooksPath`` sends git to another directory than the repository's ``hooks/``: a
+    hook written there would never run. ``args[0]``: that directory."""
+
+
 def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
     """Write ``hooks/pre-receive`` of the bare repository ``git_dir`` (running ``python -m
     applyonce hook pre-receive``) and set ``receive.advertisePushOptions``; the hook's path.
 
     Raises:
         FileExistsError: another pre-receive hook is there (``force`` replaces it).
+        HooksElsewhereError: git runs this repository's hooks from ``core.hooksPath``, another
+            directory (possibly shared by other repositories): nothing is written.
     """
     store = BareRepo(git_dir)
     if not store.repo.is_bare:
         raise NotADirectoryError(f"{git_dir} is not a bare repository")
     hooks = Path(store.repo.path) / "hooks"
+    configured = _hooks_path(store)
+    if configured is not None and os.path.realpath(configured) != os.path.realpath(hooks):
+        raise HooksElsewhereError(configured)
     hooks.mkdir(exist_ok=True)
     hook = hooks / "pre-receive"
     text = HOOK_SCRIPT.format(python=shlex.quote(python))
@@ -286,3 +296,16 @@ def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
     os.replace(tmp, hook)
     store.repo.config["receive.advertisePushOptions"] = True
     return hook
+
+
+def _hooks_path(store: BareRepo) -> str | None:
+    """Where ``core.hooksPath`` (any configuration level) has git look for hooks: ``~``
+    expanded, a relative path taken from the repository (where git runs a bare repository's
+    hooks); None: not set."""
+    try:
+        value = store.repo.config["core.hooksPath"]
+    except (KeyError, pygit2.GitError):
+        return None
+    if not isinstance(value, str) or not value:
+        return None
+    return os.path.join(store.repo.path, os.path.expanduser(value))

@@ -176,6 +176,29 @@ def test_install_refuses_what_is_not_a_bare_repository_or_another_hook(
     assert git(bare, "config", "receive.advertisePushOptions").strip() == "true"
 
 
+def test_install_refuses_a_repository_whose_hooks_git_runs_from_elsewhere(tmp_path: Path) -> None:
+    """With ``core.hooksPath`` set, git never runs ``hooks/pre-receive``: an install there would
+    say the guard is on while every push goes through unchecked."""
+    bare = tmp_path / "app.git"
+    shared = tmp_path / "shared-hooks"
+    shared.mkdir()
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(bare, "config", "core.hooksPath", str(shared))
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"error: git runs the hooks of {bare} from {shared}")
+    assert "core.hooksPath" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (bare / "hooks" / "pre-receive").exists()
+    assert list(shared.iterdir()) == []
+    assert "advertisepushoptions" not in (bare / "config").read_text().lower()
+    # Pointing at the repository's own hooks/ (relative to it, as git reads it) is no detour.
+    git(bare, "config", "core.hooksPath", "hooks")
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert done.returncode == 0, done.stderr
+    assert sys.executable in (bare / "hooks" / "pre-receive").read_text()
+
+
 # --- applyonce's client against the hook ---------------------------------------------------
 
 

@@ -80,7 +80,7 @@ def _pre_receive() -> None:
 
 
 def _install(bare: Path | None, *, force: bool) -> None:
-    from applyonce.git.serverhook import install_hook
+    from applyonce.git.serverhook import HooksElsewhereError, install_hook
 
     if bare is None:
         raise UsageError("hook install needs --bare PATH", hint=_NOT_BARE_HINT)
@@ -90,6 +90,13 @@ def _install(bare: Path | None, *, force: bool) -> None:
         installed = install_hook(bare, sys.executable, force=force)
     except NotADirectoryError:
         raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT) from None
+    except HooksElsewhereError as exc:
+        raise UsageError(
+            f"git runs the hooks of {bare} from {exc.args[0]} (core.hooksPath), not from its"
+            " hooks/ directory",
+            hint="call 'applyonce hook pre-receive' from the pre-receive hook there, passing it"
+            " the hook's stdin, or unset core.hooksPath",
+        ) from None
     except FileExistsError:
         raise UsageError(
             f"{bare / 'hooks' / 'pre-receive'} is another pre-receive hook",
