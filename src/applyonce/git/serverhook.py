@@ -12,6 +12,7 @@ branch already holds; one found there, or twice among the added commits, refuses
 (pre-receive is all or nothing), with one line per refused ref::
 
     applyonce: refs/heads/main: call <Call-Id> is already on this branch in commit <commit>
+    applyonce: refs/heads/main: call <Call-Id> is twice among the pushed commits (<older>, <newer>)
 
 The Call-Ids a branch holds are kept in an index beside it (``<bare>/applyonce/call-ids/``,
 one file per branch: the tip it was built at and each Call-Id's commit), extended from that tip
@@ -49,6 +50,8 @@ INDEX_DIR = "applyonce/call-ids"
 _CALL_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 # The refusal line the client reads (git.remote: a call already on the branch).
 REFUSAL = "applyonce: {ref}: call {call_id} is already on this branch in commit {commit}"
+# Twice among the pushed commits (or in one of them): on no branch yet, so not the line above.
+TWICE = "applyonce: {ref}: call {call_id} is twice among the pushed commits ({older}, {newer})"
 REFUSAL_RE = re.compile(
     r"applyonce: (?P<ref>\S+): call (?P<call_id>\S+) is already on this branch in commit"
     r" (?P<commit>[0-9a-f]{40,64})"
@@ -130,16 +133,15 @@ def check_push(
             continue
         found = _first_repeat(store, Path(git_dir), update, named)
         if found is not None:
-            call_id, commit = found
-            refusals.append(REFUSAL.format(ref=update.ref, call_id=call_id, commit=commit))
+            refusals.append(found)
     return refusals
 
 
 def _first_repeat(
     store: BareRepo, git_dir: Path, update: Update, named: Sequence[str]
-) -> tuple[str, str] | None:
-    """A Call-Id the update would put on its branch a second time, and the commit already
-    holding it (None: none)."""
+) -> str | None:
+    """The refusal line of a Call-Id the update would put on its branch a second time: held
+    by a commit already there, or by two of the added commits (None: none)."""
     old = None if update.old.strip("0") == "" else update.old
     if old is None:
         kept: str | None = None
@@ -153,8 +155,10 @@ def _first_repeat(
     added: dict[str, str] = {}
     for commit, trailers in _walk(store, update.new, hide):
         for call_id in trailers:
-            if call_id in added:
-                return call_id, commit  # twice among the added commits: the older holds it
+            if call_id in added:  # newest first: ``commit`` is the older one
+                return TWICE.format(
+                    ref=update.ref, call_id=call_id, older=commit, newer=added[call_id]
+                )
             added[call_id] = commit
     wanted = [*added, *(c for c in named if c not in added)]
     if not wanted:
@@ -169,7 +173,7 @@ def _first_repeat(
         held = _walk_ids(store, kept)
     for call_id in wanted:
         if call_id in held:
-            return call_id, held[call_id]
+            return REFUSAL.format(ref=update.ref, call_id=call_id, commit=held[call_id])
     return None
 
 

@@ -105,11 +105,21 @@ def test_one_line_per_refused_ref(guarded: Served) -> None:
 
 
 def test_a_call_twice_among_the_pushed_commits_is_refused(guarded: Served) -> None:
+    """Neither commit is on the branch: the refusal says where the call is twice, never that it
+    is on the branch already (which applyonce's client would take as its call landed)."""
     older = commit(guarded.clone, "one", CALL)
-    commit(guarded.clone, "two", CALL)
+    newer = commit(guarded.clone, "two", CALL)
     before = guarded.server_git("rev-parse", "main").strip()
     done = push(guarded.clone, "origin", "main")
-    assert remote_lines(done.stderr) == [refusal(MAIN, CALL, older)]
+    twice = f"applyonce: {MAIN}: call {CALL} is twice among the pushed commits ({older}, {newer})"
+    assert remote_lines(done.stderr) == [twice]
+    assert guarded.server_git("rev-parse", "main").strip() == before
+    # One commit naming the call twice: the same words, that commit twice.
+    guarded.clone.git("reset", "-q", "--hard", before)
+    both = commit(guarded.clone, "both", CALL, CALL)
+    done = push(guarded.clone, "origin", "main")
+    twice = f"applyonce: {MAIN}: call {CALL} is twice among the pushed commits ({both}, {both})"
+    assert remote_lines(done.stderr) == [twice]
     assert guarded.server_git("rev-parse", "main").strip() == before
 
 
