@@ -124,17 +124,43 @@ def check_push(
     the push may go on); ``named``: the Call-Ids of its push options; ``incoming``: where the
     push's objects wait until the hook accepts them (git's quarantine, ``GIT_OBJECT_DIRECTORY``
     in the hook's environment), which libgit2 does not read from the environment itself."""
-    store = BareRepo(git_dir)
-    if incoming:
-        store.repo.odb.add_disk_alternate(incoming)
+    guarded = [u for u in updates if u.ref.startswith("refs/heads/") and u.new.strip("0") != ""]
+    if not guarded:
+        return []
+    try:
+        store = BareRepo(git_dir)
+        if incoming:
+            store.repo.odb.add_disk_alternate(incoming)
+    except (pygit2.GitError, ValueError, KeyError, OSError) as exc:
+        raise UncheckedPushError(guarded[0].ref, _detail(exc, git_dir)) from None
     refusals = []
-    for update in updates:
-        if not update.ref.startswith("refs/heads/") or update.new.strip("0") == "":
-            continue
-        found = _first_repeat(store, Path(git_dir), update, named)
+    for update in guarded:
+        try:
+            found = _first_repeat(store, Path(git_dir), update, named)
+        except (pygit2.GitError, ValueError, KeyError, OSError) as exc:
+            raise UncheckedPushError(update.ref, _detail(exc, git_dir)) from None
         if found is not None:
             refusals.append(found)
     return refusals
+
+
+class UncheckedPushError(Exception):
+    """The hook could not judge the update of ``ref`` (an object it cannot read, an old value
+    that is no commit): the push is refused, in one line for the pusher."""
+
+    def __init__(self, ref: str, detail: str) -> None:
+        super().__init__(
+            f"applyonce: {ref}: the server's guard could not check this push ({detail});"
+            " the push is refused: push again, or ask the server's admin"
+        )
+
+
+def _detail(exc: BaseException, git_dir: Path) -> str:
+    """``exc`` in a few words, without the server's paths (the pusher reads them)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    for path in {str(git_dir), os.path.realpath(git_dir)}:
+        text = text.replace(path, "the repository")
+    return f"{type(exc).__name__}: {text}"[:200]
 
 
 def _first_repeat(

@@ -209,6 +209,39 @@ def test_install_refuses_a_repository_whose_hooks_git_runs_from_elsewhere(tmp_pa
     assert sys.executable in (bare / "hooks" / "pre-receive").read_text()
 
 
+def test_a_push_the_hook_cannot_judge_is_refused_in_one_line_for_the_pusher(
+    tmp_path: Path,
+) -> None:
+    """What the hook prints goes to the pushing client (and to the model reading its error):
+    one line saying the server could not check the push, no advice to run 'recover' in a
+    clone that has nothing to recover, no traceback, no path of the server's."""
+    work = tmp_path / "work"
+    git(tmp_path, "init", "-q", str(work))
+    (work / "a.txt").write_text("a\n")
+    git(work, "add", "a.txt")
+    git(work, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "a")
+    bare = tmp_path / "app.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
+    commit_id = git(work, "rev-parse", "HEAD").strip()
+    blob = git(work, "rev-parse", "HEAD:a.txt").strip()
+    # An old value that is no commit (a client's own claim: receive-pack passes it through).
+    done = run_cli(
+        "hook",
+        "pre-receive",
+        input=f"{blob} {commit_id} refs/heads/main\n",
+        env={"GIT_DIR": str(bare)},
+    )
+    assert (done.returncode, done.stdout) == (3, "")
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "applyonce: refs/heads/main: the server's guard could not check this push ("
+    )
+    assert lines[0].endswith("; the push is refused: push again, or ask the server's admin")
+    assert "recover" not in done.stderr and "Traceback" not in done.stderr
+    assert str(tmp_path) not in done.stderr
+
+
 # --- applyonce's client against the hook ---------------------------------------------------
 
 

@@ -63,16 +63,27 @@ def hook(
 
 
 def _pre_receive() -> None:
-    from applyonce.git.serverhook import check_push, parse_updates, push_option_call_ids
+    from applyonce.git.serverhook import (
+        UncheckedPushError,
+        check_push,
+        parse_updates,
+        push_option_call_ids,
+    )
 
     git_dir = Path(os.environ.get("GIT_DIR", "."))
     updates = parse_updates(sys.stdin.read().splitlines())
-    refusals = check_push(
-        git_dir,
-        updates,
-        push_option_call_ids(os.environ),
-        incoming=os.environ.get("GIT_QUARANTINE_PATH"),
-    )
+    try:
+        refusals = check_push(
+            git_dir,
+            updates,
+            push_option_call_ids(os.environ),
+            incoming=os.environ.get("GIT_QUARANTINE_PATH"),
+        )
+    except UncheckedPushError as exc:
+        # The pusher reads this line (and the model behind it): nothing to recover in its
+        # clone, no traceback, no crash log's path of the server's.
+        print(exc, file=sys.stderr)
+        raise typer.Exit(3) from None
     for line in refusals:
         print(line, file=sys.stderr)
     if refusals:
