@@ -283,28 +283,41 @@ class BranchIndex:
             os.replace(tmp, self.path)
 
 
+class HooksElsewhereError(Exception):
+    """``core.hooksPath`` sends git to another directory than the repository's ``hooks/``: a
+    hook written there would never run. ``args[0]``: that directory."""
+
+
+MARKER = "# Installed by 'applyonce hook install'"
+CHAINED = "pre-receive.chained"
 HOOK_SCRIPT = """#!/bin/sh
 # Installed by 'applyonce hook install': refuses a push that would put a Call-Id on a branch
-# that already holds it (see 'applyonce hook --help'). A push that moves no branch (applyonce's
-# pending refs) is let through without starting Python.
+# that already holds it (see 'applyonce hook --help'). The pre-receive hook that was there
+# before ('install --force' kept it as pre-receive.chained) runs first, with the same stdin;
+# its refusal refuses the push. A push that moves no branch (applyonce's pending refs) is let
+# through without starting Python.
 updates=$(cat)
+chained="$(dirname "$0")/pre-receive.chained"
+if [ -x "$chained" ]; then
+  printf '%s\\n' "$updates" | "$chained" || exit $?
+fi
 case "$updates" in
   *" refs/heads/"*) printf '%s\\n' "$updates" | exec {python} -m applyonce hook pre-receive ;;
 esac
 """
 
 
-class HooksElsewhereError(Exception):
-    """``core.hooksPath`` sends git to another directory than the repository's ``hooks/``: a
-    hook written there would never run. ``args[0]``: that directory."""
-
-
-def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
+def install_hook(git_dir: Path, python: str, *, force: bool = False) -> tuple[Path, Path | None]:
     """Write ``hooks/pre-receive`` of the bare repository ``git_dir`` (running ``python -m
-    applyonce hook pre-receive``) and set ``receive.advertisePushOptions``; the hook's path.
+    applyonce hook pre-receive``) and set ``receive.advertisePushOptions``; the hook's path,
+    and where the hook that was there is kept (None: there was none, or applyonce's own).
+
+    A hook applyonce installed before is replaced. Another one is kept, with ``force``, as
+    ``hooks/pre-receive.chained``, which the new hook runs first.
 
     Raises:
-        FileExistsError: another pre-receive hook is there (``force`` replaces it).
+        FileExistsError: another pre-receive hook is there (``force`` keeps it and chains it),
+            or, with ``force``, a chained one is there already (its path).
         HooksElsewhereError: git runs this repository's hooks from ``core.hooksPath``, another
             directory (possibly shared by other repositories): nothing is written.
     """
@@ -318,14 +331,27 @@ def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
     hooks.mkdir(exist_ok=True)
     hook = hooks / "pre-receive"
     text = HOOK_SCRIPT.format(python=shlex.quote(python))
-    if hook.exists() and not force and hook.read_text(errors="replace") != text:
-        raise FileExistsError(str(hook))
+    kept: Path | None = None
+    if os.path.lexists(hook) and not _is_ours(hook):
+        if not force:
+            raise FileExistsError(str(hook))
+        kept = hooks / CHAINED
+        if os.path.lexists(kept):
+            raise FileExistsError(str(kept))
+        os.replace(hook, kept)  # a symlink stays a symlink, to the same hook
     tmp = hooks / ".pre-receive.applyonce"
     tmp.write_text(text)
     tmp.chmod(0o755)
     os.replace(tmp, hook)
     store.repo.config["receive.advertisePushOptions"] = True
-    return hook
+    return hook, kept
+
+
+def _is_ours(hook: Path) -> bool:
+    try:
+        return MARKER in hook.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _hooks_path(store: BareRepo) -> str | None:

@@ -242,6 +242,60 @@ def test_a_push_the_hook_cannot_judge_is_refused_in_one_line_for_the_pusher(
     assert str(tmp_path) not in done.stderr
 
 
+def test_install_force_keeps_the_users_hook_and_runs_it_first(tmp_path: Path) -> None:
+    """``--force`` over the server's own pre-receive hook (a protected-branch check, say) keeps
+    it, byte for byte, and runs it first with the same stdin: its refusal still refuses, and
+    what it lets through is then checked for calls landing twice."""
+    work = tmp_path / "work"
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    (work / "a.txt").write_text("a\n")
+    git(work, "add", "a.txt")
+    git(work, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "a")
+    bare = tmp_path / "app.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
+    theirs = (
+        "#!/bin/sh\n"
+        f"cat > '{tmp_path}/seen'\n"
+        f"if [ -e '{tmp_path}/closed' ]; then echo 'branch is closed'; exit 1; fi\n"
+    )
+    (bare / "hooks" / "pre-receive").write_text(theirs)
+    (bare / "hooks" / "pre-receive").chmod(0o755)
+    done = run_cli("hook", "install", "--bare", str(bare), "--force")
+    assert done.returncode == 0, done.stderr
+    kept = bare / "hooks" / "pre-receive.chained"
+    assert done.stdout == (
+        f"installed {bare / 'hooks' / 'pre-receive'} (the hook that was there kept as {kept},"
+        " run first)\n"
+    )
+    assert kept.read_text() == theirs
+    ident = ("-c", "user.name=a", "-c", "user.email=a@b")
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"one\n\nCall-Id: {CALL}")
+    first = git(work, "rev-parse", "HEAD").strip()
+    git(work, "push", "-q", str(bare), "main")
+    before = git(work, "rev-parse", "HEAD~1").strip()
+    assert (tmp_path / "seen").read_text().split() == [before, first, "refs/heads/main"]
+    # Their refusal refuses.
+    (tmp_path / "closed").write_text("")
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"two\n\nCall-Id: {OTHER}")
+    done = subprocess.run(
+        ["git", "-C", str(work), "push", str(bare), "main"], capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "remote: branch is closed" in done.stderr
+    assert git(bare, "rev-parse", "main").strip() == first
+    # What they let through is still checked.
+    (tmp_path / "closed").unlink()
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"again\n\nCall-Id: {CALL}")
+    done = subprocess.run(
+        ["git", "-C", str(work), "push", str(bare), "main"], capture_output=True, text=True
+    )
+    assert refusal(MAIN, CALL, first) in done.stderr
+    assert git(bare, "rev-parse", "main").strip() == first
+    # Installing again (this Python, or another) replaces applyonce's own hook, no --force.
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert done.returncode == 0, done.stderr
+    assert kept.read_text() == theirs
+
+
 # --- applyonce's client against the hook ---------------------------------------------------
 
 

@@ -48,7 +48,12 @@ def hook(
         ),
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="install: replace a pre-receive hook that is there.")
+        bool,
+        typer.Option(
+            "--force",
+            help="install: keep a pre-receive hook that is there as pre-receive.chained,"
+            " which the new hook runs first.",
+        ),
     ] = False,
 ) -> None:
     """The server's guard: refuse a push that would put a Call-Id on a branch that already
@@ -98,7 +103,7 @@ def _install(bare: Path | None, *, force: bool) -> None:
     if not (bare / "HEAD").is_file() or not (bare / "objects").is_dir():
         raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT)
     try:
-        installed = install_hook(bare, sys.executable, force=force)
+        installed, kept = install_hook(bare, sys.executable, force=force)
     except NotADirectoryError:
         raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT) from None
     except HooksElsewhereError as exc:
@@ -108,9 +113,16 @@ def _install(bare: Path | None, *, force: bool) -> None:
             hint="call 'applyonce hook pre-receive' from the pre-receive hook there, passing it"
             " the hook's stdin, or unset core.hooksPath",
         ) from None
-    except FileExistsError:
+    except FileExistsError as exc:
+        if force:
+            raise UsageError(
+                f"{exc.args[0]} is there already, kept by an earlier install",
+                hint=f"merge {bare / 'hooks' / 'pre-receive'} into it by hand, then install again",
+            ) from None
         raise UsageError(
             f"{bare / 'hooks' / 'pre-receive'} is another pre-receive hook",
-            hint="call 'applyonce hook pre-receive' from it, or pass --force to replace it",
+            hint="call 'applyonce hook pre-receive' from it, or pass --force to keep it as"
+            " pre-receive.chained, run first",
         ) from None
-    print(f"installed {installed}")
+    also = "" if kept is None else f" (the hook that was there kept as {kept}, run first)"
+    print(f"installed {installed}{also}")
