@@ -142,3 +142,35 @@ def test_a_revert_on_a_branch_the_remote_lacks_is_said_first(clone: Repo) -> Non
     reverted = run_cli("revert", call_id, "--repo", str(clone.path), "--remote", "origin")
     assert reverted.returncode == 0, reverted.stderr
     assert "TWO" not in on_origin(clone, "work:f.txt")
+
+
+def test_a_call_published_to_the_remote_then_rewound_there_is_never_said_unpushed(
+    clone: Repo,
+) -> None:
+    """The call landed on origin's main (--remote); then origin's main was reset past it (a
+    force push). Its commit is still on this clone's main, which followed: "it was not pushed"
+    would be false, and its 'git push' would undo the remote's rewind."""
+    base = clone.head()
+    assert apply_to(clone, "--remote", "origin").returncode == 0
+    call_id = clone.call_ids()[0]
+    commit = on_origin(clone, "main").split()[1]
+    assert clone.head() == commit  # this clone's main followed
+    origin = Path(clone.git("config", "remote.origin.url").strip().removeprefix("file://"))
+    git(origin, "update-ref", "refs/heads/main", base)
+    before = state(clone)
+
+    again = apply_to(clone, "--remote", "origin")
+    assert again.returncode == 5, again.stdout + again.stderr
+    assert again.stderr.startswith(
+        f"error: call {call_id[:12]} was committed as {commit[:12]}, which is no longer on "
+        "refs/heads/main (the branch was reset or rewritten); "
+    )
+    assert "not pushed" not in again.stderr and "git push" not in again.stderr
+    assert state(clone) == before
+    audited = run_cli("audit", "--repo", str(clone.path), "--remote", "origin")
+    assert audited.returncode == 1
+    assert audited.stdout.splitlines()[0].startswith(
+        f"unreachable  {call_id[:12]}  receipt's commit {commit[:12]} is not on refs/heads/main"
+        " (the branch was reset or rewritten)"
+    )
+    assert state(clone) == before
