@@ -174,3 +174,40 @@ def test_a_call_published_to_the_remote_then_rewound_there_is_never_said_unpushe
         " (the branch was reset or rewritten)"
     )
     assert state(clone) == before
+
+
+def test_a_call_killed_on_its_way_to_the_remote_is_not_rolled_forward_onto_the_own_branch(
+    clone: Repo,
+) -> None:
+    """Killed after pushing its commit's objects to origin: a plain 'recover' (no --remote)
+    published that commit on this repository's own main and said so, while origin's main (the
+    call's commit point, where another clone may land the call) never got it."""
+    crashed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(clone.path),
+        "--remote",
+        "origin",
+        input=PATCH,
+        env={"APPLYONCE_FAULT": "after-push-objects"},
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    local, remote = clone.head(), clone.git("ls-remote", "origin", "refs/heads/main").split()[0]
+    assert local == remote
+    staged = clone.git("ls-remote", "origin", "refs/applyonce/pending/*").split()[0]
+    clone.git("fetch", "-q", "origin", staged)
+    call_id = clone.git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", staged).strip()
+
+    plain = run_cli("recover", "--repo", str(clone.path))
+    assert clone.head() == local  # the own main did not move
+    line = next(x for x in plain.stdout.splitlines() if x.startswith(call_id[:12]))
+    assert "published" not in line
+    assert "run 'applyonce recover --remote origin'" in line
+    assert plain.returncode == 4  # not settled: run it again with the remote
+
+    settled = run_cli("recover", "--repo", str(clone.path), "--remote", "origin")
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    assert "published it now" in settled.stdout
+    landed = clone.git("ls-remote", "origin", "refs/heads/main").split()[0]
+    assert landed != remote and clone.head() == landed
