@@ -12,6 +12,7 @@ branch already holds; one found there, or twice among the added commits, refuses
 (pre-receive is all or nothing), with one line per refused ref::
 
     applyonce: refs/heads/main: call <Call-Id> is already on this branch in commit <commit>
+    applyonce: refs/heads/main: call <Call-Id> is twice among the pushed commits (<older>, <newer>)
 
 The Call-Ids a branch holds are kept in an index beside it (``<bare>/applyonce/call-ids/``,
 one file per branch: the tip it was built at and each Call-Id's commit), extended from that tip
@@ -49,6 +50,8 @@ INDEX_DIR = "applyonce/call-ids"
 _CALL_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 # The refusal line the client reads (git.remote: a call already on the branch).
 REFUSAL = "applyonce: {ref}: call {call_id} is already on this branch in commit {commit}"
+# Twice among the pushed commits (or in one of them): on no branch yet, so not the line above.
+TWICE = "applyonce: {ref}: call {call_id} is twice among the pushed commits ({older}, {newer})"
 REFUSAL_RE = re.compile(
     r"applyonce: (?P<ref>\S+): call (?P<call_id>\S+) is already on this branch in commit"
     r" (?P<commit>[0-9a-f]{40,64})"
@@ -121,25 +124,50 @@ def check_push(
     the push may go on); ``named``: the Call-Ids of its push options; ``incoming``: where the
     push's objects wait until the hook accepts them (git's quarantine, ``GIT_OBJECT_DIRECTORY``
     in the hook's environment), which libgit2 does not read from the environment itself."""
-    store = BareRepo(git_dir)
-    if incoming:
-        store.repo.odb.add_disk_alternate(incoming)
+    guarded = [u for u in updates if u.ref.startswith("refs/heads/") and u.new.strip("0") != ""]
+    if not guarded:
+        return []
+    try:
+        store = BareRepo(git_dir)
+        if incoming:
+            store.repo.odb.add_disk_alternate(incoming)
+    except (pygit2.GitError, ValueError, KeyError, OSError) as exc:
+        raise UncheckedPushError(guarded[0].ref, _detail(exc, git_dir)) from None
     refusals = []
-    for update in updates:
-        if not update.ref.startswith("refs/heads/") or update.new.strip("0") == "":
-            continue
-        found = _first_repeat(store, Path(git_dir), update, named)
+    for update in guarded:
+        try:
+            found = _first_repeat(store, Path(git_dir), update, named)
+        except (pygit2.GitError, ValueError, KeyError, OSError) as exc:
+            raise UncheckedPushError(update.ref, _detail(exc, git_dir)) from None
         if found is not None:
-            call_id, commit = found
-            refusals.append(REFUSAL.format(ref=update.ref, call_id=call_id, commit=commit))
+            refusals.append(found)
     return refusals
+
+
+class UncheckedPushError(Exception):
+    """The hook could not judge the update of ``ref`` (an object it cannot read, an old value
+    that is no commit): the push is refused, in one line for the pusher."""
+
+    def __init__(self, ref: str, detail: str) -> None:
+        super().__init__(
+            f"applyonce: {ref}: the server's guard could not check this push ({detail});"
+            " the push is refused: push again, or ask the server's admin"
+        )
+
+
+def _detail(exc: BaseException, git_dir: Path) -> str:
+    """``exc`` in a few words, without the server's paths (the pusher reads them)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    for path in {str(git_dir), os.path.realpath(git_dir)}:
+        text = text.replace(path, "the repository")
+    return f"{type(exc).__name__}: {text}"[:200]
 
 
 def _first_repeat(
     store: BareRepo, git_dir: Path, update: Update, named: Sequence[str]
-) -> tuple[str, str] | None:
-    """A Call-Id the update would put on its branch a second time, and the commit already
-    holding it (None: none)."""
+) -> str | None:
+    """The refusal line of a Call-Id the update would put on its branch a second time: held
+    by a commit already there, or by two of the added commits (None: none)."""
     old = None if update.old.strip("0") == "" else update.old
     if old is None:
         kept: str | None = None
@@ -153,8 +181,10 @@ def _first_repeat(
     added: dict[str, str] = {}
     for commit, trailers in _walk(store, update.new, hide):
         for call_id in trailers:
-            if call_id in added:
-                return call_id, commit  # twice among the added commits: the older holds it
+            if call_id in added:  # newest first: ``commit`` is the older one
+                return TWICE.format(
+                    ref=update.ref, call_id=call_id, older=commit, newer=added[call_id]
+                )
             added[call_id] = commit
     wanted = [*added, *(c for c in named if c not in added)]
     if not wanted:
@@ -169,7 +199,7 @@ def _first_repeat(
         held = _walk_ids(store, kept)
     for call_id in wanted:
         if call_id in held:
-            return call_id, held[call_id]
+            return REFUSAL.format(ref=update.ref, call_id=call_id, commit=held[call_id])
     return None
 
 
@@ -253,36 +283,85 @@ class BranchIndex:
             os.replace(tmp, self.path)
 
 
+class HooksElsewhereError(Exception):
+    """``core.hooksPath`` sends git to another directory than the repository's ``hooks/``: a
+    hook written there would never run. ``args[0]``: that directory."""
+
+
+MARKER = "# Installed by 'applyonce hook install'"
+CHAINED = "pre-receive.chained"
 HOOK_SCRIPT = """#!/bin/sh
 # Installed by 'applyonce hook install': refuses a push that would put a Call-Id on a branch
-# that already holds it (see 'applyonce hook --help'). A push that moves no branch (applyonce's
-# pending refs) is let through without starting Python.
+# that already holds it (see 'applyonce hook --help'). The pre-receive hook that was there
+# before ('install --force' kept it as pre-receive.chained) runs first, with the same stdin;
+# its refusal refuses the push. A push that moves no branch (applyonce's pending refs) is let
+# through without starting Python.
 updates=$(cat)
+chained="$(dirname "$0")/pre-receive.chained"
+if [ -x "$chained" ]; then
+  printf '%s\\n' "$updates" | "$chained" || exit $?
+fi
 case "$updates" in
   *" refs/heads/"*) printf '%s\\n' "$updates" | exec {python} -m applyonce hook pre-receive ;;
 esac
 """
 
 
-def install_hook(git_dir: Path, python: str, *, force: bool = False) -> Path:
+def install_hook(git_dir: Path, python: str, *, force: bool = False) -> tuple[Path, Path | None]:
     """Write ``hooks/pre-receive`` of the bare repository ``git_dir`` (running ``python -m
-    applyonce hook pre-receive``) and set ``receive.advertisePushOptions``; the hook's path.
+    applyonce hook pre-receive``) and set ``receive.advertisePushOptions``; the hook's path,
+    and where the hook that was there is kept (None: there was none, or applyonce's own).
+
+    A hook applyonce installed before is replaced. Another one is kept, with ``force``, as
+    ``hooks/pre-receive.chained``, which the new hook runs first.
 
     Raises:
-        FileExistsError: another pre-receive hook is there (``force`` replaces it).
+        FileExistsError: another pre-receive hook is there (``force`` keeps it and chains it),
+            or, with ``force``, a chained one is there already (its path).
+        HooksElsewhereError: git runs this repository's hooks from ``core.hooksPath``, another
+            directory (possibly shared by other repositories): nothing is written.
     """
     store = BareRepo(git_dir)
     if not store.repo.is_bare:
         raise NotADirectoryError(f"{git_dir} is not a bare repository")
     hooks = Path(store.repo.path) / "hooks"
+    configured = _hooks_path(store)
+    if configured is not None and os.path.realpath(configured) != os.path.realpath(hooks):
+        raise HooksElsewhereError(configured)
     hooks.mkdir(exist_ok=True)
     hook = hooks / "pre-receive"
     text = HOOK_SCRIPT.format(python=shlex.quote(python))
-    if hook.exists() and not force and hook.read_text(errors="replace") != text:
-        raise FileExistsError(str(hook))
+    kept: Path | None = None
+    if os.path.lexists(hook) and not _is_ours(hook):
+        if not force:
+            raise FileExistsError(str(hook))
+        kept = hooks / CHAINED
+        if os.path.lexists(kept):
+            raise FileExistsError(str(kept))
+        os.replace(hook, kept)  # a symlink stays a symlink, to the same hook
     tmp = hooks / ".pre-receive.applyonce"
     tmp.write_text(text)
     tmp.chmod(0o755)
     os.replace(tmp, hook)
     store.repo.config["receive.advertisePushOptions"] = True
-    return hook
+    return hook, kept
+
+
+def _is_ours(hook: Path) -> bool:
+    try:
+        return MARKER in hook.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def _hooks_path(store: BareRepo) -> str | None:
+    """Where ``core.hooksPath`` (any configuration level) has git look for hooks: ``~``
+    expanded, a relative path taken from the repository (where git runs a bare repository's
+    hooks); None: not set."""
+    try:
+        value = store.repo.config["core.hooksPath"]
+    except (KeyError, pygit2.GitError):
+        return None
+    if not isinstance(value, str) or not value:
+        return None
+    return os.path.join(store.repo.path, os.path.expanduser(value))

@@ -105,11 +105,21 @@ def test_one_line_per_refused_ref(guarded: Served) -> None:
 
 
 def test_a_call_twice_among_the_pushed_commits_is_refused(guarded: Served) -> None:
+    """Neither commit is on the branch: the refusal says where the call is twice, never that it
+    is on the branch already (which applyonce's client would take as its call landed)."""
     older = commit(guarded.clone, "one", CALL)
-    commit(guarded.clone, "two", CALL)
+    newer = commit(guarded.clone, "two", CALL)
     before = guarded.server_git("rev-parse", "main").strip()
     done = push(guarded.clone, "origin", "main")
-    assert remote_lines(done.stderr) == [refusal(MAIN, CALL, older)]
+    twice = f"applyonce: {MAIN}: call {CALL} is twice among the pushed commits ({older}, {newer})"
+    assert remote_lines(done.stderr) == [twice]
+    assert guarded.server_git("rev-parse", "main").strip() == before
+    # One commit naming the call twice: the same words, that commit twice.
+    guarded.clone.git("reset", "-q", "--hard", before)
+    both = commit(guarded.clone, "both", CALL, CALL)
+    done = push(guarded.clone, "origin", "main")
+    twice = f"applyonce: {MAIN}: call {CALL} is twice among the pushed commits ({both}, {both})"
+    assert remote_lines(done.stderr) == [twice]
     assert guarded.server_git("rev-parse", "main").strip() == before
 
 
@@ -174,6 +184,116 @@ def test_install_refuses_what_is_not_a_bare_repository_or_another_hook(
     assert run_cli("hook", "install", "--bare", str(bare), "--force").returncode == 0
     assert sys.executable in (bare / "hooks" / "pre-receive").read_text()
     assert git(bare, "config", "receive.advertisePushOptions").strip() == "true"
+
+
+def test_install_refuses_a_repository_whose_hooks_git_runs_from_elsewhere(tmp_path: Path) -> None:
+    """With ``core.hooksPath`` set, git never runs ``hooks/pre-receive``: an install there would
+    say the guard is on while every push goes through unchecked."""
+    bare = tmp_path / "app.git"
+    shared = tmp_path / "shared-hooks"
+    shared.mkdir()
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(bare, "config", "core.hooksPath", str(shared))
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"error: git runs the hooks of {bare} from {shared}")
+    assert "core.hooksPath" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (bare / "hooks" / "pre-receive").exists()
+    assert list(shared.iterdir()) == []
+    assert "advertisepushoptions" not in (bare / "config").read_text().lower()
+    # Pointing at the repository's own hooks/ (relative to it, as git reads it) is no detour.
+    git(bare, "config", "core.hooksPath", "hooks")
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert done.returncode == 0, done.stderr
+    assert sys.executable in (bare / "hooks" / "pre-receive").read_text()
+
+
+def test_a_push_the_hook_cannot_judge_is_refused_in_one_line_for_the_pusher(
+    tmp_path: Path,
+) -> None:
+    """What the hook prints goes to the pushing client (and to the model reading its error):
+    one line saying the server could not check the push, no advice to run 'recover' in a
+    clone that has nothing to recover, no traceback, no path of the server's."""
+    work = tmp_path / "work"
+    git(tmp_path, "init", "-q", str(work))
+    (work / "a.txt").write_text("a\n")
+    git(work, "add", "a.txt")
+    git(work, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "a")
+    bare = tmp_path / "app.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
+    commit_id = git(work, "rev-parse", "HEAD").strip()
+    blob = git(work, "rev-parse", "HEAD:a.txt").strip()
+    # An old value that is no commit (a client's own claim: receive-pack passes it through).
+    done = run_cli(
+        "hook",
+        "pre-receive",
+        input=f"{blob} {commit_id} refs/heads/main\n",
+        env={"GIT_DIR": str(bare)},
+    )
+    assert (done.returncode, done.stdout) == (3, "")
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "applyonce: refs/heads/main: the server's guard could not check this push ("
+    )
+    assert lines[0].endswith("; the push is refused: push again, or ask the server's admin")
+    assert "recover" not in done.stderr and "Traceback" not in done.stderr
+    assert str(tmp_path) not in done.stderr
+
+
+def test_install_force_keeps_the_users_hook_and_runs_it_first(tmp_path: Path) -> None:
+    """``--force`` over the server's own pre-receive hook (a protected-branch check, say) keeps
+    it, byte for byte, and runs it first with the same stdin: its refusal still refuses, and
+    what it lets through is then checked for calls landing twice."""
+    work = tmp_path / "work"
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    (work / "a.txt").write_text("a\n")
+    git(work, "add", "a.txt")
+    git(work, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "a")
+    bare = tmp_path / "app.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
+    theirs = (
+        "#!/bin/sh\n"
+        f"cat > '{tmp_path}/seen'\n"
+        f"if [ -e '{tmp_path}/closed' ]; then echo 'branch is closed'; exit 1; fi\n"
+    )
+    (bare / "hooks" / "pre-receive").write_text(theirs)
+    (bare / "hooks" / "pre-receive").chmod(0o755)
+    done = run_cli("hook", "install", "--bare", str(bare), "--force")
+    assert done.returncode == 0, done.stderr
+    kept = bare / "hooks" / "pre-receive.chained"
+    assert done.stdout == (
+        f"installed {bare / 'hooks' / 'pre-receive'} (the hook that was there kept as {kept},"
+        " run first)\n"
+    )
+    assert kept.read_text() == theirs
+    ident = ("-c", "user.name=a", "-c", "user.email=a@b")
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"one\n\nCall-Id: {CALL}")
+    first = git(work, "rev-parse", "HEAD").strip()
+    git(work, "push", "-q", str(bare), "main")
+    before = git(work, "rev-parse", "HEAD~1").strip()
+    assert (tmp_path / "seen").read_text().split() == [before, first, "refs/heads/main"]
+    # Their refusal refuses.
+    (tmp_path / "closed").write_text("")
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"two\n\nCall-Id: {OTHER}")
+    done = subprocess.run(
+        ["git", "-C", str(work), "push", str(bare), "main"], capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "remote: branch is closed" in done.stderr
+    assert git(bare, "rev-parse", "main").strip() == first
+    # What they let through is still checked.
+    (tmp_path / "closed").unlink()
+    git(work, *ident, "commit", "-q", "--allow-empty", "-m", f"again\n\nCall-Id: {CALL}")
+    done = subprocess.run(
+        ["git", "-C", str(work), "push", str(bare), "main"], capture_output=True, text=True
+    )
+    assert refusal(MAIN, CALL, first) in done.stderr
+    assert git(bare, "rev-parse", "main").strip() == first
+    # Installing again (this Python, or another) replaces applyonce's own hook, no --force.
+    done = run_cli("hook", "install", "--bare", str(bare))
+    assert done.returncode == 0, done.stderr
+    assert kept.read_text() == theirs
 
 
 # --- applyonce's client against the hook ---------------------------------------------------

@@ -142,3 +142,72 @@ def test_a_revert_on_a_branch_the_remote_lacks_is_said_first(clone: Repo) -> Non
     reverted = run_cli("revert", call_id, "--repo", str(clone.path), "--remote", "origin")
     assert reverted.returncode == 0, reverted.stderr
     assert "TWO" not in on_origin(clone, "work:f.txt")
+
+
+def test_a_call_published_to_the_remote_then_rewound_there_is_never_said_unpushed(
+    clone: Repo,
+) -> None:
+    """The call landed on origin's main (--remote); then origin's main was reset past it (a
+    force push). Its commit is still on this clone's main, which followed: "it was not pushed"
+    would be false, and its 'git push' would undo the remote's rewind."""
+    base = clone.head()
+    assert apply_to(clone, "--remote", "origin").returncode == 0
+    call_id = clone.call_ids()[0]
+    commit = on_origin(clone, "main").split()[1]
+    assert clone.head() == commit  # this clone's main followed
+    origin = Path(clone.git("config", "remote.origin.url").strip().removeprefix("file://"))
+    git(origin, "update-ref", "refs/heads/main", base)
+    before = state(clone)
+
+    again = apply_to(clone, "--remote", "origin")
+    assert again.returncode == 5, again.stdout + again.stderr
+    assert again.stderr.startswith(
+        f"error: call {call_id[:12]} was committed as {commit[:12]}, which is no longer on "
+        "refs/heads/main (the branch was reset or rewritten); "
+    )
+    assert "not pushed" not in again.stderr and "git push" not in again.stderr
+    assert state(clone) == before
+    audited = run_cli("audit", "--repo", str(clone.path), "--remote", "origin")
+    assert audited.returncode == 1
+    assert audited.stdout.splitlines()[0].startswith(
+        f"unreachable  {call_id[:12]}  receipt's commit {commit[:12]} is not on refs/heads/main"
+        " (the branch was reset or rewritten)"
+    )
+    assert state(clone) == before
+
+
+def test_a_call_killed_on_its_way_to_the_remote_is_not_rolled_forward_onto_the_own_branch(
+    clone: Repo,
+) -> None:
+    """Killed after pushing its commit's objects to origin: a plain 'recover' (no --remote)
+    published that commit on this repository's own main and said so, while origin's main (the
+    call's commit point, where another clone may land the call) never got it."""
+    crashed = run_cli(
+        "apply",
+        "-",
+        "--repo",
+        str(clone.path),
+        "--remote",
+        "origin",
+        input=PATCH,
+        env={"APPLYONCE_FAULT": "after-push-objects"},
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    local, remote = clone.head(), clone.git("ls-remote", "origin", "refs/heads/main").split()[0]
+    assert local == remote
+    staged = clone.git("ls-remote", "origin", "refs/applyonce/pending/*").split()[0]
+    clone.git("fetch", "-q", "origin", staged)
+    call_id = clone.git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", staged).strip()
+
+    plain = run_cli("recover", "--repo", str(clone.path))
+    assert clone.head() == local  # the own main did not move
+    line = next(x for x in plain.stdout.splitlines() if x.startswith(call_id[:12]))
+    assert "published" not in line
+    assert "run 'applyonce recover --remote origin'" in line
+    assert plain.returncode == 4  # not settled: run it again with the remote
+
+    settled = run_cli("recover", "--repo", str(clone.path), "--remote", "origin")
+    assert settled.returncode == 0, settled.stdout + settled.stderr
+    assert "published it now" in settled.stdout
+    landed = clone.git("ls-remote", "origin", "refs/heads/main").split()[0]
+    assert landed != remote and clone.head() == landed

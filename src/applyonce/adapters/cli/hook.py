@@ -48,7 +48,12 @@ def hook(
         ),
     ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="install: replace a pre-receive hook that is there.")
+        bool,
+        typer.Option(
+            "--force",
+            help="install: keep a pre-receive hook that is there as pre-receive.chained,"
+            " which the new hook runs first.",
+        ),
     ] = False,
 ) -> None:
     """The server's guard: refuse a push that would put a Call-Id on a branch that already
@@ -63,16 +68,27 @@ def hook(
 
 
 def _pre_receive() -> None:
-    from applyonce.git.serverhook import check_push, parse_updates, push_option_call_ids
+    from applyonce.git.serverhook import (
+        UncheckedPushError,
+        check_push,
+        parse_updates,
+        push_option_call_ids,
+    )
 
     git_dir = Path(os.environ.get("GIT_DIR", "."))
     updates = parse_updates(sys.stdin.read().splitlines())
-    refusals = check_push(
-        git_dir,
-        updates,
-        push_option_call_ids(os.environ),
-        incoming=os.environ.get("GIT_QUARANTINE_PATH"),
-    )
+    try:
+        refusals = check_push(
+            git_dir,
+            updates,
+            push_option_call_ids(os.environ),
+            incoming=os.environ.get("GIT_QUARANTINE_PATH"),
+        )
+    except UncheckedPushError as exc:
+        # The pusher reads this line (and the model behind it): nothing to recover in its
+        # clone, no traceback, no crash log's path of the server's.
+        print(exc, file=sys.stderr)
+        raise typer.Exit(3) from None
     for line in refusals:
         print(line, file=sys.stderr)
     if refusals:
@@ -80,19 +96,33 @@ def _pre_receive() -> None:
 
 
 def _install(bare: Path | None, *, force: bool) -> None:
-    from applyonce.git.serverhook import install_hook
+    from applyonce.git.serverhook import HooksElsewhereError, install_hook
 
     if bare is None:
         raise UsageError("hook install needs --bare PATH", hint=_NOT_BARE_HINT)
     if not (bare / "HEAD").is_file() or not (bare / "objects").is_dir():
         raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT)
     try:
-        installed = install_hook(bare, sys.executable, force=force)
+        installed, kept = install_hook(bare, sys.executable, force=force)
     except NotADirectoryError:
         raise UsageError(f"{bare} is not a bare repository", hint=_NOT_BARE_HINT) from None
-    except FileExistsError:
+    except HooksElsewhereError as exc:
+        raise UsageError(
+            f"git runs the hooks of {bare} from {exc.args[0]} (core.hooksPath), not from its"
+            " hooks/ directory",
+            hint="call 'applyonce hook pre-receive' from the pre-receive hook there, passing it"
+            " the hook's stdin, or unset core.hooksPath",
+        ) from None
+    except FileExistsError as exc:
+        if force:
+            raise UsageError(
+                f"{exc.args[0]} is there already, kept by an earlier install",
+                hint=f"merge {bare / 'hooks' / 'pre-receive'} into it by hand, then install again",
+            ) from None
         raise UsageError(
             f"{bare / 'hooks' / 'pre-receive'} is another pre-receive hook",
-            hint="call 'applyonce hook pre-receive' from it, or pass --force to replace it",
+            hint="call 'applyonce hook pre-receive' from it, or pass --force to keep it as"
+            " pre-receive.chained, run first",
         ) from None
-    print(f"installed {installed}")
+    also = "" if kept is None else f" (the hook that was there kept as {kept}, run first)"
+    print(f"installed {installed}{also}")

@@ -488,7 +488,13 @@ def _stage_and_publish(
                 ident,
                 execution_id,
                 EventKind.COMMIT_OBJECT,
-                {"commit": commit_id, "base": base, **({"snapshot": parent} if snap else {})},
+                {
+                    "commit": commit_id,
+                    "base": base,
+                    **({"snapshot": parent} if snap else {}),
+                    # Its commit point: recover rolls it forward there only.
+                    **({"remote": ctx.remote} if ctx.remote else {}),
+                },
             )
             fault("after-commit-object")
             if not holding:

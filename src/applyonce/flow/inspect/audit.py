@@ -282,7 +282,9 @@ def audit(
             if note is not None:
                 report.rewritten.append(Rewritten(call_id, receipt.commit, note))
                 continue
-            report.problems.append(_unreachable(ctx, ref, call_id, receipt.commit))
+            report.problems.append(
+                _unreachable(ctx, ref, call_id, receipt.commit, published_to=receipt.remote)
+            )
     if since is None and report.clean and tip is not None:
         _record(ctx, key, tip, named, started, ledger_rows)
     return report
@@ -389,10 +391,13 @@ def _unknown_hint(ctx: Context, tip: str | None, receipt: Receipt) -> str:
     return unknown_hint(receipt.call_id, error)
 
 
-def _unreachable(ctx: Context, ref: str, call_id: str, commit: str | None) -> Problem:
-    """The problem of a committed call whose commit ``ref`` does not have."""
+def _unreachable(
+    ctx: Context, ref: str, call_id: str, commit: str | None, *, published_to: str | None
+) -> Problem:
+    """The problem of a committed call whose commit ``ref`` does not have (``published_to``:
+    the remote its receipt says it was published to)."""
     short = str(commit)[:12]
-    if commit is not None and unpushed(ctx, ref, commit):
+    if commit is not None and unpushed(ctx, ref, commit, published_to=published_to):
         branch = ref.removeprefix("refs/heads/")
         return Problem(
             "unpushed",

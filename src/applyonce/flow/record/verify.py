@@ -28,10 +28,13 @@ class NotPushedError(ConflictError):
     default_retryable = True
 
 
-def unpushed(ctx: Context, ref: str, commit: str) -> bool:
+def unpushed(ctx: Context, ref: str, commit: str, *, published_to: str | None) -> bool:
     """Whether ``commit``, not on the remote's ``ref``, is on this repository's own ``ref``:
-    a call made here without ``--remote`` and not pushed since (never a reset or rewrite)."""
-    if ctx.remote is None:
+    a call made here without ``--remote`` and not pushed since (never a reset or rewrite).
+    ``published_to``: the remote the call's receipt says it was published to; a call published
+    to a remote whose branch no longer has it was reset or rewritten there, never "not pushed"
+    (pushing this repository's branch would undo that)."""
+    if ctx.remote is None or published_to is not None:
         return False
     local = ctx.store.tip(ref)
     return (
@@ -121,7 +124,7 @@ def check_still_on_branch(ctx: Context, receipt: Receipt) -> None:
                 call_id=receipt.call_id,
                 hint="run 'applyonce recover' to record it, then repeat the call",
             )
-        if unpushed(ctx, receipt.ref, receipt.commit):
+        if unpushed(ctx, receipt.ref, receipt.commit, published_to=receipt.remote):
             branch = receipt.ref.removeprefix("refs/heads/")
             raise NotPushedError(
                 f"call {receipt.call_id[:12]} was committed as {receipt.commit[:12]} on this "

@@ -405,6 +405,16 @@ def _reconcile(
             "committed",
             f"commit {commits[0][:12]} is on {row.ref}; bookkeeping finished",
         )
+    meant = _staged_for(ctx, row.call_id)
+    if meant is not None and meant != ctx.remote:
+        # Staged for a remote's branch (its objects maybe pushed, maybe landed there): neither
+        # rolled forward onto another branch nor said to have taken no effect.
+        return Outcome(
+            row.call_id,
+            row.state,
+            row.state,
+            f"staged for remote {meant}'s branch; run 'applyonce recover --remote {meant}'",
+        )
     orphan = _orphan_commit(ctx, row.call_id, base)
     if orphan is not None and base is not None and ctx.publisher.tip(row.ref) == base:
         rolled = _roll_forward(ctx, row, ident, execution_id, (base, orphan), receipt, args)
@@ -478,6 +488,16 @@ def _forged(row: CallRow, commit: str) -> Outcome:
         "unknown",
         f"{FORGED} (commit {commit[:12]}); the patch did not run: run 'applyonce resolve'",
     )
+
+
+def _staged_for(ctx: Context, call_id: str) -> str | None:
+    """The remote whose branch the call's newest staged commit was for (None: its own branch,
+    or nothing staged)."""
+    for event in reversed(ctx.ledger.events(call_id)):
+        if event.kind == EventKind.COMMIT_OBJECT:
+            remote = event.data.get("remote")
+            return str(remote) if remote else None
+    return None
 
 
 def _orphan_commit(ctx: Context, call_id: str, base: str | None) -> str | None:
