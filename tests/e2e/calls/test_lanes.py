@@ -272,6 +272,12 @@ def test_a_land_of_many_lanes_moves_the_target_once(repo: Repo) -> None:
     code, report = land(repo, "--all")
     assert code == 0 and report["landed"] == [] and report["already"] == 4
     assert _main_moves(repo) == moves + 1
+    # A later call of one lane lands alone; the four before it are counted once.
+    later = lane_apply(repo, UTIL_3.replace("VALUE = 1", "VALUE = 2"), "a")
+    code, report = land(repo, "--all")
+    assert code == 0 and report["already"] == 4, report
+    assert [each["call_id"] for each in report["landed"]] == [later["call_id"]]  # type: ignore[union-attr]
+    assert _main_moves(repo) == moves + 2
 
 
 def test_a_blocked_lane_in_the_middle_of_a_group_drops_out_with_its_later_calls(

@@ -250,6 +250,7 @@ def _land_group(
     already = 0
     alone: list[str] = []
     planned: list[tuple[str, list[tuple[str, str, Member]]]] = []
+    skipped_of: dict[str, int] = {}
     members: list[Member] = []
     for ref in refs:
         calls: list[tuple[str, str, Member]] = []
@@ -281,14 +282,17 @@ def _land_group(
             calls.append((commit, call_id, member))
             previous = member
         else:
-            already += skipped
             if calls:
                 planned.append((ref, calls))
                 members.extend(m for _, _, m in calls)
+                skipped_of[ref] = skipped  # counted by _land_lane if the lane lands alone
+            else:
+                already += skipped
             continue
         alone.append(ref)
     if len(members) < 2:  # nothing to group: the one call lands alone, as any call
         return already, [*(ref for ref, _ in planned), *alone]
+    already += sum(skipped_of.values())
     results = run_group(ctx, members)
     for ref, calls in planned:
         for index, (commit, call_id, member) in enumerate(calls):
