@@ -239,7 +239,10 @@ def queue_main(spec: dict[str, object]) -> None:
             if call_id is None or call_id in seen:
                 continue
             _, ident = landing_identity(ctx, lane, "refs/heads/main", call_id, commit)
-            if executor.receipt_bytes(ident.call_id) is not None:
+            if (
+                executor.receipt_bytes(ident.call_id) is not None
+                and executor.show(ident.call_id).status == "committed"
+            ):
                 print(json.dumps(_landing(executor, ident.call_id, call_id)), flush=True)
     executor.close()
 

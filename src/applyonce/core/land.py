@@ -85,6 +85,15 @@ class AlreadyOnTargetError(ApplyOnceError):
     default_hint = "the target already has this change; nothing to land"
 
 
+class LaneWaitingError(ConflictError):
+    """The lane call was not landed: an earlier call of its lane, landed in the same group, did
+    not land. Nothing of it was written; the next ``land`` runs it again."""
+
+    kind = "lane-waiting"
+    default_retryable = True
+    default_hint = "an earlier call of the lane is blocked: land that one first"
+
+
 def plan_pick(
     changes: Sequence[CommitChange],
     before: VersionReader,

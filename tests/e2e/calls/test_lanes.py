@@ -232,3 +232,129 @@ def test_a_crash_at_any_point_of_landing_is_finished_by_recover(repo: Repo, poin
 def _lane_calls(repo: Repo, lane: str) -> list[str]:
     out = repo.git("log", "--format=%(trailers:key=Call-Id,valueonly)", f"main..agent/{lane}")
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _main_moves(repo: Repo) -> int:
+    return len(repo.git("reflog", "show", "refs/heads/main").splitlines())
+
+
+def _three_lanes(repo: Repo) -> list[str]:
+    """Four lane calls on three lanes (a: two, b and c: one); their Call-Ids in landing order."""
+    return [
+        str(lane_apply(repo, patch, lane)["call_id"])
+        for patch, lane in ((UTIL_2, "a"), (ADD_NOTES, "a"), (ADD_TODO, "b"), (APP_HI, "c"))
+    ]
+
+
+def test_a_land_of_many_lanes_moves_the_target_once(repo: Repo) -> None:
+    calls = _three_lanes(repo)
+    head = repo.git("rev-parse", "main").strip()
+    moves = _main_moves(repo)
+    code, report = land(repo, "--all")
+    assert code == 0, report
+    landed = report["landed"]
+    assert isinstance(landed, list)
+    assert [each["call_id"] for each in landed] == calls
+    # One compare-and-swap for the four: main moved once, by a chain of four commits, each its
+    # own landing call (its Call-Id, its receipt), lane a's calls in their order.
+    assert _main_moves(repo) == moves + 1
+    assert "applyonce: 4 calls" in repo.git("reflog", "-1", "main")
+    chain = repo.git("rev-list", "--reverse", f"{head}..main").split()
+    assert chain == [each["commit"] for each in landed]
+    assert landed_on_main(repo) == calls[::-1]
+    ids = repo.git("log", "--format=%(trailers:key=Call-Id,valueonly)", f"{head}..main").split()
+    assert sorted(ids) == sorted(each["landing_call_id"] for each in landed)
+    for each in landed:
+        shown = run_cli("show", each["landing_call_id"], "--repo", str(repo.path), "--json")
+        assert orjson.loads(shown.stdout)["commit"] == each["commit"]
+    assert repo.git("show", "main:src/util.py") == "VALUE = 2\n"
+    assert repo.git("status", "--porcelain") == ""
+    code, report = land(repo, "--all")
+    assert code == 0 and report["landed"] == [] and report["already"] == 4
+    assert _main_moves(repo) == moves + 1
+    # A later call of one lane lands alone; the four before it are counted once.
+    later = lane_apply(repo, UTIL_3.replace("VALUE = 1", "VALUE = 2"), "a")
+    code, report = land(repo, "--all")
+    assert code == 0 and report["already"] == 4, report
+    assert [each["call_id"] for each in report["landed"]] == [later["call_id"]]  # type: ignore[union-attr]
+    assert _main_moves(repo) == moves + 2
+
+
+def test_a_blocked_lane_in_the_middle_of_a_group_drops_out_with_its_later_calls(
+    repo: Repo,
+) -> None:
+    first = lane_apply(repo, ADD_NOTES, "a")
+    blocked = lane_apply(repo, UTIL_2, "b")
+    waiting = lane_apply(repo, ADD_TODO, "b")
+    last = lane_apply(repo, APP_HI, "c")
+    moved = run_cli("apply", "-", "--repo", str(repo.path), input=UTIL_3)
+    assert moved.returncode == 0, moved.stderr
+    head = repo.git("rev-parse", "main").strip()
+    moves = _main_moves(repo)
+
+    code, report = land(repo, "--all")
+    assert code == 1
+    assert [each["call_id"] for each in report["landed"]] == [  # type: ignore[union-attr]
+        first["call_id"],
+        last["call_id"],
+    ]
+    (stop,) = report["blocked"]  # type: ignore[misc]
+    assert stop["lane"] == "refs/heads/agent/b"
+    assert stop["call_id"] == blocked["call_id"]
+    assert stop["kind"] == "hunk-mismatch"
+    assert stop["waiting"] == 1
+    assert "VALUE = 3" in stop["output"]
+    # The other lanes' calls landed around it in one move; nothing of lane b reached main.
+    assert _main_moves(repo) == moves + 1
+    assert repo.git("rev-list", "--count", f"{head}..main").strip() == "2"
+    assert landed_on_main(repo) == [last["call_id"], first["call_id"]]
+    assert repo.git("show", "main:src/util.py") == "VALUE = 3\n"
+    assert "docs/todo.md" not in repo.git("ls-tree", "-r", "--name-only", "main")
+
+    # Lane b stays blocked while main is as it was; once main's line is back, both its calls
+    # land, in order: the waiting one was not refused for ever.
+    code, report = land(repo, "--all")
+    assert code == 1 and report["landed"] == [] and report["already"] == 2
+    back = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 3\n+VALUE = 1\n*** End Patch\n"
+    )
+    assert run_cli("apply", "-", "--repo", str(repo.path), input=back).returncode == 0
+    code, report = land(repo, "--all")
+    assert code == 0, report
+    assert [each["call_id"] for each in report["landed"]] == [  # type: ignore[union-attr]
+        blocked["call_id"],
+        waiting["call_id"],
+    ]
+    assert repo.git("show", "main:src/util.py") == "VALUE = 2\n"
+    assert repo.git("show", "main:docs/todo.md") == "todo\n"
+    for ref in ("main", "agent/a", "agent/b", "agent/c"):
+        audit = run_cli("audit", "--repo", str(repo.path), "--ref", ref)
+        assert audit.returncode == 0, audit.stdout
+
+
+@pytest.mark.parametrize("point", LAND_POINTS)
+def test_a_crash_at_any_point_of_a_group_landing_is_finished_by_recover(
+    repo: Repo, point: str
+) -> None:
+    calls = _three_lanes(repo)
+    base = repo.git("rev-parse", "main").strip()
+    code, _ = land(repo, "--all", env={"APPLYONCE_FAULT": point})
+    assert code == -signal.SIGKILL
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    code, report = land(repo, "--all")
+    assert code == 0, report
+    code, report = land(repo, "--all")
+    assert code == 0 and report["landed"] == [] and report["already"] == 4
+    # Each lane call on main exactly once, lane a's in order, main fast-forward only.
+    on_main = landed_on_main(repo)
+    assert sorted(on_main) == sorted(calls)
+    assert on_main.index(calls[1]) < on_main.index(calls[0])
+    assert repo.git("merge-base", "--is-ancestor", base, "main", check=False) == ""
+    assert repo.git("rev-list", "--merges", "main") == ""
+    assert repo.git("show", "main:src/util.py") == "VALUE = 2\n"
+    assert repo.git("status", "--porcelain") == ""
+    assert repo.git("fsck", "--strict", "--no-dangling") == ""
+    for ref in ("main", "agent/a", "agent/b", "agent/c"):
+        audit = run_cli("audit", "--repo", str(repo.path), "--ref", ref)
+        assert audit.returncode == 0, audit.stdout

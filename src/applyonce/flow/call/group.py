@@ -28,7 +28,7 @@ import dataclasses
 import itertools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from applyonce.core.identity import CallIdentity, patch_source
 from applyonce.core.message import build_message
@@ -85,7 +85,7 @@ class Request:
 
 
 @dataclasses.dataclass
-class _Member:
+class Member:
     """A call of a group, from its claim to its outcome."""
 
     index: int
@@ -105,6 +105,10 @@ class _Member:
     commit: str | None = None
     checks: list[CheckRecord] = dataclasses.field(default_factory=list)
     error: ApplyOnceError | None = None
+    # The member this one waits on (a lane's earlier call, ``land``): when that one does not
+    # take effect, this one drops out too, with ``waits`` (a retryable refusal) as its error.
+    after: Member | None = None
+    waits: Callable[[], ApplyOnceError] | None = None
 
 
 def groupable(ctx: Context, options: CallOptions) -> bool:
@@ -132,8 +136,8 @@ def apply_many(ctx: Context, requests: Sequence[Request]) -> list[Result]:
         except Exception as exc:  # handed to its caller's thread
             results[0] = exc
         return [r for r in results if r is not None]
-    groups: dict[str, list[_Member]] = {}
-    alone: list[_Member] = []
+    groups: dict[str, list[Member]] = {}
+    alone: list[Member] = []
     seen: set[str] = set()
     for index, request in enumerate(requests):
         try:
@@ -144,7 +148,7 @@ def apply_many(ctx: Context, requests: Sequence[Request]) -> list[Result]:
             results[index] = exc
             continue
         source = patch_source(request.patch_text, options.format)
-        member = _Member(index, args, ident, source, options, lease)
+        member = Member(index, args, ident, source, options, lease)
         if ident.call_id in seen or not groupable(ctx, options):
             alone.append(member)
             continue
@@ -171,10 +175,10 @@ def apply_many(ctx: Context, requests: Sequence[Request]) -> list[Result]:
     return [r for r in results if r is not None]
 
 
-def _run_group(ctx: Context, members: list[_Member]) -> list[Result]:
+def _run_group(ctx: Context, members: list[Member]) -> list[Result]:
     """Claim each member, then stage, check and publish those that run, as one group."""
     done: dict[int, Result] = {}
-    live: list[_Member] = []
+    live: list[Member] = []
     try:
         for member in members:
             ident = member.ident
@@ -189,6 +193,8 @@ def _run_group(ctx: Context, members: list[_Member]) -> list[Result]:
             if isinstance(known, CallOutcome):
                 member.stack.close()
                 done[member.index] = known
+                if known.receipt.status == "committed":
+                    member.commit = known.receipt.commit  # the ones waiting on it may go on
                 continue
             member.execution_id = known.execution_id
             live.append(member)
@@ -207,7 +213,7 @@ def _run_group(ctx: Context, members: list[_Member]) -> list[Result]:
     return [done[member.index] for member in members]
 
 
-def _publish_group(ctx: Context, live: list[_Member]) -> dict[int, Result]:
+def _publish_group(ctx: Context, live: list[Member]) -> dict[int, Result]:
     ref = live[0].args.ref
     base = ctx.publisher.tip(ref)
     for member in live:
@@ -340,7 +346,7 @@ def _stage_chain(
     ctx: Context,
     ref: str,
     base: str | None,
-    live: list[_Member],
+    live: list[Member],
     attempt: int,
     limits: Limits,
 ) -> str | None:
@@ -365,6 +371,10 @@ def _stage_chain(
     for member in live:
         member.commit, member.error, member.checks = None, None, []
         member.parent = parent
+        if member.after is not None and member.after.commit is None:
+            assert member.waits is not None
+            member.error = member.waits()
+            continue
         ident = member.ident
         options = member.options
         try:
@@ -452,4 +462,10 @@ def _stage_chain(
     return parent if parent != base else None
 
 
-__all__ = ["Request", "Result", "apply_many", "groupable"]
+def run_group(ctx: Context, members: list[Member]) -> list[Result]:
+    """Run ``members`` — identified, configured calls on one branch, none already in a group,
+    in the order their commits chain — as one group; each one's outcome or error, in order."""
+    return _run_group(ctx, members)
+
+
+__all__ = ["Member", "Request", "Result", "apply_many", "groupable", "run_group"]

@@ -15,16 +15,25 @@ lane wait, the other lanes go on.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from applyonce.core.checks import BUILTIN_CHECKS
 from applyonce.core.identity import CallIdentity
-from applyonce.core.land import LAND_TOOL, LAND_TOOL_VERSION, LANE_PREFIX, LandArgs, lane_branch
+from applyonce.core.land import (
+    LAND_TOOL,
+    LAND_TOOL_VERSION,
+    LANE_PREFIX,
+    LandArgs,
+    LaneWaitingError,
+    lane_branch,
+)
 from applyonce.errors import ApplyOnceError, UsageError
 from applyonce.flow.call.apply import run_call
 from applyonce.flow.call.config import with_config
+from applyonce.flow.call.group import Member, Result, groupable, run_group
 from applyonce.flow.context import Context
-from applyonce.flow.options import CallOptions
+from applyonce.flow.options import CallOptions, CallOutcome
 from applyonce.flow.record.leases import lease_length
 from applyonce.flow.record.verify import stored_receipt
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
@@ -147,8 +156,8 @@ def land(
     if target in refs:
         raise UsageError("a lane cannot land on itself", hint="pass --onto BRANCH")
     report = LandReport(target)
-    already = 0
-    for ref in refs:
+    already, alone = _land_group(ctx, refs, target, options, report)
+    for ref in alone:
         already += _land_lane(ctx, ref, target, options, report)
     return replace(report, already=already)
 
@@ -209,8 +218,9 @@ def _land_lane(
         if row is not None and row.state == "committed":
             already += 1
             continue
+        result: Result
         try:
-            outcome = run_call(
+            result = run_call(
                 ctx,
                 args,
                 ident,
@@ -219,46 +229,139 @@ def _land_lane(
                 lease_length(ctx, options.lease_seconds),
             )
         except ApplyOnceError as exc:
-            report.blocked.append(
-                Blocked(
-                    lane,
-                    call_id,
-                    commit,
-                    ident.call_id,
-                    exc.kind,
-                    exc.message,
-                    exc.hint,
-                    "",
-                    waiting,
-                    exc.exit_code,
-                )
-            )
+            result = exc
+        verdict = _judge(report, lane, call_id, commit, ident.call_id, result, waiting)
+        if verdict == "blocked":
             return already
-        receipt = outcome.receipt
-        if receipt.status != "committed" or receipt.commit is None:
-            error = receipt.error or {}
-            report.blocked.append(
-                Blocked(
-                    lane,
-                    call_id,
-                    commit,
-                    ident.call_id,
-                    str(error.get("kind", "rejected")),
-                    str(error.get("message", "the landing was rejected")),
-                    error.get("hint"),
-                    receipt.output,
-                    waiting,
-                    receipt.exit_code or 1,
-                )
-            )
-            return already
-        if outcome.replayed:
-            already += 1
-            continue
-        report.landed.append(
-            Landed(lane, call_id, commit, ident.call_id, receipt.commit, outcome.replayed)
-        )
+        already += verdict == "already"
     return already
+
+
+def _land_group(
+    ctx: Context, refs: list[str], target: str, options: CallOptions, report: LandReport
+) -> tuple[int, list[str]]:
+    """Land the pending calls of ``refs`` as one group (docs/design.md §1, "Groups"): each lane's
+    calls in order, chained on the target's tip, published by one compare-and-swap; a call
+    that does not land drops out, and the later calls of its lane with it (``lane-waiting``, run
+    again by the next ``land``). Returns how many were on the target already, and the lanes to
+    land one call at a time instead: where group commit is not allowed (a remote, commit hooks),
+    a lane with a commit that is not a call's, or a landing with a history of its own (a stored
+    rejection to replay, or one in flight)."""
+    already = 0
+    alone: list[str] = []
+    planned: list[tuple[str, list[tuple[str, str, Member]]]] = []
+    skipped_of: dict[str, int] = {}
+    members: list[Member] = []
+    for ref in refs:
+        calls: list[tuple[str, str, Member]] = []
+        skipped = 0
+        previous: Member | None = None
+        for commit, call_id in pending(ctx, ref, target):
+            if call_id is None:
+                break
+            args, ident = landing_identity(ctx, ref, target, call_id, commit)
+            row = ctx.ledger.get(ident.call_id)
+            if row is not None and row.state == "committed":
+                skipped += 1
+                continue
+            if row is not None and not (row.state == "rejected" and row.retryable):
+                break
+            opts = _landing_options(ctx, call_id, options)
+            if not groupable(ctx, opts):
+                break
+            member = Member(
+                len(members) + len(calls),
+                args,
+                ident,
+                {"lands": call_id, "format": LAND_TOOL},
+                opts,
+                lease_length(ctx, opts.lease_seconds),
+                after=previous,
+                waits=None if previous is None else _waiting(calls[-1][1]),
+            )
+            calls.append((commit, call_id, member))
+            previous = member
+        else:
+            if calls:
+                planned.append((ref, calls))
+                members.extend(m for _, _, m in calls)
+                skipped_of[ref] = skipped  # counted by _land_lane if the lane lands alone
+            else:
+                already += skipped
+            continue
+        alone.append(ref)
+    if len(members) < 2:  # nothing to group: the one call lands alone, as any call
+        return already, [*(ref for ref, _ in planned), *alone]
+    already += sum(skipped_of.values())
+    results = run_group(ctx, members)
+    for ref, calls in planned:
+        for index, (commit, call_id, member) in enumerate(calls):
+            result = results[member.index]
+            if isinstance(result, Exception) and not isinstance(result, ApplyOnceError):
+                raise result
+            waiting = len(calls) - index - 1
+            verdict = _judge(report, ref, call_id, commit, member.ident.call_id, result, waiting)
+            if verdict == "blocked":
+                break
+            already += verdict == "already"
+    return already, alone
+
+
+def _waiting(before: str) -> Callable[[], ApplyOnceError]:
+    return lambda: LaneWaitingError(
+        f"lane call {before[:12]} before it did not land, so it waits (nothing written)"
+    )
+
+
+def _judge(
+    report: LandReport,
+    lane: str,
+    call_id: str,
+    commit: str,
+    landing_call_id: str,
+    result: Result,
+    waiting: int,
+) -> str:
+    """Put one landing's result in ``report``: ``landed``, ``already`` or ``blocked``."""
+    if isinstance(result, ApplyOnceError):
+        report.blocked.append(
+            Blocked(
+                lane,
+                call_id,
+                commit,
+                landing_call_id,
+                result.kind,
+                result.message,
+                result.hint,
+                "",
+                waiting,
+                result.exit_code,
+            )
+        )
+        return "blocked"
+    assert isinstance(result, CallOutcome)
+    receipt = result.receipt
+    if receipt.status != "committed" or receipt.commit is None:
+        error = receipt.error or {}
+        report.blocked.append(
+            Blocked(
+                lane,
+                call_id,
+                commit,
+                landing_call_id,
+                str(error.get("kind", "rejected")),
+                str(error.get("message", "the landing was rejected")),
+                error.get("hint"),
+                receipt.output,
+                waiting,
+                receipt.exit_code or 1,
+            )
+        )
+        return "blocked"
+    if result.replayed:
+        return "already"
+    report.landed.append(Landed(lane, call_id, commit, landing_call_id, receipt.commit))
+    return "landed"
 
 
 def _landing_options(ctx: Context, call_id: str, options: CallOptions) -> CallOptions:
