@@ -16,13 +16,18 @@ import pytest
 from tests.conftest import Served, serve_on
 from tests.e2e.fleet.servers import FleetServers, postgres_missing
 
+# Each real Git server in turn; a CI run (APPLYONCE_TEST_SAMPLE) takes one of the two per test.
+_EACH_SERVER = [
+    pytest.param(kind, marks=pytest.mark.sampled(every=2)) for kind in ("daemon", "http")
+]
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module that sets ``OVER_EACH_SERVER = True`` runs its tests that use ``served`` over
-    each real Git server: git daemon, then smart HTTP. The others run over git daemon alone (CI's
-    time)."""
+    each real Git server: git daemon, then smart HTTP; .ci/run (its sample seed) runs one of the
+    two, the other at the next commit. The others run over git daemon alone (CI's time)."""
     if "served" in metafunc.fixturenames and getattr(metafunc.module, "OVER_EACH_SERVER", False):
-        metafunc.parametrize("served", ["daemon", "http"], indirect=True)
+        metafunc.parametrize("served", _EACH_SERVER, indirect=True)
 
 
 @pytest.fixture
@@ -35,7 +40,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Served:
     return serve_on(server, tmp_path)
 
 
-@pytest.fixture(params=["daemon", "http"])
+@pytest.fixture(params=_EACH_SERVER)
 def fleet_servers(request: pytest.FixtureRequest) -> Iterator[FleetServers]:
     """A Git server (the session's ``git daemon``; or a smart-HTTP server of this test's own,
     which it restarts, its repository guarded by ``applyonce hook pre-receive``) and a PostgreSQL
