@@ -77,7 +77,7 @@ def _assert_replayed(results: list[Result], commits: list[str], fmt: Format) -> 
 
 # .ci/run replays half the chunks of each format, the other half at the next commit
 # (tests/conftest.py).
-@pytest.mark.sampled(every=3, by="fmt")
+@pytest.mark.sampled(every=4, by="fmt")
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_window_replays_exactly(window: list[str], fmt: Format, chunk: int) -> None:

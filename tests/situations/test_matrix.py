@@ -426,7 +426,7 @@ def _cells() -> Iterator[Any]:  # pytest.param's ParameterSet
 
 
 # .ci/run runs one cell in four, at least one a state, other ones each commit (tests/conftest.py).
-@pytest.mark.sampled(every=4, by="state")
+@pytest.mark.sampled(every=6, by="state")
 @pytest.mark.parametrize(("state", "column"), list(_cells()))
 def test_cell(
     state: str, column: str, tmp_path: Path, record_property: Callable[[str, object], None]

@@ -195,7 +195,7 @@ def test_a_lane_from_a_branch_that_does_not_exist_is_refused(repo: Repo) -> None
     assert "agent/a" not in repo.git("for-each-ref")
 
 
-@pytest.mark.sampled(every=4)  # .ci/run: one point in four, as the other crash suites
+@pytest.mark.sampled(every=6)  # .ci/run: one point in six, as the other crash suites
 @pytest.mark.parametrize("point", LAND_POINTS)
 def test_a_crash_at_any_point_of_landing_is_finished_by_recover(repo: Repo, point: str) -> None:
     call = lane_apply(repo, UTIL_2, "a")
@@ -333,7 +333,7 @@ def test_a_blocked_lane_in_the_middle_of_a_group_drops_out_with_its_later_calls(
         assert audit.returncode == 0, audit.stdout
 
 
-@pytest.mark.sampled(every=4)  # .ci/run: one point in four, as the other crash suites
+@pytest.mark.sampled(every=6)  # .ci/run: one point in six, as the other crash suites
 @pytest.mark.parametrize("point", LAND_POINTS)
 def test_a_crash_at_any_point_of_a_group_landing_is_finished_by_recover(
     repo: Repo, point: str

@@ -70,7 +70,7 @@ def _states(repo: Repo) -> dict[str, str]:
     return {row["call_id"]: row["state"] for row in log}
 
 
-@pytest.mark.sampled(every=4)  # .ci/run: one point in four, as the plain crash suite
+@pytest.mark.sampled(every=6)  # .ci/run: one point in six, as the plain crash suite
 @pytest.mark.parametrize("point", GROUP_POINTS)
 def test_a_group_killed_at_each_fault_point_is_recovered_call_by_call_exactly_once(
     repo: Repo, point: str

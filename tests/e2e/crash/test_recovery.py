@@ -65,8 +65,8 @@ def crash_recover_repeat(repo: Repo, point: str) -> dict[str, object]:
     return receipt
 
 
-# .ci/run kills at one point in four, others at the next commits (tests/conftest.py).
-@pytest.mark.sampled(every=4)
+# .ci/run kills at one point in six, others at the next commits (tests/conftest.py).
+@pytest.mark.sampled(every=6)
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 def test_crash_at_fault_point_then_recover_then_repeat(repo: Repo, point: str) -> None:
     crash_recover_repeat(repo, point)

@@ -31,8 +31,8 @@ def served(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.P
         assert server.poll() is None  # a killed call did not take the server with it
 
 
-# .ci/run kills at one point in four, others at the next commits (tests/conftest.py).
-@pytest.mark.sampled(every=4)
+# .ci/run kills at one point in six, others at the next commits (tests/conftest.py).
+@pytest.mark.sampled(every=6)
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 def test_killed_at_a_fault_point_through_the_server_then_recover_then_repeat(
     repo: Repo, served: subprocess.Popen[bytes], point: str

@@ -109,6 +109,7 @@ def _run(kind: str, args: list[str], repo: Path, env: dict[str, str]):  # type: 
     return call(kind, args, input=patch if kind == "applyonce" else b"", cwd=repo, env=env)
 
 
+@pytest.mark.sampled(every=2)  # .ci/run: half the cases, the other half at the next commit
 @pytest.mark.parametrize("case", list(CASES))
 def test_through_the_server_as_in_process(tmp_path: Path, case: str) -> None:
     setup, kind, args, before = CASES[case]

@@ -29,8 +29,8 @@ def _dangling_commits(repo: Repo) -> list[str]:
     return [line.split()[2] for line in out.splitlines() if line.startswith("unreachable commit")]
 
 
-# .ci/run kills at one point in four per format, others at the next commits (tests/conftest.py).
-@pytest.mark.sampled(every=4, by="fmt")
+# .ci/run kills at one point in six per format, others at the next commits (tests/conftest.py).
+@pytest.mark.sampled(every=6, by="fmt")
 @pytest.mark.parametrize("point", COMMIT_POINTS)
 @pytest.mark.parametrize("fmt", ["ssh", "openpgp"])
 def test_a_signed_call_killed_at_any_point_lands_once_signed(
