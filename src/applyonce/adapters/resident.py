@@ -99,10 +99,12 @@ def _warm() -> None:
         for info in pkgutil.walk_packages(module.__path__, package + "."):
             with contextlib.suppress(Exception):  # an optional dependency not installed
                 importlib.import_module(info.name)
-    # What a command line builds the first time only (the apply command's options, the
-    # parser's caches): built once here by its help, printed nowhere.
+    # What a command line builds the first time only (the typer app's click commands, the
+    # converters of the calls' options, the parser's caches): built once here, kept for every
+    # worker (``prebuild``), and run once by a help printed nowhere.
     import io
 
+    importlib.import_module(ENTRIES["applyonce"]).prebuild("apply", "revert")
     argv = sys.argv
     sys.argv = ["applyonce", "apply", "--help"]
     try:
