@@ -362,6 +362,8 @@ def _spare(channel: socket.socket) -> None:
     """Wait, forked ahead, for the call the server hands over ``channel`` (the client's
     connection and standard streams, then the request), then be its worker (never returns).
     The server gone, or a message cut short: exit, nothing ran."""
+    for signum in _STOP_SIGNALS:  # blocked since the fork: drop any that came before the call
+        signal.signal(signum, signal.SIG_IGN)
     gc.collect()  # touches the objects the call will: their pages copied now, not during it
     size = socket.CMSG_SPACE(4 * 4)
     data, ancillary, _, _ = channel.recvmsg(1 << 16, size, socket.MSG_CMSG_CLOEXEC)
