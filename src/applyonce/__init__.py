@@ -8,9 +8,13 @@ receipt.status, receipt.call_id, receipt.commit, receipt.files, receipt.output
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+# Not typing's: importing typing would cost every process a few milliseconds (a call through
+# the resident server imports this package and little else). Type checkers know the name.
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from applyonce.core.receipt import Receipt
     from applyonce.errors import ApplyOnceError
     from applyonce.executor import (

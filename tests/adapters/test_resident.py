@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,104 @@ def test_a_call_through_the_server_imports_neither_typer_nor_pygit2_nor_pydantic
     assert "applyonce.adapters.launch" in imported
     heavy = [m for m in imported if m.split(".")[0] in ("typer", "pygit2", "pydantic", "click")]
     assert heavy == []
+
+
+# The client's path through a server, in an interpreter without the site module (so that no .pth
+# file imports anything first): what it imports beyond the interpreter's own start.
+_BARE_CLIENT = """
+import os, sys
+before = set(sys.modules)
+real_exit = os._exit
+def counted_exit(code):
+    print(" ".join(sorted(set(sys.modules) - before)))
+    sys.stdout.flush()
+    real_exit(code)
+os._exit = counted_exit
+from applyonce.adapters import launch
+launch.through_server("apply_patch", ["apply_patch", "PATCH"])
+"""
+
+
+def test_a_call_through_the_server_imports_no_module_of_the_standard_library(
+    repo: Repo,
+) -> None:
+    """No typing, re, enum, signal or contextlib: a bare ``import re`` costs the client as much
+    again as the interpreter's whole start."""
+    import socket
+    import threading
+
+    state = repo.state_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dir_fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listener.bind(rendezvous.socket_address(str(state), dir_fd))
+    finally:
+        os.close(dir_fd)
+    listener.listen(1)
+
+    def answer() -> None:  # a server that ran the call: a worker took it, and it exited 0
+        conn, _ = listener.accept()
+        with conn:
+            _, ancillary, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * 4))
+            for _, _, payload in ancillary:
+                for i in range(0, len(payload) - len(payload) % 4, 4):
+                    os.close(int.from_bytes(payload[i : i + 4], sys.byteorder))
+            conn.sendall(b"P%d\nX0\n" % os.getpid())
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    try:
+        src = str(Path(launch.__file__).parents[2])
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", _BARE_CLIENT],
+            cwd=repo.path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **THROUGH, "PYTHONPATH": src},
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        thread.join(timeout=60)
+        listener.close()
+    assert proc.returncode == 0, proc.stderr
+    imported = set(proc.stdout.split())
+    assert {"applyonce.adapters.launch", "_socket"} <= imported
+    ours = {"applyonce", "applyonce.adapters", "applyonce.adapters.launch"}
+    assert imported - ours <= {"applyonce.adapters.rendezvous", "_socket", "__future__"}
+
+
+def test_a_worker_runs_its_command_line_without_building_it_again(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server builds the typer app's click commands and the options' converters once
+    (``prebuild``); a call then builds neither the command line nor a converter."""
+    import signal
+
+    import typer.core
+    import typer.main
+
+    from applyonce.adapters import cli
+
+    monkeypatch.setattr(cli, "_prebuilt", None)  # restored after the test
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # main's SIGTERM handler
+    cli.prebuild("apply", "revert")
+    built: list[str] = []
+    monkeypatch.setattr(typer.main, "get_command", lambda *a: built.append("command"))
+    real_converter = typer.core.build_runtime_param
+
+    def converter(*args: Any) -> Any:
+        built.append("converter")
+        return real_converter(*args)
+
+    monkeypatch.setattr(typer.core, "build_runtime_param", converter)
+    patch = repo.path.parent / "edit.patch"
+    patch.write_text(PATCH)
+    monkeypatch.setattr(sys, "argv", ["applyonce", "apply", str(patch), "-C", str(repo.path)])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 0, capsys.readouterr()
+    assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+    assert built == []

@@ -12,11 +12,16 @@ nothing ran.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
 from applyonce.adapters import rendezvous
+
+TYPE_CHECKING = False  # typing's costs an import; type checkers know the name
+if TYPE_CHECKING:
+    import signal as _signal
+else:
+    import _signal  # signal without its enums: the signal module imports enum and functools
 
 EXIT_UNKNOWN = 5  # docs/design.md §8
 # The commands a server runs: the calls (short, exactly once), not recover, audit or mcp.
@@ -173,8 +178,10 @@ def _start(start: str, state: str, *, wait: bool) -> object | None:
         if conn is not None:
             return conn
         time.sleep(0.01)
-        with contextlib.suppress(ChildProcessError):
+        try:  # noqa: SIM105 (contextlib is an import more for every call)
             os.waitpid(pid, os.WNOHANG)  # one that lost the race to another server exits
+        except ChildProcessError:
+            pass
     return None
 
 
@@ -189,7 +196,8 @@ def _run(conn: object, kind: str, argv: list[str], cwd: str) -> None:
     fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
     try:
         sent = conn.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-        conn.sendall(request[sent:])
+        if sent < len(request):
+            conn.sendall(request[sent:])
     except OSError:
         conn.close()
         return  # an incomplete request runs nothing
@@ -226,21 +234,22 @@ def _run(conn: object, kind: str, argv: list[str], cwd: str) -> None:
 def _forward_signals(worker: int) -> None:
     """Ctrl-C, a terminal hang-up or a kill reach the process that runs the call, which ends as
     it would here (exit 130, or 128 + the signal)."""
-    import signal
 
     def forward(signum: int, frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(worker, signum)
+        except ProcessLookupError:
+            return
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, forward)
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
+        _signal.signal(signum, forward)
 
 
 def _die_by(signum: int) -> None:
     """End as the worker ended: killed by ``signum`` (a SIGKILL at a fault point, say)."""
-    import signal
-
-    with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
-        signal.signal(signum, signal.SIG_DFL)
+    try:  # noqa: SIM105 (contextlib is an import more for every call)
+        _signal.signal(signum, _signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL has no handler to reset
+        pass
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)

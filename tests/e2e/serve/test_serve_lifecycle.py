@@ -206,3 +206,46 @@ def test_a_call_from_a_terminal_runs_in_process(repo: Repo) -> None:
         os.close(leader)
         os.close(follower)
     assert len(repo.call_ids()) == 1
+
+
+def _children(pid: int) -> set[int]:
+    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+
+
+def test_a_call_is_run_by_the_spare_worker_forked_before_it(repo: Repo, tmp_path: Path) -> None:
+    """The server forks the next call's worker between calls; the call is handed to it (no
+    fork on the call's path), and another spare is forked for the call after."""
+    parent = tmp_path / "parent"
+    with serving(repo.path) as server:
+        assert _wait_for(lambda: len(_children(server.pid)) == 1)
+        (spare,) = _children(server.pid)
+        run = call(
+            "applyonce",
+            ["apply", "-", "--check", f"echo $PPID > {parent}"],
+            input=PATCH,
+            cwd=repo.path,
+            env=THROUGH,
+        )
+        assert run.returncode == 0, run.stderr
+        assert int(parent.read_text()) == spare  # the check's shell is the worker's child
+        assert _wait_for(lambda: spare not in _children(server.pid))
+        assert _wait_for(lambda: len(_children(server.pid)) == 1)
+
+
+def test_a_spare_worker_that_died_leaves_the_call_to_a_worker_forked_for_it(repo: Repo) -> None:
+    with serving(repo.path) as server:
+        assert _wait_for(lambda: len(_children(server.pid)) == 1)
+        (spare,) = _children(server.pid)
+        os.kill(spare, signal.SIGKILL)
+        run = call("apply_patch", [PATCH], cwd=repo.path, env=THROUGH)
+        assert run.returncode == 0, run.stderr
+        assert (repo.path / "src/util.py").read_text() == "VALUE = 2\n"
+        assert _wait_for(lambda: len(_children(server.pid)) == 1)  # and a new spare
+
+
+def test_a_stopped_server_leaves_no_spare_worker_behind(repo: Repo) -> None:
+    proc = start(repo.path)
+    assert _wait_for(lambda: len(_children(proc.pid)) == 1)
+    (spare,) = _children(proc.pid)
+    stop(proc)
+    assert _wait_for(lambda: not Path(f"/proc/{spare}").exists())

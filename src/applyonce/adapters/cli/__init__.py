@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
+
+import typer.main
 
 from applyonce.adapters.cli.app import app
 from applyonce.adapters.console import one_line_warnings
@@ -23,15 +26,39 @@ def _terminate(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+# The click command of :data:`app`, built ahead by :func:`prebuild` (the resident server, before
+# it forks its workers); None: each run builds its own, as typer does.
+_prebuilt: Any = None
+
+
+def prebuild(*commands: str) -> None:
+    """Build the command line once, with ``commands`` and their options' converters, so that
+    every later :func:`main` in this process (a resident server's forked workers) reuses them: a
+    call through the server then parses its command line without building it again."""
+    global _prebuilt
+    group = typer.main.get_command(app)
+    context = group.make_context("applyonce", [], resilient_parsing=True)
+    built = [group, *(group.get_command(context, name) for name in commands)]  # type: ignore[attr-defined]
+    for command in built:
+        for param in command.get_params(context):
+            runtime = getattr(param, "get_runtime_param", None)
+            if runtime is not None:
+                runtime()  # typer builds a converter at first use and keeps it on the option
+    _prebuilt = group
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     one_line_warnings()
     try:
         # Named as installed, also under 'python -m applyonce': the usage lines say
         # 'applyonce ...', and shell completion reads _APPLYONCE_COMPLETE.
-        app(prog_name="applyonce")
+        if _prebuilt is not None:
+            _prebuilt(prog_name="applyonce")
+        else:
+            app(prog_name="applyonce")
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
 
 
-__all__ = ["EXIT_USAGE", "app", "main"]
+__all__ = ["EXIT_USAGE", "app", "main", "prebuild"]
