@@ -71,6 +71,7 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
     if common is None:
         raise LookupError(start)
     state = rendezvous.state_dir(common)
+    _close_inherited()
     os.makedirs(state, exist_ok=True)
     os.chdir("/")  # holds no folder of the user's busy; each worker moves to its caller's
     lock = os.open(
@@ -86,6 +87,17 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
         _Server(state, lock, idle).run(ready)
     finally:
         os.close(lock)
+
+
+def _close_inherited() -> None:
+    """Close the descriptors this process inherited besides its standard streams (a caller's
+    pipe, say): held for the server's whole life, they would keep their reader waiting for an end
+    long after the call that started the server. Python's own descriptors are not inheritable."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed since
+            if fd > 2 and os.get_inheritable(fd):
+                os.close(fd)
 
 
 def _warm() -> None:
@@ -207,7 +219,7 @@ class _Server:
             conn.settimeout(_REQUEST_TIMEOUT)
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             _, uid, _ = struct.unpack("3i", creds)
-            request, fds = _receive(conn)
+            request = _receive(conn, fds)
             refusal = self._refusal(uid, request)
             if refusal:
                 conn.sendall(b"F" + refusal + b"\n")
@@ -255,27 +267,28 @@ class _Server:
         return b""
 
 
-def _receive(conn: socket.socket) -> tuple[rendezvous.Request | None, list[int]]:
-    """The request on ``conn`` and the three descriptors sent with it."""
+def _receive(conn: socket.socket, fds: list[int]) -> rendezvous.Request | None:
+    """The request on ``conn``; the descriptors sent with it go to ``fds`` as soon as they
+    arrive, so that the caller closes them whatever happens next (a request that is not one, a
+    client that stops sending): a client's stdout held here would keep its reader waiting."""
     size = socket.CMSG_SPACE(3 * 4)
     data, ancillary, _, _ = conn.recvmsg(65536, size)
-    fds: list[int] = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             usable = len(payload) - len(payload) % 4
             fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
     if len(data) < 8 or len(fds) != 3:
-        return None, fds
+        return None
     length = int.from_bytes(data[:8], "big")
     if length > _MAX_REQUEST:
-        return None, fds
+        return None
     body = bytearray(data[8:])
     while len(body) < length:
         chunk = conn.recv(min(1 << 20, length - len(body)))
         if not chunk:
-            return None, fds
+            return None
         body += chunk
-    return rendezvous.Request(bytes(body)), fds
+    return rendezvous.Request(bytes(body))
 
 
 def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> None:
