@@ -136,6 +136,11 @@ def _connect(state: str) -> object | None:
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.connect(rendezvous.socket_address(state, dir_fd))
+        # Only this user's server gets the call's environment and streams (and its word on
+        # what ran): a socket another user put there is passed over.
+        creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+            raise PermissionError
     except OSError:
         conn.close()
         return None
@@ -233,7 +238,8 @@ def _forward_signals(worker: int) -> None:
             os.kill(worker, signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, forward)
+        if signal.getsignal(signum) != signal.SIG_IGN:  # ignored here (nohup): there too
+            signal.signal(signum, forward)
 
 
 def _die_by(signum: int) -> None:

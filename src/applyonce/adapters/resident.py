@@ -100,6 +100,15 @@ def _close_inherited() -> None:
                 os.close(fd)
 
 
+def _ignored() -> frozenset[int]:
+    """The signals this process ignores (inherited: ``nohup``, a background job's SIGINT)."""
+    for line in rendezvous.proc_file("status").splitlines():
+        if line.startswith(b"SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return frozenset(n for n in range(1, 65) if mask >> (n - 1) & 1)
+    return frozenset()
+
+
 def _warm() -> None:
     import importlib
     import pkgutil
@@ -137,6 +146,8 @@ class _Server:
         self.workers: dict[int, socket.socket] = {}
         self.compatibility = rendezvous.compatibility()
         self.startup = rendezvous.startup_environment(dict(os.environb))
+        self.confinement = rendezvous.confinement()
+        self.ignored = _ignored()
 
     def run(self, ready: Callable[[str], None] | None) -> None:
         _warm()
@@ -156,7 +167,8 @@ class _Server:
             inode = os.stat(path).st_ino
             with contextlib.suppress(_Stopped):
                 for signum in _STOP_SIGNALS:
-                    signal.signal(signum, self._stop)
+                    if signum not in self.ignored:  # nohup applyonce serve: no hang-up stop
+                        signal.signal(signum, self._stop)
                 if ready is not None:
                     ready(path)
                 self._loop(listener)
@@ -240,7 +252,7 @@ class _Server:
                     os.close(self.lock)
                     for other in self.workers.values():
                         other.close()
-                    _work(conn, request, fds)
+                    _work(conn, request, fds, self.ignored)
                 finally:
                     os._exit(1)
             self.workers[pid] = conn
@@ -264,6 +276,8 @@ class _Server:
             return b"another command"
         if rendezvous.startup_environment(request.environ) != self.startup:
             return b"another start-up environment"
+        if request.confinement != self.confinement:
+            return b"another confinement"
         return b""
 
 
@@ -291,13 +305,18 @@ def _receive(conn: socket.socket, fds: list[int]) -> rendezvous.Request | None:
     return rendezvous.Request(bytes(body))
 
 
-def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> None:
-    """Be the client's process for one call, then exit as it would have (never returns)."""
+def _work(
+    conn: socket.socket, request: rendezvous.Request, fds: list[int], ignored: frozenset[int]
+) -> None:
+    """Be the client's process for one call, then exit as it would have (never returns). The
+    signals the server ignored at its start, as the client does (a confinement both share), stay
+    ignored."""
     code = 1
     try:
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+        interrupt = signal.SIGINT in ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN if interrupt else signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         # Its own process group: a Ctrl-C at the server's terminal stops the server, not the
         # calls it runs (the caller's signals reach them through the client).
@@ -308,6 +327,8 @@ def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> N
             os.close(fd)
         fds.clear()
         os.chdir(request.cwd)
+        if rendezvous.identity(".") != request.cwd_identity:
+            os._exit(1)  # not the client's folder (moved since, or seen from elsewhere)
         os.umask(request.umask)
         os.environ.clear()
         for key, value in request.environ.items():
