@@ -25,6 +25,13 @@ _SERVER_LOST = (
     "error: the applyonce server stopped during the call, which may or may not have committed; "
     "run 'applyonce recover', then repeat the call (a committed call replays)\n"
 )
+# The server a call starts: ``python -m applyonce serve`` without the folder ``-m`` (or ``-c``) puts
+# first on ``sys.path``, the caller's, where a module of the user's (a ``selectors.py``, a
+# ``typer/``) would be imported in its stead. The interpreter's flags stay the caller's.
+_SERVE = (
+    "import sys; sys.flags.safe_path or sys.path.pop(0); "
+    "from applyonce.adapters.cli import main; main()"
+)
 _NO_SERVER = (
     "error: APPLYONCE_SERVE=require and no applyonce server took the call; start one with "
     "'applyonce serve', or unset APPLYONCE_SERVE\n"
@@ -157,7 +164,7 @@ def _start(start: str, state: str, *, wait: bool) -> object | None:
     try:
         pid = os.posix_spawn(
             sys.executable,
-            [sys.executable, "-m", "applyonce", "serve", "--repo", start],
+            [sys.executable, "-c", _SERVE, "serve", "--repo", start],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),

@@ -1,6 +1,6 @@
 """A call runs through ``applyonce serve`` only where its worker would be confined as the caller
 is (docs/design.md §13): the caller's resource limits, no_new_privs, namespaces and ignored
-signals, and its own user's server. Otherwise it runs in its
+signals, its own user's server, and none of the caller's files imported. Otherwise it runs in its
 own process, as if no server ran (``APPLYONCE_SERVE=require``: not at all, exit 3)."""
 
 from __future__ import annotations
@@ -170,6 +170,46 @@ def test_a_nohup_call_through_the_server_ignores_its_hang_up_as_in_process(repo:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
         server.stderr.close()  # type: ignore[union-attr]
+
+
+_SHADOW = """import os
+open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "imported.txt"), "w").close()
+raise ImportError("a module of the repository's, not the standard library's")
+"""
+
+
+def test_a_server_a_call_starts_imports_nothing_from_the_callers_folder(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"src/util.py": "VALUE = 1\n", "selectors.py": _SHADOW})
+    script = tmp_path / "bin" / "apply_patch"  # as a console script: its own folder on sys.path
+    script.parent.mkdir()
+    script.write_text(
+        "from applyonce.adapters.launch import apply_patch_main\napply_patch_main()\n"
+    )
+    first = subprocess.run(
+        [sys.executable, str(script), PATCH],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "APPLYONCE_SERVE": "1"},
+        timeout=60,
+        check=False,
+    )
+    assert first.returncode == 0, first.stderr
+    sock = repo.state_dir() / "serve.sock"
+    marker = repo.path / "imported.txt"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (sock.exists() or marker.exists()):
+        time.sleep(0.05)
+    lock = repo.state_dir() / "serve.lock"
+    try:
+        assert not marker.exists()
+        assert sock.exists()
+    finally:
+        if lock.exists() and lock.read_text().strip():
+            os.kill(int(lock.read_text()), signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and sock.exists():
+        time.sleep(0.05)
 
 
 _IMPOSTOR = """import os, socket, sys
