@@ -109,6 +109,21 @@ def _ignored() -> frozenset[int]:
     return frozenset()
 
 
+def _sources() -> dict[str, tuple[int, int]]:
+    """Each of applyonce's modules loaded here: its file's modification time and size."""
+    found: dict[str, tuple[int, int]] = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and (name == "applyonce" or name.startswith("applyonce.")):
+            try:
+                info = os.stat(path)
+            except OSError:
+                found[path] = (-1, -1)
+            else:
+                found[path] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
 def _warm() -> None:
     import importlib
     import pkgutil
@@ -148,9 +163,12 @@ class _Server:
         self.startup = rendezvous.startup_environment(dict(os.environb))
         self.confinement = rendezvous.confinement()
         self.ignored = _ignored()
+        self.sources = _sources()
+        self.obsolete = False
 
     def run(self, ready: Callable[[str], None] | None) -> None:
         _warm()
+        self.sources = _sources()
         dir_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         path = os.path.join(self.state, rendezvous.SOCKET_NAME)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -200,6 +218,8 @@ class _Server:
                     conn, _ = listener.accept()
                     self._take(conn, listener)
                 last = time.monotonic()
+                if self.obsolete:
+                    break
             elif not self.workers and time.monotonic() >= last + self.idle:
                 break
         selector.close()
@@ -272,6 +292,11 @@ class _Server:
             return b"no request"
         if request.compatibility != self.compatibility:
             return b"another applyonce or Python"
+        if _sources() != self.sources:
+            # applyonce upgraded, or edited in a development checkout, under this server: the
+            # client runs the new code itself, and the next call starts a fresh server.
+            self.obsolete = True
+            return b"another applyonce"
         if request.kind not in ENTRIES:
             return b"another command"
         if rendezvous.startup_environment(request.environ) != self.startup:

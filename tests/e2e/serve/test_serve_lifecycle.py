@@ -206,3 +206,29 @@ def test_a_call_from_a_terminal_runs_in_process(repo: Repo) -> None:
         os.close(leader)
         os.close(follower)
     assert len(repo.call_ids()) == 1
+
+
+def test_a_server_whose_applyonce_changed_under_it_runs_no_call_and_stops(repo: Repo) -> None:
+    import applyonce.adapters.cli.apply as module
+
+    source = Path(module.__file__)
+    info = source.stat()
+    server = start(repo.path)
+    try:
+        through = call("apply_patch", [PATCH], cwd=repo.path, env=THROUGH)
+        assert through.returncode == 0, through.stderr
+        # an upgrade, or an edit in a development checkout
+        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
+        before = repo.head()
+        again = PATCH.replace("-VALUE = 1\n+VALUE = 2", "-VALUE = 2\n+VALUE = 3")
+        refused = call("apply_patch", [again], cwd=repo.path, env=THROUGH)
+        assert (refused.returncode, refused.stdout, refused.stderr) == (3, "", NO_SERVER)
+        assert repo.head() == before
+        assert server.wait(timeout=30) == 0  # stopped by itself
+        assert not _socket(repo).exists()
+        here = call("apply_patch", [again], cwd=repo.path)
+        assert here.returncode == 0, here.stderr
+        assert repo.head() != before
+    finally:
+        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns))
+        stop(server)
