@@ -75,6 +75,10 @@ def test_the_server_refuses_what_it_cannot_run_as_the_client_would(tmp_path: Pat
     other = _request(same)
     other.compatibility = b"0.0.1|/elsewhere|python|3.9|()"
     assert server._refusal(os.getuid(), other) == b"another applyonce or Python"
+    confined = _request(same)
+    confined.confinement = confined.confinement.replace(b"NoNewPrivs:\t0", b"NoNewPrivs:\t1")
+    assert confined.confinement != server.confinement
+    assert server._refusal(os.getuid(), confined) == b"another confinement"
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,13 @@ _SERVER_LOST = (
     "error: the applyonce server stopped during the call, which may or may not have committed; "
     "run 'applyonce recover', then repeat the call (a committed call replays)\n"
 )
+# The server a call starts: ``python -m applyonce serve`` without the folder ``-m`` (or ``-c``) puts
+# first on ``sys.path``, the caller's, where a module of the user's (a ``selectors.py``, a
+# ``typer/``) would be imported in its stead. The interpreter's flags stay the caller's.
+_SERVE = (
+    "import sys; sys.flags.safe_path or sys.path.pop(0); "
+    "from applyonce.adapters.cli import main; main()"
+)
 _NO_SERVER = (
     "error: APPLYONCE_SERVE=require and no applyonce server took the call; start one with "
     "'applyonce serve', or unset APPLYONCE_SERVE\n"
@@ -141,6 +148,11 @@ def _connect(state: str) -> object | None:
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.connect(rendezvous.socket_address(state, dir_fd))
+        # Only this user's server gets the call's environment and streams (and its word on
+        # what ran): a socket another user put there is passed over.
+        creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        if int.from_bytes(creds[4:8], sys.byteorder) != os.geteuid():
+            raise PermissionError
     except OSError:
         conn.close()
         return None
@@ -157,7 +169,7 @@ def _start(start: str, state: str, *, wait: bool) -> object | None:
     try:
         pid = os.posix_spawn(
             sys.executable,
-            [sys.executable, "-m", "applyonce", "serve", "--repo", start],
+            [sys.executable, "-c", _SERVE, "serve", "--repo", start],
             env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
@@ -242,7 +254,8 @@ def _forward_signals(worker: int) -> None:
             return
 
     for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
-        _signal.signal(signum, forward)
+        if _signal.getsignal(signum) != _signal.SIG_IGN:  # ignored here (nohup): there too
+            _signal.signal(signum, forward)
 
 
 def _die_by(signum: int) -> None:

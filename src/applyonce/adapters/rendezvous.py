@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-PROTOCOL = b"applyonce-serve/1"
+PROTOCOL = b"applyonce-serve/2"
 SOCKET_NAME = "serve.sock"
 LOCK_NAME = "serve.lock"
 ENV = "APPLYONCE_SERVE"
@@ -104,6 +104,68 @@ _STARTUP_PREFIXES = (b"PYTHON", b"LC_", b"GIT_CONFIG")
 _STARTUP_NAMES = (b"HOME", b"XDG_CONFIG_HOME", b"LANG", b"LANGUAGE", b"TMPDIR", b"TZ")
 
 
+# What confines a process that its environment does not show, and a forked worker would take from
+# the server instead of the client: its identity (user, groups, capabilities), its sandbox
+# (no_new_privs, seccomp, namespaces, control group, security label), the signals it ignores
+# (nohup) and its resource limits (ulimit). A server runs a call only for a client confined as it
+# is: a sandboxed call never runs outside its sandbox.
+_STATUS_FIELDS = (
+    b"Uid:",
+    b"Gid:",
+    b"Groups:",
+    b"SigIgn:",
+    b"CapInh:",
+    b"CapPrm:",
+    b"CapEff:",
+    b"CapBnd:",
+    b"CapAmb:",
+    b"NoNewPrivs:",
+    b"Seccomp:",
+    b"Seccomp_filters:",
+)
+_NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")
+
+
+def confinement() -> bytes:
+    """This process's confinement (see ``_STATUS_FIELDS``), as ``/proc/self`` shows it."""
+    status = proc_file("status")
+    parts = [line for line in status.splitlines() if line.startswith(_STATUS_FIELDS)]
+    # Signals 1 to 31 only: the C library's own (32, 33) show as ignored after a posix_spawn.
+    parts = [
+        b"SigIgn:%d" % (int(line.split()[1], 16) & 0x7FFFFFFF)
+        if line.startswith(b"SigIgn:")
+        else line
+        for line in parts
+    ]
+    parts += [proc_file("limits"), proc_file("cgroup"), proc_file("attr/current")]
+    for name in _NAMESPACES:
+        try:
+            parts.append(os.fsencode(os.readlink(f"/proc/self/ns/{name}")))
+        except OSError:
+            parts.append(b"")
+    parts.append(identity("/"))  # a chroot's root is another folder
+    return b"\n".join(parts).replace(b"\0", b"")  # a security label may end in one
+
+
+def identity(path: str) -> bytes:
+    """The folder ``path`` names, as ``device:inode`` (empty when it cannot be read): the same
+    path names the same folder for a worker only where this holds."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return b""
+    return b"%d:%d" % (found.st_dev, found.st_ino)
+
+
+def proc_file(name: str) -> bytes:
+    """``/proc/self/NAME``'s bytes, empty when unreadable."""
+    try:
+        with open(f"/proc/self/{name}", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 def startup_environment(environ: dict[bytes, bytes]) -> dict[bytes, bytes]:
     """The part of ``environ`` that a process reads at start-up."""
     return {
@@ -116,14 +178,16 @@ def startup_environment(environ: dict[bytes, bytes]) -> dict[bytes, bytes]:
 def encode_request(
     kind: str, argv: list[str], cwd: str, umask: int, environ: dict[bytes, bytes]
 ) -> bytes:
-    """A request: the protocol, :func:`compatibility`, the command (``applyonce`` or
-    ``apply_patch``), the working directory, the umask, ``argv``, then ``KEY=VALUE`` for each
-    environment variable; length-prefixed."""
+    """A request: the protocol, :func:`compatibility`, :func:`confinement`, the command
+    (``applyonce`` or ``apply_patch``), the working directory and its :func:`identity`, the umask,
+    ``argv``, then ``KEY=VALUE`` for each environment variable; length-prefixed."""
     fields = [
         PROTOCOL,
         compatibility(),
+        confinement(),
         kind.encode(),
         os.fsencode(cwd),
+        identity(cwd),
         b"%d" % umask,
         b"%d" % len(argv),
         *(os.fsencode(arg) for arg in argv),
@@ -138,18 +202,20 @@ class Request:
 
     def __init__(self, body: bytes) -> None:
         fields = body.split(b"\0")
-        if len(fields) < 6 or fields[0] != PROTOCOL:
+        if len(fields) < 8 or fields[0] != PROTOCOL:
             raise ValueError("not an applyonce-serve request")
         self.compatibility = fields[1]
-        self.kind = fields[2].decode()
-        self.cwd = os.fsdecode(fields[3])
-        self.umask = int(fields[4])
-        argc = int(fields[5])
-        self.argv = [os.fsdecode(arg) for arg in fields[6 : 6 + argc]]
+        self.confinement = fields[2]
+        self.kind = fields[3].decode()
+        self.cwd = os.fsdecode(fields[4])
+        self.cwd_identity = fields[5]
+        self.umask = int(fields[6])
+        argc = int(fields[7])
+        self.argv = [os.fsdecode(arg) for arg in fields[8 : 8 + argc]]
         if len(self.argv) != argc:
             raise ValueError("truncated request")
         self.environ: dict[bytes, bytes] = {}
-        for entry in fields[6 + argc :]:
+        for entry in fields[8 + argc :]:
             key, sep, value = entry.partition(b"=")
             if sep:
                 self.environ[key] = value

@@ -74,6 +74,7 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
     if common is None:
         raise LookupError(start)
     state = rendezvous.state_dir(common)
+    _close_inherited()
     os.makedirs(state, exist_ok=True)
     os.chdir("/")  # holds no folder of the user's busy; each worker moves to its caller's
     lock = os.open(
@@ -89,6 +90,41 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
         _Server(state, lock, idle).run(ready)
     finally:
         os.close(lock)
+
+
+def _close_inherited() -> None:
+    """Close the descriptors this process inherited besides its standard streams (a caller's
+    pipe, say): held for the server's whole life, they would keep their reader waiting for an end
+    long after the call that started the server. Python's own descriptors are not inheritable."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed since
+            if fd > 2 and os.get_inheritable(fd):
+                os.close(fd)
+
+
+def _ignored() -> frozenset[int]:
+    """The signals this process ignores (inherited: ``nohup``, a background job's SIGINT)."""
+    for line in rendezvous.proc_file("status").splitlines():
+        if line.startswith(b"SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return frozenset(n for n in range(1, 65) if mask >> (n - 1) & 1)
+    return frozenset()
+
+
+def _sources() -> dict[str, tuple[int, int]]:
+    """Each of applyonce's modules loaded here: its file's modification time and size."""
+    found: dict[str, tuple[int, int]] = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if path and (name == "applyonce" or name.startswith("applyonce.")):
+            try:
+                info = os.stat(path)
+            except OSError:
+                found[path] = (-1, -1)
+            else:
+                found[path] = (info.st_mtime_ns, info.st_size)
+    return found
 
 
 def _warm() -> None:
@@ -133,9 +169,14 @@ class _Server:
         self.spare: tuple[int, socket.socket] | None = None
         self.compatibility = rendezvous.compatibility()
         self.startup = rendezvous.startup_environment(dict(os.environb))
+        self.confinement = rendezvous.confinement()
+        self.ignored = _ignored()
+        self.sources = _sources()
+        self.obsolete = False
 
     def run(self, ready: Callable[[str], None] | None) -> None:
         _warm()
+        self.sources = _sources()
         gc.collect()  # no garbage of the warm-up for a worker's collection to finalize
         dir_fd = os.open(self.state, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         path = os.path.join(self.state, rendezvous.SOCKET_NAME)
@@ -153,7 +194,8 @@ class _Server:
             inode = os.stat(path).st_ino
             with contextlib.suppress(_Stopped):
                 for signum in _STOP_SIGNALS:
-                    signal.signal(signum, self._stop)
+                    if signum not in self.ignored:  # nohup applyonce serve: no hang-up stop
+                        signal.signal(signum, self._stop)
                 if ready is not None:
                     ready(path)
                 self._loop(listener)
@@ -188,6 +230,8 @@ class _Server:
                     conn, _ = listener.accept()
                     self._take(conn, listener)
                 last = time.monotonic()
+                if self.obsolete:
+                    break
             elif not self.workers and time.monotonic() >= last + self.idle:
                 break
         selector.close()
@@ -223,7 +267,7 @@ class _Server:
             conn.settimeout(_REQUEST_TIMEOUT)
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             _, uid, _ = struct.unpack("3i", creds)
-            body, fds = _receive_body(conn)
+            body = _receive_body(conn, fds)
             request = rendezvous.Request(body) if body is not None else None
             refusal = self._refusal(uid, request)
             if refusal:
@@ -250,7 +294,7 @@ class _Server:
                     os.close(self.lock)
                     for other in self.workers.values():
                         other.close()
-                    _work(conn, request, fds)
+                    _work(conn, request, fds, self.ignored)
                 finally:
                     os._exit(1)
             self.workers[pid] = conn
@@ -285,7 +329,7 @@ class _Server:
                 os.close(self.lock)
                 for other in self.workers.values():
                     other.close()
-                _spare(theirs)
+                _spare(theirs, self.ignored)
             finally:
                 os._exit(1)
         theirs.close()
@@ -327,38 +371,46 @@ class _Server:
             return b"no request"
         if request.compatibility != self.compatibility:
             return b"another applyonce or Python"
+        if _sources() != self.sources:
+            # applyonce upgraded, or edited in a development checkout, under this server: the
+            # client runs the new code itself, and the next call starts a fresh server.
+            self.obsolete = True
+            return b"another applyonce"
         if request.kind not in ENTRIES:
             return b"another command"
         if rendezvous.startup_environment(request.environ) != self.startup:
             return b"another start-up environment"
+        if request.confinement != self.confinement:
+            return b"another confinement"
         return b""
 
 
-def _receive_body(conn: socket.socket) -> tuple[bytes | None, list[int]]:
-    """The body of the request on ``conn`` (its length read) and the three descriptors sent
-    with it."""
+def _receive_body(conn: socket.socket, fds: list[int]) -> bytes | None:
+    """The body of the request on ``conn`` (its length read); the descriptors sent with it go to
+    ``fds`` as soon as they arrive, so that the caller closes them whatever happens next (a
+    request that is not one, a client that stops sending): a client's stdout held here would
+    keep its reader waiting."""
     size = socket.CMSG_SPACE(3 * 4)
     data, ancillary, _, _ = conn.recvmsg(65536, size)
-    fds: list[int] = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             usable = len(payload) - len(payload) % 4
             fds.extend(struct.unpack(f"{usable // 4}i", payload[:usable]))
     if len(data) < 8 or len(fds) != 3:
-        return None, fds
+        return None
     length = int.from_bytes(data[:8], "big")
     if length > _MAX_REQUEST:
-        return None, fds
+        return None
     body = bytearray(data[8:])
     while len(body) < length:
         chunk = conn.recv(min(1 << 20, length - len(body)))
         if not chunk:
-            return None, fds
+            return None
         body += chunk
-    return bytes(body), fds
+    return bytes(body)
 
 
-def _spare(channel: socket.socket) -> None:
+def _spare(channel: socket.socket, ignored: frozenset[int]) -> None:
     """Wait, forked ahead, for the call the server hands over ``channel`` (the client's
     connection and standard streams, then the request), then be its worker (never returns).
     The server gone, or a message cut short: exit, nothing ran."""
@@ -383,16 +435,21 @@ def _spare(channel: socket.socket) -> None:
         body += chunk
     channel.close()
     conn = socket.socket(fileno=fds[0])
-    _work(conn, rendezvous.Request(bytes(body)), fds[1:])
+    _work(conn, rendezvous.Request(bytes(body)), fds[1:], ignored)
 
 
-def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> None:
-    """Be the client's process for one call, then exit as it would have (never returns)."""
+def _work(
+    conn: socket.socket, request: rendezvous.Request, fds: list[int], ignored: frozenset[int]
+) -> None:
+    """Be the client's process for one call, then exit as it would have (never returns). The
+    signals the server ignored at its start, as the client does (a confinement both share), stay
+    ignored."""
     code = 1
     try:
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+        interrupt = signal.SIGINT in ignored
+        signal.signal(signal.SIGINT, signal.SIG_IGN if interrupt else signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         # Its own process group: a Ctrl-C at the server's terminal stops the server, not the
         # calls it runs (the caller's signals reach them through the client).
@@ -403,6 +460,8 @@ def _work(conn: socket.socket, request: rendezvous.Request, fds: list[int]) -> N
             os.close(fd)
         fds.clear()
         os.chdir(request.cwd)
+        if rendezvous.identity(".") != request.cwd_identity:
+            os._exit(1)  # not the client's folder (moved since, or seen from elsewhere)
         os.umask(request.umask)
         os.environ.clear()
         for key, value in request.environ.items():

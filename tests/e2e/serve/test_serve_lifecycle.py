@@ -5,6 +5,7 @@ in process runs in process (or, with ``APPLYONCE_SERVE=require``, not at all).""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -249,3 +250,39 @@ def test_a_stopped_server_leaves_no_spare_worker_behind(repo: Repo) -> None:
     (spare,) = _children(proc.pid)
     stop(proc)
     assert _wait_for(lambda: not Path(f"/proc/{spare}").exists())
+
+
+def test_a_server_whose_applyonce_changed_under_it_runs_no_call_and_stops(
+    repo: Repo, tmp_path: Path
+) -> None:
+    # A copy of the package of its own, first on the path of the server and of its clients, so
+    # that the edit below reaches no other test's server.
+    import applyonce
+
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(applyonce.__file__).parent,
+        site / "applyonce",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    own = {"PYTHONPATH": str(site)}
+    source = site / "applyonce" / "adapters" / "cli" / "apply.py"
+    info = source.stat()
+    server = start(repo.path, env=own)
+    try:
+        through = call("apply_patch", [PATCH], cwd=repo.path, env={**THROUGH, **own})
+        assert through.returncode == 0, through.stderr
+        # an upgrade, or an edit in a development checkout
+        os.utime(source, ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))
+        before = repo.head()
+        again = PATCH.replace("-VALUE = 1\n+VALUE = 2", "-VALUE = 2\n+VALUE = 3")
+        refused = call("apply_patch", [again], cwd=repo.path, env={**THROUGH, **own})
+        assert (refused.returncode, refused.stdout, refused.stderr) == (3, "", NO_SERVER)
+        assert repo.head() == before
+        assert server.wait(timeout=30) == 0  # stopped by itself
+        assert not _socket(repo).exists()
+        here = call("apply_patch", [again], cwd=repo.path, env=own)
+        assert here.returncode == 0, here.stderr
+        assert repo.head() != before
+    finally:
+        stop(server)
