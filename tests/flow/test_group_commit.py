@@ -16,7 +16,7 @@ from applyonce.executor import Executor
 from applyonce.flow.call import group as group_flow
 from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.options import CallOptions, CallOutcome
-from tests.conftest import Repo
+from tests.conftest import Repo, make_repo
 from tests.flow.test_restage_budget import Interfering
 
 
@@ -279,3 +279,39 @@ def test_a_negative_group_window_is_refused_before_anything_is_opened(
     assert "; pass Executor(..., group_window=0.0)" in raised.value.one_line()
     assert raised.value.exit_code == 2
     assert not repo.state_dir().exists()
+
+
+def _conflicting_group() -> list[Request]:
+    # The second adds the file the first adds: it never applies on the chain, wherever the
+    # branch is.
+    return [
+        Request(_add("g/same.txt", "first"), CallOptions(tool_call_id="first")),
+        Request(_add("g/same.txt", "second"), CallOptions(tool_call_id="second")),
+        Request(_add("g/other.txt"), CallOptions(tool_call_id="other")),
+    ]
+
+
+def test_a_call_that_never_applied_on_the_chain_is_not_said_to_fail_because_the_branch_moved(
+    repo: Repo, tmp_path: Path
+) -> None:
+    control = make_repo(tmp_path / "control", {"README.md": "# demo\n"})
+    with Executor(control.path) as executor:
+        alone = _outcomes(apply_many(executor.context, _conflicting_group()))
+    expected = alone[1].receipt.error
+    assert expected is not None and expected["kind"] != "base-moved"
+    with Executor(repo.path) as executor:
+        real = executor.context.publisher
+        interfering = Interfering(real, repo, times=1)
+        executor.context.publisher = interfering  # type: ignore[assignment]
+        outcomes = _outcomes(apply_many(executor.context, _conflicting_group()))
+    assert interfering.lost == 1
+    assert [o.receipt.status for o in outcomes] == ["committed", "rejected", "committed"]
+    error = outcomes[1].receipt.error
+    assert error is not None
+    # The truth: the group's first call added the file; the other writer's commit had nothing
+    # to do with it.
+    assert error["kind"] == expected["kind"], error
+    assert error["message"] == expected["message"], error
+    assert outcomes[1].receipt.exit_code == alone[1].receipt.exit_code
+    assert (repo.path / "g" / "same.txt").read_text() == "first\n"
+
