@@ -315,3 +315,27 @@ def test_a_call_that_never_applied_on_the_chain_is_not_said_to_fail_because_the_
     assert outcomes[1].receipt.exit_code == alone[1].receipt.exit_code
     assert (repo.path / "g" / "same.txt").read_text() == "first\n"
 
+
+def test_a_group_that_keeps_losing_is_rejected_at_the_tip_it_gave_up_on(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(group_flow, "MAX_RESTAGES", 3)
+    monkeypatch.setattr(group_flow, "RESTAGE_BUDGET_S", 0.0)
+    with Executor(repo.path) as executor:
+        real = executor.context.publisher
+        executor.context.publisher = Interfering(real, repo, times=100)  # type: ignore[assignment]
+        outcomes = _outcomes(apply_many(executor.context, _requests(3)))
+        executor.context.publisher = real
+        tip = repo.head()
+        assert [o.receipt.status for o in outcomes] == ["rejected"] * 3
+        for outcome in outcomes:
+            error = outcome.receipt.error
+            assert error is not None and error["kind"] == "base-moved", error
+            assert error["retryable"] is True
+            # Rejected at the branch's tip, never at a commit of the group's own that no branch
+            # holds.
+            assert outcome.receipt.base_commit == tip
+        assert repo.call_ids() == []
+        again = _outcomes(apply_many(executor.context, _requests(3)))
+    assert [o.receipt.status for o in again] == ["committed"] * 3
+    assert len(repo.call_ids()) == 3

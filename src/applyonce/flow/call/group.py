@@ -246,7 +246,9 @@ def _publish_group(ctx: Context, live: list[Member]) -> dict[int, Result]:
                     hint="other writers kept the branch busy; repeat the call (it runs again)",
                 )
                 for member in live:
-                    member.commit, member.error = None, gave_up
+                    # Judged at the tip it gave up on: the chain it was staged on last is no
+                    # branch's.
+                    member.commit, member.error, member.parent = None, gave_up, base
                 break
             tip = _stage_chain(ctx, ref, base, live, limits)
             if tip is None:
