@@ -16,7 +16,7 @@ from applyonce.executor import Executor
 from applyonce.flow.call import group as group_flow
 from applyonce.flow.call.group import Request, apply_many
 from applyonce.flow.options import CallOptions, CallOutcome
-from tests.conftest import Repo
+from tests.conftest import Repo, make_repo
 from tests.flow.test_restage_budget import Interfering
 
 
@@ -279,3 +279,63 @@ def test_a_negative_group_window_is_refused_before_anything_is_opened(
     assert "; pass Executor(..., group_window=0.0)" in raised.value.one_line()
     assert raised.value.exit_code == 2
     assert not repo.state_dir().exists()
+
+
+def _conflicting_group() -> list[Request]:
+    # The second adds the file the first adds: it never applies on the chain, wherever the
+    # branch is.
+    return [
+        Request(_add("g/same.txt", "first"), CallOptions(tool_call_id="first")),
+        Request(_add("g/same.txt", "second"), CallOptions(tool_call_id="second")),
+        Request(_add("g/other.txt"), CallOptions(tool_call_id="other")),
+    ]
+
+
+def test_a_call_that_never_applied_on_the_chain_is_not_said_to_fail_because_the_branch_moved(
+    repo: Repo, tmp_path: Path
+) -> None:
+    control = make_repo(tmp_path / "control", {"README.md": "# demo\n"})
+    with Executor(control.path) as executor:
+        alone = _outcomes(apply_many(executor.context, _conflicting_group()))
+    expected = alone[1].receipt.error
+    assert expected is not None and expected["kind"] != "base-moved"
+    with Executor(repo.path) as executor:
+        real = executor.context.publisher
+        interfering = Interfering(real, repo, times=1)
+        executor.context.publisher = interfering  # type: ignore[assignment]
+        outcomes = _outcomes(apply_many(executor.context, _conflicting_group()))
+    assert interfering.lost == 1
+    assert [o.receipt.status for o in outcomes] == ["committed", "rejected", "committed"]
+    error = outcomes[1].receipt.error
+    assert error is not None
+    # The truth: the group's first call added the file; the other writer's commit had nothing
+    # to do with it.
+    assert error["kind"] == expected["kind"], error
+    assert error["message"] == expected["message"], error
+    assert outcomes[1].receipt.exit_code == alone[1].receipt.exit_code
+    assert (repo.path / "g" / "same.txt").read_text() == "first\n"
+
+
+def test_a_group_that_keeps_losing_is_rejected_at_the_tip_it_gave_up_on(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(group_flow, "MAX_RESTAGES", 3)
+    monkeypatch.setattr(group_flow, "RESTAGE_BUDGET_S", 0.0)
+    with Executor(repo.path) as executor:
+        real = executor.context.publisher
+        executor.context.publisher = Interfering(real, repo, times=100)  # type: ignore[assignment]
+        outcomes = _outcomes(apply_many(executor.context, _requests(3)))
+        executor.context.publisher = real
+        tip = repo.head()
+        assert [o.receipt.status for o in outcomes] == ["rejected"] * 3
+        for outcome in outcomes:
+            error = outcome.receipt.error
+            assert error is not None and error["kind"] == "base-moved", error
+            assert error["retryable"] is True
+            # Rejected at the branch's tip, never at a commit of the group's own that no branch
+            # holds.
+            assert outcome.receipt.base_commit == tip
+        assert repo.call_ids() == []
+        again = _outcomes(apply_many(executor.context, _requests(3)))
+    assert [o.receipt.status for o in again] == ["committed"] * 3
+    assert len(repo.call_ids()) == 3

@@ -360,3 +360,28 @@ def test_a_crash_at_any_point_of_a_group_landing_is_finished_by_recover(
     for ref in ("main", "agent/a", "agent/b", "agent/c"):
         audit = run_cli("audit", "--repo", str(repo.path), "--ref", ref)
         assert audit.returncode == 0, audit.stdout
+
+
+def test_a_lane_made_from_another_lane_lands_their_shared_call_once(repo: Repo) -> None:
+    # Lane b starts at lane a's tip, so it holds lane a's call too: draining both lanes must
+    # land that call once (its patch would apply twice: the hunk adds a line after one that
+    # stays).
+    extra = (
+        "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 1\n+EXTRA = 1\n*** End Patch\n"
+    )
+    shared = lane_apply(repo, extra, "a")
+    own = lane_apply(repo, ADD_NOTES, "b", "--branch", "agent/a")
+    code, report = land(repo, "--all")
+    assert code == 0, report
+    on_main = landed_on_main(repo)
+    assert sorted(on_main) == sorted([shared["call_id"], own["call_id"]])
+    assert repo.git("show", "main:src/util.py") == "VALUE = 1\nEXTRA = 1\n"
+    assert repo.git("show", "main:docs/notes.md") == "notes\n"
+    code, report = land(repo, "--all")
+    assert code == 0 and report["landed"] == [], report
+    # One lane alone lands nothing again either.
+    code, report = land(repo, "--lane", "b")
+    assert code == 0 and report["landed"] == [], report
+    assert sorted(landed_on_main(repo)) == sorted(on_main)
+    assert repo.git("status", "--porcelain") == ""
+    assert run_cli("audit", "--repo", str(repo.path), "--ref", "main").returncode == 0

@@ -119,3 +119,66 @@ def test_a_group_without_a_fault_moves_the_branch_once(repo: Repo) -> None:
     results = orjson.loads(done.stdout)
     assert [status for _, status, _ in results] == ["committed"] * 3 + ["rejected"]
     assert len(repo.git("reflog", "show", "refs/heads/main").splitlines()) == moves + 1
+
+
+ORDERED = textwrap.dedent(
+    """
+    import sys, threading, time
+    from applyonce.executor import Executor
+    from applyonce.flow.options import CallOptions
+    def patch(name):
+        return f"*** Begin Patch\\n*** Add File: {name}\\n+{name}\\n*** End Patch\\n"
+    names = sys.argv[2:]
+    with Executor(sys.argv[1], group_window=0.5) as ex:
+        def work(name):
+            ex.call(patch(name), CallOptions(tool_call_id=name.replace("/", "-")))
+        threads = []
+        for name in names:  # queued in this order: the chain's order
+            threads.append(threading.Thread(target=work, args=(name,)))
+            threads[-1].start()
+            time.sleep(0.1)
+        for t in threads: t.join()
+    """
+)
+
+
+def _ordered(repo: Repo, names: list[str], point: str | None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {**os.environ, **({"APPLYONCE_FAULT": point} if point else {})}
+    return subprocess.run(
+        [sys.executable, "-c", ORDERED, str(repo.path), *names],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def test_a_chain_rolled_forward_from_an_older_call_leaves_no_call_below_it_said_untaken(
+    repo: Repo,
+) -> None:
+    # The group's last call is older than its first: a repeat of a call a crash interrupted
+    # (its ledger row made then). recover settles calls oldest first, so it meets the last call
+    # of the chain first, and rolls the chain forward up to it: the first call is then on the
+    # branch, and must be found there, never settled as "nothing took effect".
+    killed = _ordered(repo, ["g/old.txt"], "after-prepared")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    first = run_cli("recover", "--repo", str(repo.path))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert set(_states(repo).values()) == {"rejected"}
+    crashed = _ordered(repo, ["g/new.txt", "g/old.txt"], "during-publish")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    recovered = run_cli("recover", "--repo", str(repo.path))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    states = _states(repo)
+    on_branch = repo.call_ids()
+    assert len(on_branch) == 2, on_branch  # the chain, rolled forward up to its last call
+    assert {c for c, s in states.items() if s == "committed"} == set(on_branch), (
+        states,
+        recovered.stdout,
+    )
+    assert "nothing took effect" not in recovered.stdout
+    assert run_cli("audit", "--repo", str(repo.path)).returncode == 0
+    assert repo.git("status", "--porcelain") == ""

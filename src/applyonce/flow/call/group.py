@@ -98,6 +98,9 @@ class Member:
     execution_id: str = ""
     prepared: Receipt | None = None
     approved: bool = False
+    # Its patch applied on an earlier staging of the group: if it no longer does, the branch
+    # moved under it (until then, its own refusal is the truth, wherever the branch is).
+    applied: bool = False
     # The last staging: its plan, blobs, parent, commit (None: it dropped out) or its refusal.
     plan: TreePlan | None = None
     blobs: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -243,9 +246,11 @@ def _publish_group(ctx: Context, live: list[Member]) -> dict[int, Result]:
                     hint="other writers kept the branch busy; repeat the call (it runs again)",
                 )
                 for member in live:
-                    member.commit, member.error = None, gave_up
+                    # Judged at the tip it gave up on: the chain it was staged on last is no
+                    # branch's.
+                    member.commit, member.error, member.parent = None, gave_up, base
                 break
-            tip = _stage_chain(ctx, ref, base, live, attempt, limits)
+            tip = _stage_chain(ctx, ref, base, live, limits)
             if tip is None:
                 break  # every call dropped out: nothing to publish
             if not holding:
@@ -347,7 +352,6 @@ def _stage_chain(
     ref: str,
     base: str | None,
     live: list[Member],
-    attempt: int,
     limits: Limits,
 ) -> str | None:
     """Stage, check and commit each member on the one before it (the first on ``base``); a
@@ -384,12 +388,13 @@ def _stage_chain(
             try:
                 tree_plan = plan_call(ctx, member.args, parent, parent_tree, limits=limits)
             except ApplyOnceError as exc:
-                if attempt == 0:
+                if not member.applied:
                     raise
                 raise BaseMovedError(
                     f"{ref} moved and the patch no longer applies ({exc.message})",
                     cause=exc.to_dict(),
                 ) from None
+            member.applied = True
             tree_id, blobs = ctx.store.write_tree(parent_tree, tree_plan, fresh=fresh)
             fresh = False
             progress.append(

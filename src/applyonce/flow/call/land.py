@@ -187,6 +187,16 @@ def landing_identity(
     return args, ident
 
 
+def made_on(ctx: Context, call_id: str, lane: str) -> str:
+    """The lane the lane call ``call_id`` was made on (its ledger row's branch), else ``lane``:
+    a lane made from another lane holds that lane's calls too, and each lands once, under one
+    landing identity, whichever lane is drained."""
+    row = ctx.ledger.get(call_id)
+    if row is not None and row.ref != lane and row.ref.startswith(_HEADS + LANE_PREFIX):
+        return row.ref
+    return lane
+
+
 def _land_lane(
     ctx: Context, lane: str, target: str, options: CallOptions, report: LandReport
 ) -> int:
@@ -213,7 +223,7 @@ def _land_lane(
                 )
             )
             return already
-        args, ident = landing_identity(ctx, lane, target, call_id, commit)
+        args, ident = landing_identity(ctx, made_on(ctx, call_id, lane), target, call_id, commit)
         row = ctx.ledger.get(ident.call_id)
         if row is not None and row.state == "committed":
             already += 1
@@ -252,14 +262,21 @@ def _land_group(
     planned: list[tuple[str, list[tuple[str, str, Member]]]] = []
     skipped_of: dict[str, int] = {}
     members: list[Member] = []
+    # The landings planned so far: a lane made from another lane holds that lane's calls too,
+    # landed once, by whichever lane meets them first (the other's later calls wait on it).
+    planned_ids: dict[str, Member] = {}
     for ref in refs:
         calls: list[tuple[str, str, Member]] = []
         skipped = 0
         previous: Member | None = None
+        before = ""  # the lane call ``previous`` lands
         for commit, call_id in pending(ctx, ref, target):
             if call_id is None:
                 break
-            args, ident = landing_identity(ctx, ref, target, call_id, commit)
+            args, ident = landing_identity(ctx, made_on(ctx, call_id, ref), target, call_id, commit)
+            if ident.call_id in planned_ids:
+                previous, before = planned_ids[ident.call_id], call_id
+                continue
             row = ctx.ledger.get(ident.call_id)
             if row is not None and row.state == "committed":
                 skipped += 1
@@ -277,14 +294,15 @@ def _land_group(
                 opts,
                 lease_length(ctx, opts.lease_seconds),
                 after=previous,
-                waits=None if previous is None else _waiting(calls[-1][1]),
+                waits=None if previous is None else _waiting(before),
             )
             calls.append((commit, call_id, member))
-            previous = member
+            previous, before = member, call_id
         else:
             if calls:
                 planned.append((ref, calls))
                 members.extend(m for _, _, m in calls)
+                planned_ids.update((m.ident.call_id, m) for _, _, m in calls)
                 skipped_of[ref] = skipped  # counted by _land_lane if the lane lands alone
             else:
                 already += skipped

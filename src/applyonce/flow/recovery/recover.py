@@ -419,6 +419,8 @@ def _reconcile(
     if orphan is not None and base is not None and ctx.publisher.tip(row.ref) == base:
         rolled = _roll_forward(ctx, row, ident, execution_id, (base, orphan), receipt, args)
         if rolled is not None:
+            if history is not None and row.ref in history:
+                _found_since(ctx, history[row.ref], row.ref, base)
             return rolled
     error = InterruptedCallError(
         "the call was interrupted before its commit was published", call_id=row.call_id
@@ -479,6 +481,21 @@ def _roll_forward(
     if touched_paths_of(adopted) & {p for r in reports for p in r.written}:
         why += "; checkout updated"
     return Outcome(row.call_id, row.state, "committed", why)
+
+
+def _found_since(ctx: Context, found: dict[str, list[str]], ref: str, base: str) -> None:
+    """Add to recover's walk of ``ref`` (``found``: Call-Id → commits, newest first) the calls
+    a roll forward just put on it above ``base``: a group's staged commit carries the calls of
+    the chain below it, which are settled after it, and must be found on the branch then."""
+    tip = ctx.publisher.tip(ref)
+    if tip is None or not ctx.store.has_object(tip):
+        return
+    above = list(ctx.store.walk_trailers(tip, hide=base, key="Call-Id"))
+    for commit, trailers in reversed(above):
+        for call in trailers.all("Call-Id"):
+            commits = found.setdefault(call, [])
+            if commit not in commits:
+                commits.insert(0, commit)
 
 
 def _forged(row: CallRow, commit: str) -> Outcome:
