@@ -47,6 +47,7 @@ def applyonce_main() -> None:
     """The ``applyonce`` console script: ``apply`` and ``revert`` through the server, or any
     command here."""
     through_server("applyonce", sys.argv)
+    _closed_streams_to_nowhere()
     from applyonce.adapters.cli import main
 
     main()
@@ -55,9 +56,19 @@ def applyonce_main() -> None:
 def apply_patch_main() -> None:
     """The ``apply_patch`` console script: through the server, or here."""
     through_server("apply_patch", sys.argv)
+    _closed_streams_to_nowhere()
     from applyonce.adapters.apply_patch_cmd import main
 
     main()
+
+
+def _closed_streams_to_nowhere() -> None:
+    """A standard stream the caller closed (``>&-``) is None in Python: reading it then reads
+    nothing and what is written to it goes nowhere, as with a closed descriptor in any other
+    program, instead of an internal error after the call has committed."""
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode))  # noqa: SIM115 (the process's own stream)
 
 
 def through_server(kind: str, argv: list[str]) -> None:

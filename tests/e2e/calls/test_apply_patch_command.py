@@ -350,3 +350,22 @@ def test_in_a_shallow_clone_the_refusal_names_what_apply_patch_users_can_do(
     assert "--remote" not in done.stderr and "git config applyonce.remote NAME" in line
     assert shallow.head() == head and shallow.files() == files
     assert not shallow.state_dir().exists() or not list(shallow.state_dir().glob("receipts/*"))
+
+
+def test_a_call_with_its_stdout_closed_commits_and_exits_0_without_an_internal_error(
+    repo: Repo,
+) -> None:
+    """``apply_patch PATCH >&-``: the call commits, its summary goes nowhere, the exit code says
+    so (it said "internal error" and exit 1 after committing)."""
+    script = Path(sys.executable).parent / "apply_patch"
+    done = subprocess.run(
+        ["sh", "-c", '"$0" "$1" >&-', str(script), PATCH],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "APPLYONCE_SERVE": "0"},
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert app(repo) == CHANGED
+    assert len(repo.call_ids()) == 1
