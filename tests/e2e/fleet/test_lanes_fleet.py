@@ -7,6 +7,9 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
+from applyonce.faults import POINTS
 from tests.conftest import UTIL_PATCH, Served, run_cli
 from tests.e2e.support import apply_remote, assert_linear
 
@@ -55,3 +58,111 @@ def test_lanes_of_two_clones_land_once_through_the_remote_despite_a_killed_queue
     assert_linear(served)
     audit = run_cli("audit", "--repo", str(queue.path), "--remote", "origin")
     assert audit.returncode == 0, audit.stdout
+
+
+# The points a landing over a remote meets (not --dirty commit's, not recover's own).
+REMOTE_LAND_POINTS = [
+    p
+    for p in POINTS
+    if p
+    not in ("after-reject-receipt-tmp", "after-snapshot", "during-catch-up", "after-roll-forward")
+]
+
+
+def _lanes_of_three(served: Served, tmp_path: Path) -> list[str]:
+    """Four lane calls on three lanes through the remote (a: two, b and c: one), from two
+    clones; their Call-Ids in landing order."""
+    bob = served.another_clone(tmp_path / "bob")
+    calls = []
+    for clone, patch, name in (
+        (served.clone, UTIL_PATCH, "a"),
+        (served.clone, ADD.format(name="a2"), "a"),
+        (bob, ADD.format(name="b"), "b"),
+        (bob, ADD.format(name="c"), "c"),
+    ):
+        done = apply_remote(clone, patch, "--lane", name, "--json")
+        assert done.returncode == 0, done.stderr
+        calls.append(done.stdout.split('"call_id": "', 1)[1][:64])
+    return calls
+
+
+def _count_pushes(served: Served) -> Path:
+    """A post-receive hook on the server appending each pushed update of ``main`` to a file."""
+    log = served.server / "main-updates.log"
+    hook = served.server / "hooks" / "post-receive"
+    hook.write_text(f"#!/bin/sh\ngrep ' refs/heads/main$' >> '{log}' || true\n")
+    hook.chmod(0o755)
+    return log
+
+
+def test_a_land_of_many_lanes_pushes_the_target_once(served: Served, tmp_path: Path) -> None:
+    calls = _lanes_of_three(served, tmp_path)
+    queue = served.another_clone(tmp_path / "queue")
+    pushes = _count_pushes(served)
+    base = served.server_git("rev-parse", "main").strip()
+    done = land(queue.path, "--all", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # One push moved main for the four landings: a chain of four commits, each its own landing
+    # call (its Call-Id, its receipt), lane a's calls in their order.
+    assert pushes.read_text().splitlines() == [
+        f"{base} {served.server_git('rev-parse', 'main').strip()} refs/heads/main"
+    ]
+    assert lands_on_main(served) == calls[::-1]
+    assert served.server_git("rev-list", "--count", f"{base}..main").strip() == "4"
+    assert served.server_git("for-each-ref", "refs/applyonce/pending/") == ""
+    assert_linear(served)
+    audit = run_cli("audit", "--repo", str(queue.path), "--remote", "origin")
+    assert audit.returncode == 0, audit.stdout
+
+
+@pytest.mark.sampled(every=6)  # .ci/run: one point in six, as the other crash suites
+@pytest.mark.parametrize("point", REMOTE_LAND_POINTS)
+def test_a_crash_at_any_point_of_a_group_landing_over_the_remote_is_finished_by_recover(
+    served: Served, tmp_path: Path, point: str
+) -> None:
+    calls = _lanes_of_three(served, tmp_path)
+    queue = served.another_clone(tmp_path / "queue")
+    base = served.server_git("rev-parse", "main").strip()
+    killed = land(queue.path, "--all", env={"APPLYONCE_FAULT": point})
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    recovered = run_cli("recover", "--repo", str(queue.path), "--remote", "origin")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    done = land(queue.path, "--all")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Again from a clone that never saw these landings: each is there once already.
+    again = land(served.clone.path, "--all")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith("land: 0 landed on main, 4 already there"), again.stdout
+    on_main = lands_on_main(served)
+    assert sorted(on_main) == sorted(calls)
+    assert on_main.index(calls[1]) < on_main.index(calls[0])
+    assert served.server_git("merge-base", "--is-ancestor", base, "main") == ""
+    assert served.server_git("for-each-ref", "refs/applyonce/pending/") == ""
+    assert served.server_git("show", "main:src/util.py") == "VALUE = 2\n"
+    assert_linear(served)
+    # The landings' receipts are the queue's (the lane calls' are in the clones that made them).
+    audit = run_cli("audit", "--repo", str(queue.path), "--remote", "origin")
+    assert audit.returncode == 0, audit.stdout
+
+
+def test_a_group_landings_pending_push_is_left_to_the_clone_that_made_it(
+    served: Served, tmp_path: Path
+) -> None:
+    calls = _lanes_of_three(served, tmp_path)
+    queue = served.another_clone(tmp_path / "queue")
+    killed = land(queue.path, "--all", env={"APPLYONCE_FAULT": "after-push-objects"})
+    assert killed.returncode == -signal.SIGKILL
+    pending = served.server_git("for-each-ref", "--format=%(refname)", "refs/applyonce/pending/")
+    assert len(pending.split()) == 1, pending
+    # A clone whose ledger does not know the landings leaves their chain's pending push alone:
+    # its base is still the branch's tip, so it may yet be published, by the queue's recover.
+    other = run_cli("recover", "--repo", str(served.clone.path), "--remote", "origin")
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "its call is not in this ledger" in other.stdout, other.stdout
+    assert served.server_git("for-each-ref", "--format=%(refname)", "refs/applyonce/pending/") == (
+        pending
+    )
+    recovered = run_cli("recover", "--repo", str(queue.path), "--remote", "origin")
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert sorted(lands_on_main(served)) == sorted(calls), recovered.stdout
+    assert served.server_git("for-each-ref", "refs/applyonce/pending/") == ""

@@ -16,9 +16,13 @@ A call whose patch does not apply on the chain, or whose check or approval refus
 with its own rejection; the calls after it are chained without it. When the branch moved before
 the publish, the whole group is staged again on the new tip, as a call alone is.
 
-Not grouped (each runs alone, as before): a call that publishes to a remote, a repository with
-commit hooks, ``--dirty commit`` (its snapshot is a commit of its own under the call), and the
-second call of a group with a call ID already in it (it runs after the group, and replays).
+With a remote as the commit point, the group's chain is pushed once (its objects under one
+pending ref, then one atomic compare-and-swap of the remote's branch naming every call of the
+chain to the server's hook).
+
+Not grouped (each runs alone, as before): a repository with commit hooks, ``--dirty commit``
+(its snapshot is a commit of its own under the call), and the second call of a group with a call
+ID already in it (it runs after the group, and replays).
 """
 
 from __future__ import annotations
@@ -115,9 +119,10 @@ class Member:
 
 
 def groupable(ctx: Context, options: CallOptions) -> bool:
-    """Whether a call with these (configured) options may be published in a group: not to a
-    remote, not with commit hooks to run, not on a snapshot of the user's changes."""
-    if ctx.remote is not None or options.dirty == "commit":
+    """Whether a call with these (configured) options may be published in a group: not with
+    commit hooks to run, not on a snapshot of the user's changes. To a remote, a group is one
+    push of its chain (one pending ref, one atomic compare-and-swap)."""
+    if options.dirty == "commit":
         return False
     hooks = find_hooks(ctx.store)
     if options.no_verify:
@@ -451,6 +456,8 @@ def _stage_chain(
                         "commit": commit_id,
                         "base": base,
                         **({"parent": parent} if parent != base else {}),
+                        # Its commit point: recover rolls it forward there only.
+                        **({"remote": ctx.remote} if ctx.remote else {}),
                     },
                 )
             )

@@ -8,7 +8,8 @@ from this clone or any other:
   even in a clone that never had it: a call in flight in this ledger then rolls forward as a
   commit object staged here would (:func:`applyonce.flow.recovery.recover.reconcile`);
 * then (:func:`settle_pending`) deletes each pending ref whose commit is on the branch, or can
-  never be (the branch moved on from its parent), or whose call this ledger has settled. A
+  never be (the branch moved on from its base: the parent of a call's commit, the base of a
+  group's chain), or whose call this ledger has settled. A
   pending commit of a call still held by a live owner here is left to that owner. One whose call
   this ledger has no record of (another clone's, with a ledger of its own; or a commit crafted by
   anyone who may push ``refs/applyonce/*``) is left too, never published: without the call's
@@ -57,10 +58,17 @@ def _settle_one(
     tip = publisher.tip(ref)
     if tip is not None and (tip == commit or store.is_ancestor(commit, tip)):
         return True  # published
-    if store.parent_of(commit) != tip:
-        return True  # the branch moved on from its parent: it can never be published
-    trailers = store.trailers_of(commit)
-    calls = trailers.all("Call-Id")
+    if tip is None:
+        if store.parent_of(commit) is not None:
+            return True  # the branch is gone: a commit with a parent can never start it again
+    elif not store.is_ancestor(tip, commit):
+        return True  # the branch moved on from its base: it can never be published
+    # A group's chain is pushed as one: every call above the branch's tip.
+    calls = [
+        call
+        for _, trailers in store.walk_trailers(commit, hide=tip, key="Call-Id")
+        for call in trailers.all("Call-Id")
+    ]
     rows = [ctx.ledger.get(call) for call in calls]
     if any(row is not None and row.state in IN_FLIGHT for row in rows):
         report.notes.append(

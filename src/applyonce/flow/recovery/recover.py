@@ -106,7 +106,7 @@ def recover(
     in_flight |= adopt_receipts(ctx, report, known={row.call_id for row in every})
     walked: Walked = {}
     history = _history(ctx, in_flight.values(), report, walked)
-    rows = list(in_flight.values())
+    rows = _chain_tops_first(ctx, list(in_flight.values()), history)
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
         _settle_batch(ctx, batch, history, lease, report, progress, start, len(rows))
@@ -117,6 +117,38 @@ def recover(
     # Last: a killed call's pack stays kept from git's housekeeping until it is settled.
     report.removed.extend(remove_dead_keeps_of(ctx))
     return report
+
+
+def _chain_tops_first(
+    ctx: Context, rows: list[CallRow], history: dict[str, dict[str, list[str]]]
+) -> list[CallRow]:
+    """``rows``, those whose staged commit is higher in a group's chain first: rolled forward,
+    the top of a chain publishes the calls below it, which are then found on the branch
+    (:func:`_found_since`); the bottom first would publish itself alone, and leave the others
+    interrupted. Only the calls not found on their branch are looked at."""
+    depth: dict[str, int] = {}
+    below: dict[str, str] = {}  # call → the staged commit under its own in the chain
+    of_commit: dict[str, str] = {}  # staged commit → its call
+    for row in rows:
+        if history.get(row.ref, {}).get(row.call_id):
+            continue
+        for event in reversed(ctx.ledger.events(row.call_id)):
+            if event.kind == EventKind.COMMIT_OBJECT:
+                of_commit[str(event.data.get("commit"))] = row.call_id
+                if event.data.get("parent"):
+                    below[row.call_id] = str(event.data["parent"])
+                break
+    if not below:
+        return rows
+
+    def depth_of(call: str) -> int:
+        if call not in depth:
+            depth[call] = 0  # a cycle (a forged record) ends here
+            under = of_commit.get(below.get(call, ""))
+            depth[call] = 0 if under is None else 1 + depth_of(under)
+        return depth[call]
+
+    return sorted(rows, key=lambda row: -depth_of(row.call_id))
 
 
 def _settle_batch(
