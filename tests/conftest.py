@@ -35,9 +35,11 @@ GIT_ENV = {
 # APPLYONCE_TEST_SAMPLE=SEED set (.ci/run sets it), a test marked ``sampled(every=N, by=PARAM)`` runs
 # one case in N: within each group of its cases that share PARAM's value (each state of the
 # situations matrix, say), the cases whose place plus SEED plus the group's place is a multiple
-# of N, and at least one case a group. Another SEED runs other cases; every case is reported as
-# deselected, never dropped silently. Without the variable (the README's command,
-# benchmarks/sampled_whole.py) every case runs.
+# of N, and at least one case a group. ``by="module"`` (a module's ``pytestmark``): the tests of
+# the module, every case of each, are one group, so that each seed runs one test in N of it and N
+# seeds in a row run all of it; a test marked on its own keeps its own mark. Another SEED runs
+# other cases; every case is reported as deselected, never dropped silently. Without the variable
+# (the README's command, benchmarks/sampled_whole.py) every case runs.
 SAMPLE_ENV = "APPLYONCE_TEST_SAMPLE"
 
 
@@ -67,8 +69,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         by = mark.kwargs.get("by")
         params = getattr(item, "callspec", None)
-        value = str(params.params.get(by)) if by and params is not None else ""
-        key = (item.nodeid.split("[", 1)[0], value)
+        if by == "module":
+            key = (item.nodeid.split("::", 1)[0], "")
+        else:
+            value = str(params.params.get(by)) if by and params is not None else ""
+            key = (item.nodeid.split("[", 1)[0], value)
         groups.setdefault(key, []).append(item)
         every[key] = int(mark.kwargs["every"])
     dropped: set[str] = set()

@@ -23,6 +23,9 @@ import pytest
 
 from tests.conftest import APP_PATCH, Repo, apply, make_repo, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH = """*** Begin Patch
 *** Update File: d0/f0.txt
 @@

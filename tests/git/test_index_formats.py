@@ -7,9 +7,13 @@ import signal
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply, make_repo, run_cli
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 FILTERED_PATCH = (
     "*** Begin Patch\n*** Update File: conf.txt\n@@\n-value = 1\n+value = 2\n"

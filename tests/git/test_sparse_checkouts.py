@@ -12,6 +12,9 @@ import pytest
 
 from tests.conftest import Repo, apply, git, make_repo, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 FILES = {
     "README.md": "# demo\n",
     "src/app.py": "def greet(name):\n    return 'hello ' + name\n",

@@ -27,6 +27,9 @@ import pytest
 from tests.conftest import Repo, make_repo
 from tests.peers.codex_differential import codex_binary_or_skip, find_codex_binary
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 BINARY = find_codex_binary()
 # The command as installed (the console script is this function); run through the interpreter so
 # the tests do not depend on a venv's bin being on PATH.

@@ -13,6 +13,9 @@ from applyonce.errors import UsageError
 from applyonce.executor import CallOptions, Executor
 from tests.conftest import Repo, make_repo, run_cli, stored_json
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 CONFLICT_BLOCK = (
     "*** Begin Patch\n*** Update File: README.md\n@@\n # demo\n"
     "+<<<<<<< ours\n+a\n+=======\n+b\n+>>>>>>> theirs\n*** End Patch\n"

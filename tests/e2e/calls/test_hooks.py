@@ -12,6 +12,9 @@ import pytest
 
 from tests.conftest import UTIL_PATCH, Repo, apply, git_trailers, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 BAD_PATCH = (
     "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2  # FIXME\n"
     "*** End Patch\n"

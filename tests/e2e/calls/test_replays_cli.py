@@ -15,9 +15,13 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from applyonce.executor import Executor
 from tests.conftest import Repo, apply, run_cli
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 NOTES = "*** Begin Patch\n*** Update File: notes.txt\n@@\n one\n-two\n+TWO\n*** End Patch\n"
 UTIL = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"

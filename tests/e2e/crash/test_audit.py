@@ -6,10 +6,14 @@ import shutil
 import signal
 
 import orjson
+import pytest
 
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, run_cli
 from tests.e2e.crash.records import SECOND, apply, audit
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 # Adds a line after an anchor that stays: it applies again on top of itself.
 ANCHORED = "*** Begin Patch\n*** Update File: notes.md\n@@\n # notes\n+added\n*** End Patch\n"

@@ -7,10 +7,14 @@ from __future__ import annotations
 import signal
 
 import orjson
+import pytest
 
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, run_cli
 from tests.e2e.crash.records import SECOND, apply, audit
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def test_recover_says_when_it_had_to_search_the_whole_branch(repo: Repo) -> None:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import UTIL_PATCH, Served, git, run_cli
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def test_a_call_another_clone_committed_on_the_shared_ledger_is_its_result_here(

@@ -13,6 +13,9 @@ import pytest
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply, git, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 COMMANDS = ("apply", "revert", "recover", "audit", "log", "show", "replay", "resolve", "mcp")
 
 

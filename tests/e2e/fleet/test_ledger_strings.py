@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import UTIL_PATCH, Served, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 SECRET = "s3cr3t-Pw"
 
 

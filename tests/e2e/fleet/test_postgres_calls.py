@@ -22,6 +22,9 @@ from tests.conftest import Repo, Run, Served, run_cli, stored_text
 from tests.e2e.support import server_calls
 from tests.pgserver import PostgresServer
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 HINT = "start the database or fix --ledger/applyonce.ledger"
 
 

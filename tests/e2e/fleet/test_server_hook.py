@@ -25,6 +25,9 @@ from applyonce.git.store import GitStore
 from tests.conftest import UTIL_PATCH, Repo, Served, git, run_cli, serve_on
 from tests.e2e.support import apply_remote, server_calls
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 MAIN = "refs/heads/main"
 CALL = "c" * 64
 OTHER = "d" * 64

@@ -29,6 +29,9 @@ import pytest
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, apply, make_repo, run_cli
 from tests.e2e.support import THREE_FILE_PATCH, apply_remote, assert_invariants, server_calls
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 LOCK_TAKEN = "index.lock': File exists."
 
 

@@ -8,10 +8,14 @@ import signal
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, run_cli
 from tests.support.forged import genuine_fields, trailer_block
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 REASON = "a commit carries this Call-Id but not its change"
 

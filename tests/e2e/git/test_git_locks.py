@@ -11,9 +11,13 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import APP_PATCH, Repo, apply, run_cli
 from tests.conftest import UTIL_PATCH as PATCH
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def _commit_waiting_for_editor(repo: Repo, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:

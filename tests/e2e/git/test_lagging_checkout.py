@@ -18,6 +18,9 @@ import pytest
 
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, apply, make_repo, run_cli
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 # Staged on the branch's newer version of src/util.py (after UTIL_PATCH).
 ON_NEW = (
     "*** Begin Patch\n*** Update File: src/util.py\n@@\n VALUE = 2\n+OTHER = 3\n*** End Patch\n"

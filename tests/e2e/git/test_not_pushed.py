@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import Repo, Run, git, make_repo, run_cli, snapshot
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH = "*** Begin Patch\n*** Update File: f.txt\n@@\n 1\n-2\n+TWO\n*** End Patch\n"
 
 

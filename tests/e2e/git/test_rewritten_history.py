@@ -3,8 +3,13 @@ amended, recover records it again."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply, run_cli
+
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def test_a_call_whose_commit_was_reset_away_does_not_report_success(repo: Repo) -> None:

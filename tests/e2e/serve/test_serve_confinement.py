@@ -21,6 +21,9 @@ import pytest
 from tests.conftest import Repo, make_repo
 from tests.e2e.serve.support import LAUNCH, THROUGH, call, serving
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 NO_SERVER = (
     "error: APPLYONCE_SERVE=require and no applyonce server took the call; start one with "

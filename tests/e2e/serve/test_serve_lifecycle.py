@@ -18,6 +18,9 @@ import pytest
 from tests.conftest import Repo, make_repo, run_cli
 from tests.e2e.serve.support import IN_PROCESS, LAUNCH, THROUGH, call, serving, start, stop
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 NO_SERVER = (
     "error: APPLYONCE_SERVE=require and no applyonce server took the call; start one with "

@@ -15,6 +15,9 @@ from tests.conftest import UTIL_PATCH, Repo, apply, run_cli
 from tests.e2e.signing.conftest import KeysOf
 from tests.support.signing import FORMATS, verify
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 OTHER_PATCH = "*** Begin Patch\n*** Add File: new.txt\n+new\n*** End Patch\n"
 
 
