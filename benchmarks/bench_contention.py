@@ -2,6 +2,7 @@
 
     python3 benchmarks/bench_contention.py [--agents 1,2,4,8,16] [--calls K] [--whole]
                                            [--modes branch,lanes,worktrees] [--kill] [--keep DIR]
+                                           [--http [--ledger postgres] [--restart]]
 
 For each agent count N and each mode, a fresh repository (``main`` checked out, one commit) and N
 agent processes started together, each doing K pieces of work: add a file of its own
@@ -38,7 +39,13 @@ By default the repository is on this disk, with no remote: every process is on t
 repository on it per row and a clone of it per agent (and for the queue), each clone with its
 own SQLite ledger and ``--remote origin`` as the commit point; ``worktrees`` is then a clone per
 agent with ``git commit``, ``git pull --rebase`` and ``git push``, again while the push is
-refused. Small and quick by default (1, 2, 4, 8, 16
+refused. ``--ledger postgres`` (with ``--http``): every clone of a row shares one PostgreSQL
+ledger (a server of the benchmark's own, ``tests/pgserver.py``, a fresh database per row), as a
+fleet does. ``--restart`` (with ``--http``): once a third of a row's work is on the server's
+``main``, the web server is SIGKILLed and started again and, with ``--ledger postgres``, so is
+PostgreSQL (an immediate shutdown, then a start that replays its WAL); an applyonce agent or queue
+that an outage refuses repeats the same call (the same ``Call-Id``: it lands once), a worktree
+agent its push. Small and quick by default (1, 2, 4, 8, 16
 agents x 3 pieces of work); ``--whole`` is 12 pieces each. Never asserted in tests except that
 nothing is duplicated or lost: the figures of a shared machine are only indicative; the load
 average is printed.
@@ -56,10 +63,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -71,6 +80,7 @@ if TYPE_CHECKING:
     from applyonce import Executor
 
 MODES = ("branch", "lanes", "worktrees")
+T = TypeVar("T")
 # How long a worktree agent retries its rebase and merge before it gives its work up as stuck.
 STUCK_S = 20.0
 
@@ -108,19 +118,21 @@ def agent_main(spec: dict[str, object]) -> None:
     from applyonce import CallOptions, Executor
     from applyonce.state.ledger import EventKind
 
-    executor = Executor(str(repo), remote="origin" if spec.get("http") else None)
-    branch = executor.open_lane(str(agent)) if mode == "lanes" else "main"
+    executor = Executor(
+        str(repo), remote="origin" if spec.get("http") else None, ledger=spec.get("ledger")
+    )
+    branch = _again(lambda: executor.open_lane(str(agent))) if mode == "lanes" else "main"
     print("ready", flush=True)
     sys.stdin.readline()
     for j in range(first, calls):
         start = time.time()
         if j == 1 and spec.get("kill"):
             os.environ["APPLYONCE_FAULT"] = "after-publish"  # this process dies in this call
-        receipt = executor.apply(patch_of(agent, j), CallOptions(branch=branch))
+        patch = patch_of(agent, j)
+        receipt = _again(lambda: executor.apply(patch, CallOptions(branch=branch)))  # noqa: B023
         end = time.time()
-        staged = sum(
-            1 for e in executor.ledger.events(receipt.call_id) if e.kind == EventKind.STAGED
-        )
+        events = _again(lambda: executor.ledger.events(receipt.call_id))  # noqa: B023
+        staged = sum(1 for e in events if e.kind == EventKind.STAGED)
         print(
             json.dumps(
                 {"work": f"{agent}/{j}", "start": start, "end": end, "call_id": receipt.call_id,
@@ -129,6 +141,22 @@ def agent_main(spec: dict[str, object]) -> None:
             flush=True,
         )  # fmt: skip
     executor.close()
+
+
+def _again(call: Callable[[], T]) -> T:
+    """``call()``, repeated while an outage (the web server or the database restarting) refuses
+    it, for up to a minute: the same call each time, so it takes effect once."""
+    from applyonce.errors import ApplyOnceError
+
+    give_up = time.monotonic() + 60
+    while True:
+        try:
+            return call()
+        except ApplyOnceError as exc:
+            if time.monotonic() > give_up:
+                raise
+            print(json.dumps({"refused": exc.one_line()}), flush=True)
+            time.sleep(0.1)
 
 
 def _worktree_work(repo: Path, tree: Path, agent: int, j: int) -> dict[str, object]:
@@ -213,7 +241,9 @@ def queue_main(spec: dict[str, object]) -> None:
     deadline); one JSON line per landing (the lane call, its landing time, restages)."""
     from applyonce import Executor
 
-    executor = Executor(str(spec["repo"]), remote="origin" if spec.get("http") else None)
+    executor = Executor(
+        str(spec["repo"]), remote="origin" if spec.get("http") else None, ledger=spec.get("ledger")
+    )
     expected, deadline = int(str(spec["expected"])), time.monotonic() + float(str(spec["timeout"]))
     seen = set(spec.get("seen", []))  # type: ignore[arg-type]
     kill = bool(spec.get("kill"))
@@ -223,11 +253,12 @@ def queue_main(spec: dict[str, object]) -> None:
     while on_main < expected and time.monotonic() < deadline:
         if kill and on_main >= expected // 3:
             os.environ["APPLYONCE_FAULT"] = "after-commit-object"  # dies in this landing
-        report = executor.land()
+        report = _again(executor.land)
         on_main = report.already + len(report.landed)
         for done in report.landed:
             seen.add(done.call_id)
-            print(json.dumps(_landing(executor, done.landing_call_id, done.call_id)), flush=True)
+            landing = _again(lambda: _landing(executor, done.landing_call_id, done.call_id))  # noqa: B023
+            print(json.dumps(landing), flush=True)
         if not report.landed:
             time.sleep(0.01)
     # Landings another process finished (recover rolled a killed queue's landing forward).
@@ -270,6 +301,8 @@ class Row:
     lost: int = 0
     not_landed: int = 0
     kills: int = 0
+    restarts: int = 0
+    refusals: int = 0
 
     def line(self) -> str:
         lat = sorted(self.latencies)
@@ -279,13 +312,14 @@ class Row:
         cells = [self.mode, str(self.agents), str(self.landed), f"{self.seconds:.1f}",
                  f"{rate:.1f}", f"{p50:.2f} s", f"{p95:.2f} s", str(self.restages),
                  str(self.not_landed), str(self.duplicates), str(self.lost),
-                 str(self.kills)]  # fmt: skip
+                 str(self.kills), str(self.restarts), str(self.refusals)]  # fmt: skip
         return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
     "| mode | agents | landed | seconds | landed/s | p50 | p95 | restages | not landed (told) "
-    "| duplicates | lost | SIGKILLs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| duplicates | lost | SIGKILLs | restarts | refused, repeated |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -322,16 +356,26 @@ def _lines(proc: subprocess.Popen[str], timeout: float) -> list[dict[str, object
 
 
 def measure(
-    work: Path, seed: Path, mode: str, agents: int, calls: int, kill: bool, server: Any = None
+    work: Path,
+    seed: Path,
+    mode: str,
+    agents: int,
+    calls: int,
+    kill: bool,
+    server: Any = None,
+    postgres: Any = None,
+    restart: bool = False,
 ) -> Row:
     """One row: a fresh copy of the seed (with ``server``: a fresh repository on the smart-HTTP
-    server and a clone of it per agent and for the queue), N agents (and the queue), started
-    together."""
+    server and a clone of it per agent and for the queue; with ``postgres``: a fresh database
+    their ledger), N agents (and the queue), started together; ``restart``: the servers
+    restarted once a third of the work is on ``main``."""
     name = work / f"{mode}{agents}"
     name.mkdir(parents=True)
     err = name / "stderr.txt"
     row = Row(mode, agents)
     http = server is not None
+    ledger = postgres.create_database() if postgres is not None and mode != "worktrees" else None
     if http:
         url = server.make_bare()
         git("-C", seed, "push", "-q", url, "main:main")
@@ -345,7 +389,7 @@ def measure(
     specs = [
         ("--agent", {"mode": mode, "repo": str(clones[i]), "agent": i, "first": 0, "calls": calls,
                      "work": str(name), "kill": kill and i == 0 and mode != "worktrees",
-                     "http": http})
+                     "http": http, "ledger": ledger})
         for i in range(agents)
     ]  # fmt: skip
     if mode == "worktrees" and not http:
@@ -357,19 +401,25 @@ def measure(
     queue = None
     if mode == "lanes":
         queue_spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
-                      "kill": kill, "http": http}  # fmt: skip
+                      "kill": kill, "http": http, "ledger": ledger}  # fmt: skip
         queue = _spawn(("--queue", queue_spec), err)
         procs.append(queue)
     for proc in procs:
         _ready(proc, err)
     start = time.time()
     _go(procs)
+    restarter = None
+    if restart:
+        restarter = threading.Thread(
+            target=_restart_at, args=(repo, agents * calls // 3, server, postgres, row)
+        )
+        restarter.start()
     records: list[dict[str, object]] = []
     for i, proc in enumerate(procs[:agents]):
         got = _lines(proc, 600)
         if proc.returncode == -signal.SIGKILL:  # --kill: recover, then the rest of its work
             row.kills += 1
-            _recover(clones[i], http)
+            _recover(clones[i], http, ledger)
             killed = len(got)  # the piece of work it died in
             if mode == "branch":  # its interrupted call, on main once recover settled it
                 got.append({"work": f"{i}/{killed}", "start": start, "end": time.time(),
@@ -381,7 +431,8 @@ def measure(
             got += _lines(again, 600)
         elif proc.returncode != 0:
             raise SystemExit(f"an agent failed (exit {proc.returncode}): {err.read_text()}")
-        records += got
+        row.refusals += sum(1 for line in got if "refused" in line)
+        records += [line for line in got if "work" in line]
     if mode == "lanes" and kill:
         # The killed agent's interrupted call: settled by recover, landed on the lane.
         for call in _lane_calls(repo):
@@ -393,14 +444,16 @@ def measure(
         landings = _lines(queue, 600)
         if queue.returncode == -signal.SIGKILL:
             row.kills += 1
-            _recover(queue_repo, http)
-            seen = [str(each["call_id"]) for each in landings]
+            _recover(queue_repo, http, ledger)
+            seen = [str(each["call_id"]) for each in landings if "landed" in each]
             spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
-                    "seen": seen, "http": http}  # fmt: skip
+                    "seen": seen, "http": http, "ledger": ledger}  # fmt: skip
             again = _spawn(("--queue", spec), err)
             _ready(again, err)
             _go([again])
             landings += _lines(again, 600)
+        row.refusals += sum(1 for each in landings if "refused" in each)
+        landings = [each for each in landings if "landed" in each]
         landed_at = {str(each["call_id"]): float(str(each["landed"])) for each in landings}
         row.restages = sum(int(str(each["restages"])) for each in landings)
         for record in records:
@@ -415,11 +468,37 @@ def measure(
     row.latencies = [float(str(r["end"])) - float(str(r["start"])) for r in landed]
     reported = {str(r["work"]) for r in landed if "work" in r}
     row.duplicates, row.lost = _check(repo, mode, reported)
+    if restarter is not None:
+        restarter.join()
     return row
 
 
-def _recover(repo: Path, http: bool) -> None:
+def _restart_at(repo: Path, landed: int, server: Any, postgres: Any, row: Row) -> None:
+    """Once ``landed`` pieces of work are on ``main`` (the server's), the web server SIGKILLed
+    and started again, and PostgreSQL too (an immediate shutdown, then a start)."""
+    give_up = time.monotonic() + 300
+    while time.monotonic() < give_up:
+        count = subprocess.run(
+            ["git", "-C", str(repo), "rev-list", "--count", "main"],
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()  # fmt: skip
+        if count and int(count) - 1 >= landed:
+            break
+        time.sleep(0.05)
+    else:
+        return
+    if postgres is not None:
+        postgres.kill()
+    server.restart()
+    row.restarts += 1
+    if postgres is not None:
+        postgres.start()
+        row.restarts += 1
+
+
+def _recover(repo: Path, http: bool, ledger: str | None = None) -> None:
     remote = ["--remote", "origin"] if http else []
+    remote += ["--ledger", ledger] if ledger else []
     ran = subprocess.run(
         [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), *remote],
         capture_output=True,
@@ -471,6 +550,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--http", action="store_true", help="a shared remote over smart HTTP (nginx) per row"
     )
+    parser.add_argument(
+        "--ledger",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="with --http: each clone's own SQLite ledger, or one PostgreSQL ledger a row",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="with --http: restart the web server (and PostgreSQL) once a row is a third done",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep it")
     parser.add_argument("--agent", help=argparse.SUPPRESS)
     parser.add_argument("--queue", help=argparse.SUPPRESS)
@@ -488,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     if any(n < 1 for n in counts) or not set(modes) <= set(MODES):
         parser.error("--agents: each at least 1; --modes: of branch, lanes, worktrees")
+    if (args.ledger == "postgres" or args.restart) and not args.http:
+        parser.error("--ledger postgres and --restart go with --http")
     calls = args.calls or (12 if args.whole else 3)
     os.environ.update(ENV)
     work = args.keep or Path(tempfile.mkdtemp(prefix="aocontention-"))
@@ -498,19 +590,27 @@ def main(argv: list[str] | None = None) -> int:
         from tests.httpserver import HttpServer
 
         server = HttpServer(work / "http")
+    postgres = None
+    if args.ledger == "postgres":
+        from tests.pgserver import PostgresServer
+
+        postgres = PostgresServer()
+        postgres.start()
     try:
         for line in machine(work):
             print(line)
         print(f"load average at start: {_load()}")
         print(f"command: `python3 benchmarks/bench_contention.py {' '.join(argv or sys.argv[1:])}`")
         where = "a smart-HTTP remote (nginx, git http-backend)" if args.http else "one repository"
+        if postgres is not None:
+            where += ", one PostgreSQL ledger a row"
         print(f"{calls} pieces of work per agent, on {where}")
         print()
         print(HEADER, flush=True)
         bad = 0
         for n in counts:
             for mode in modes:
-                row = measure(work, seed, mode, n, calls, args.kill, server)
+                row = measure(work, seed, mode, n, calls, args.kill, server, postgres, args.restart)
                 bad += row.duplicates + row.lost
                 print(row.line(), flush=True)
         print()
@@ -518,6 +618,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
+        if postgres is not None:
+            postgres.cleanup()
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return 1 if bad else 0

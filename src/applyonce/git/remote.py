@@ -418,16 +418,35 @@ class RemotePublisher:
         raise RemoteRefusedError(f"remote {self.remote} keeps no {IDENTITY} and takes none")
 
     def branches(self, prefix: str) -> list[str]:
-        """The remote's branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted.
+        """The remote's branches whose ref starts with ``prefix`` (``refs/heads/agent/``), sorted,
+        each fetched by the same one ``git fetch`` (their tips then answer :meth:`tip` for
+        :data:`TIP_FRESH_S`, without a fetch a branch).
 
         Raises:
             RemoteUnreachableError: the remote did not answer.
         """
-        got = self._git("ls-remote", "--heads", self.remote)
-        if got.code != 0:
-            raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
-        names = (line.partition("\t")[2].strip() for line in got.out.splitlines())
-        return sorted(name for name in names if name.startswith(prefix))
+        assert prefix.startswith("refs/heads/") and prefix.endswith("/"), prefix
+        local = self.fetched(prefix)
+        for attempt in range(FETCH_LOCK_RETRIES):
+            deepen = ["--unshallow"] if self.store.is_shallow() else []
+            got = self._git(
+                "fetch", "--prune", *deepen, self.remote, f"+{prefix}*:{local}*", fetch=True
+            )
+            if got.code == 0:
+                if deepen:
+                    self.store.reread_history()
+                break
+            if "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
+                raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
+            time.sleep(0.01 * (attempt + 1))  # another fetch of this clone holds a ref's lock
+        now = time.monotonic()
+        found = []
+        for name in self.store.repo.references:
+            if name.startswith(local):
+                ref = prefix + name[len(local) :]
+                self._fetched[ref] = (self.store.tip(name), now)
+                found.append(ref)
+        return sorted(found)
 
     # --- pending refs (recover) ----------------------------------------------------------
 
