@@ -82,7 +82,9 @@ class MemoryPublisher:
         self.refs[ref] = new
         self.published.append((ref, expected, new, reason))
 
-    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+    def landed(
+        self, ref: str, call_id: str, *, since: str | None = None, recent: bool = False
+    ) -> list[str]:
         return [
             commit
             for commit in self._walk(self.refs.get(ref), hide=since)

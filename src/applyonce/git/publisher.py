@@ -97,10 +97,14 @@ class Publisher(Protocol):
         """
         ...
 
-    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+    def landed(
+        self, ref: str, call_id: str, *, since: str | None = None, recent: bool = False
+    ) -> list[str]:
         """The commits on ``ref`` (after ``since``; None: the whole branch) whose ``Call-Id``
         trailer is ``call_id``, newest first. Never "none" from a history it knows is
-        incomplete (a shallow clone, grafts).
+        incomplete (a shallow clone, grafts). ``recent``: a view of a remote's branch fetched a
+        moment ago will do (for a call the ledger never saw run: see
+        :func:`applyonce.flow.call.apply._find_published`).
 
         Raises:
             HistoryIncompleteError: none found here, and commits of the range are missing.
@@ -208,8 +212,11 @@ class LocalRefPublisher:
             # checked under the ref's lock: a writer between the read and here makes it fail.
             current.set_target(pygit2.Oid(hex=new), reason)
 
-    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
-        """See :class:`Publisher`. A shallow or grafted clone's branch cannot show that a call
+    def landed(
+        self, ref: str, call_id: str, *, since: str | None = None, recent: bool = False
+    ) -> list[str]:
+        """See :class:`Publisher` (the branch here is always current: ``recent`` changes
+        nothing). A shallow or grafted clone's branch cannot show that a call
         is not on it (the commit may be below the cut, made before the clone): with nowhere to
         fetch the rest from, the answer is a refusal that says how to deepen it.
 

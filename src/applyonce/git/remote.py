@@ -196,15 +196,18 @@ class RemotePublisher:
         """The remote branch's tip (fetched at most :data:`TIP_FRESH_S` ago)."""
         return self._fetch(ref, max_age=TIP_FRESH_S)
 
-    def landed(self, ref: str, call_id: str, *, since: str | None = None) -> list[str]:
+    def landed(
+        self, ref: str, call_id: str, *, since: str | None = None, recent: bool = False
+    ) -> list[str]:
         """See :class:`~applyonce.git.publisher.Publisher`: searched in the remote branch's
-        history as just fetched (a shallow clone made complete first).
+        history as just fetched (a shallow clone made complete first); ``recent``: as fetched at
+        most :data:`TIP_FRESH_S` ago.
 
         Raises:
             HistoryIncompleteError: nothing found, and the remote's own history is cut short
                 (a shallow or grafted server) or grafts here hide part of it.
         """
-        tip = self._fetch(ref, max_age=0)
+        tip = self._fetch(ref, max_age=TIP_FRESH_S if recent else 0)
         if since is None:
             try:
                 return self.index.commits_on(ref, call_id)

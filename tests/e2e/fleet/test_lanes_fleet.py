@@ -100,8 +100,12 @@ def test_a_land_of_many_lanes_pushes_the_target_once(served: Served, tmp_path: P
     queue = served.another_clone(tmp_path / "queue")
     pushes = _count_pushes(served)
     base = served.server_git("rev-parse", "main").strip()
-    done = land(queue.path, "--all", "--json")
+    trace = tmp_path / "trace"
+    done = land(queue.path, "--all", "--json", env={"GIT_TRACE2_EVENT": str(trace)})
     assert done.returncode == 0, done.stdout + done.stderr
+    # One fetch for every lane, one for main: not one a landing.
+    fetches = [line for line in trace.read_text().splitlines() if '"hierarchy":"fetch"}' in line]
+    assert len(fetches) == 2, "\n".join(fetches)
     # One push moved main for the four landings: a chain of four commits, each its own landing
     # call (its Call-Id, its receipt), lane a's calls in their order.
     assert pushes.read_text().splitlines() == [

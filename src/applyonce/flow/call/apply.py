@@ -361,7 +361,12 @@ def _find_published(
         settle.record_settled(ctx, receipt, EventKind.RECONCILED, sha256=sha256_hex(data))
         return receipt
     ref = args.ref
-    commits = ctx.publisher.landed(ref, ident.call_id)
+    # A call this ledger never saw run (a fresh claim, not one taken over from a process that
+    # died) was published by no writer that shares the ledger: a remote's branch fetched a
+    # moment ago (for the tip this call checked its paths on, or by the call before it in a
+    # group) shows as much as one fetched now. A writer with a ledger of its own may publish
+    # it at any moment, fetch or not: the server's hook refuses that second push.
+    commits = ctx.publisher.landed(ref, ident.call_id, recent=claim.outcome == "run")
     if not commits:
         return None
     if len(commits) > 1:
