@@ -5,9 +5,10 @@
 .ci/run sets ``APPLYONCE_TEST_SAMPLE`` so that these slow real-process suites (the situations
 matrix, the power cuts, the replays against Codex and real history…) run one case in a few; this
 runs all of their cases, and the tests it runs smaller (marked ``scaled``: the fleet
-simulation) at their full size, with the variable unset, and prints pytest's slowest cases and
-the time taken. The README's test command runs them whole too, with the rest of the suite. Extra
-arguments go to pytest (``-n 0``, ``-x``, a path…).
+simulation, and its lanes mode tests/e2e/fleet/test_lanes_fleet_simulation.py with its merge
+queue) at their full size over both Git servers, with the variable unset, and prints pytest's
+slowest cases and the time taken. The README's test command runs them whole too, with the rest
+of the suite. Extra arguments go to pytest (``-n 0``, ``-x``, a path…).
 """
 
 from __future__ import annotations

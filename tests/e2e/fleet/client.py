@@ -3,7 +3,8 @@ harness uses), so a phase of hundreds of calls does not pay a process start-up p
 
     python3 tests/e2e/fleet/client.py CLONE LEDGER_URL REMOTE < CALLS.json
 
-stdin: a JSON list of ``{"key", "patch", "tool_call_id", "attempt"}``; stdout: one JSON line per
+stdin: a JSON list of ``{"key", "patch", "tool_call_id", "attempt", "lane"}`` (``lane`` null: on
+the clone's branch); stdout: one JSON line per
 call, ``{"key", "status", "call_id", "reconciled", "seconds"}`` or ``{"key", "error", "kind",
 "exit", "stderr", "seconds"}``."""
 
@@ -25,8 +26,13 @@ def main() -> int:
             line: dict[str, object] = {"key": call["key"]}
             started = time.monotonic()
             try:
+                # As ``apply --lane NAME``: the lane made from HEAD's branch the first time.
+                branch = executor.open_lane(call["lane"]) if call.get("lane") else None
                 receipt = executor.apply(
-                    call["patch"], tool_call_id=call["tool_call_id"], attempt=call["attempt"]
+                    call["patch"],
+                    tool_call_id=call["tool_call_id"],
+                    attempt=call["attempt"],
+                    branch=branch,
                 )
             except ApplyOnceError as exc:
                 # As the CLI would have ended: its exit code and its one stderr line.

@@ -25,16 +25,19 @@ DESIGNED_EXITS = frozenset({0, 1, 4, 5, -9})
 @dataclass(frozen=True)
 class Call:
     """One logical call: its patch text and identity options. A shared call is sent by several
-    clients at once, with the same text and options, hence the same Call-Id."""
+    clients at once, with the same text and options, hence the same Call-Id; a call on a
+    ``lane`` commits to the branch ``agent/LANE`` (the branch is part of its Call-Id)."""
 
     key: str
     patch: str
     tool_call_id: str
     attempt: int
     senders: tuple[int, ...]
+    lane: str | None = None
 
     def cli_args(self) -> list[str]:
-        return ["--tool-call-id", self.tool_call_id, "--attempt", str(self.attempt)]
+        lane = ["--lane", self.lane] if self.lane else []
+        return ["--tool-call-id", self.tool_call_id, "--attempt", str(self.attempt), *lane]
 
 
 @dataclass
@@ -43,6 +46,12 @@ class Plan:
 
     calls: list[Call]
     base_files: dict[str, str]
+
+
+def fleet_seed() -> int:
+    """``APPLYONCE_FLEET_SEED`` when set (to repeat a run), else a fresh random seed."""
+    given = os.environ.get("APPLYONCE_FLEET_SEED")
+    return int(given) if given else random.SystemRandom().randrange(2**32)
 
 
 def plan_calls(rng: random.Random, clients: int, distinct: int, shared: int) -> Plan:
@@ -153,12 +162,15 @@ class Fleet:
         ]
 
     def run(
-        self, clone: Path, *args: str, timeout: float = 120
+        self, clone: Path, *args: str, timeout: float = 120, fault: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """One applyonce command on ``clone``, waited for."""
+        """One applyonce command on ``clone``, waited for; ``fault``: the point it dies at."""
+        env = {k: v for k, v in os.environ.items() if k != "APPLYONCE_FAULT"}
+        if fault:
+            env["APPLYONCE_FAULT"] = fault
         return subprocess.run(
             self.command(clone, *args), capture_output=True, text=True, timeout=timeout,
-            check=False,
+            check=False, env=env,
         )  # fmt: skip
 
 
@@ -258,7 +270,7 @@ def send_through_api(
 def _call_json(call: Call) -> dict[str, object]:
     return {
         "key": call.key, "patch": call.patch, "tool_call_id": call.tool_call_id,
-        "attempt": call.attempt,
+        "attempt": call.attempt, "lane": call.lane,
     }  # fmt: skip
 
 

@@ -72,16 +72,24 @@ class FleetServers:
 
     def call_ids(self, where: Path, bare: Path, calls: Sequence[Call]) -> dict[str, str]:
         """Each call's Call-Id as applyonce computes it (in a plain clone: the identity does not
-        depend on the clone, the ledger or the remote)."""
+        depend on the clone, the ledger or the remote; a lane call's, on its lane's branch)."""
         from applyonce import Executor
+        from applyonce.core.land import lane_branch
         from applyonce.flow.options import CallOptions
 
         git(where.parent, "clone", "-q", str(bare), str(where))
+        for lane in sorted({call.lane for call in calls if call.lane}):
+            git(where, "branch", lane_branch(lane))  # identify() names an existing branch
         executor = Executor(where)
         try:
             return {
                 call.key: executor.identify(
-                    call.patch, CallOptions(attempt=call.attempt, tool_call_id=call.tool_call_id)
+                    call.patch,
+                    CallOptions(
+                        attempt=call.attempt,
+                        tool_call_id=call.tool_call_id,
+                        branch=lane_branch(call.lane) if call.lane else None,
+                    ),
                 )[1].call_id
                 for call in calls
             }

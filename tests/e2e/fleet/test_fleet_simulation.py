@@ -26,6 +26,7 @@ from tests.e2e.fleet.fleet import (
     Fleet,
     Job,
     call_ids_on,
+    fleet_seed,
     git,
     linear_history_problems,
     plan_calls,
@@ -77,15 +78,10 @@ def arm_faults(rng: random.Random, jobs: list[Job]) -> None:
         job.fault = point
 
 
-def _seed() -> int:
-    given = os.environ.get("APPLYONCE_FLEET_SEED")
-    return int(given) if given else random.SystemRandom().randrange(2**32)
-
-
 @pytest.mark.slow
 @pytest.mark.scaled
 def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_path: Path) -> None:
-    seed = _seed()
+    seed = fleet_seed()
     tag = f"[APPLYONCE_FLEET_SEED={seed}]"
     print(f"fleet seed: {seed}")
     rng = random.Random(seed)

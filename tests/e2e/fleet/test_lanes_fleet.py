@@ -1,16 +1,19 @@
 """Lanes in a fleet at small size: clones each calling on their own lane through a shared remote
 (a real ``git daemon``), a queue in another clone landing them, SIGKILLed at the push and
-finished by ``recover`` from yet another clone: each lane call on the server's ``main`` once."""
+finished by ``recover`` from yet another clone: each lane call on the server's ``main`` once;
+and a landing killed at the remote's commit point settled from a clone that never fetched the
+lane, with the lane call's patch from the shared ledger."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from applyonce.faults import POINTS
-from tests.conftest import UTIL_PATCH, Served, run_cli
+from tests.conftest import UTIL_PATCH, Repo, Served, run_cli
 from tests.e2e.support import apply_remote, assert_linear
 
 ADD = "*** Begin Patch\n*** Add File: docs/{name}.md\n+{name}\n*** End Patch\n"
@@ -170,3 +173,45 @@ def test_a_group_landings_pending_push_is_left_to_the_clone_that_made_it(
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     assert sorted(lands_on_main(served)) == sorted(calls), recovered.stdout
     assert served.server_git("for-each-ref", "refs/applyonce/pending/") == ""
+
+
+@pytest.mark.parametrize("point", ["after-push-objects", "after-publish"])
+def test_a_landing_killed_in_the_queue_is_settled_from_a_clone_that_never_fetched_the_lane(
+    served: Served, tmp_path: Path, pg_url: str, point: str
+) -> None:
+    # Cloned before the lane exists, and never fetched since: it does not hold the lane commit,
+    # only the shared ledger's record of the lane call's patch.
+    observer = served.another_clone(tmp_path / "observer")
+    queue = served.another_clone(tmp_path / "queue")
+    ledger = ("--ledger", pg_url)
+    done = apply_remote(served.clone, ADD.format(name="alice"), "--lane", "alice", *ledger)
+    assert done.returncode == 0, done.stderr
+    lane_commit = served.server_git("rev-parse", "agent/alice").strip()
+    call = served.server_git("log", "-1", "--format=%(trailers:key=Call-Id,valueonly)", lane_commit)
+
+    killed = land(queue.path, "--all", *ledger, env={"APPLYONCE_FAULT": point})
+    assert killed.returncode == -signal.SIGKILL
+    assert not holds(observer, lane_commit)
+    recovered = run_cli("recover", "--repo", str(observer.path), "--remote", "origin", *ledger)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert "  committed  " in recovered.stdout, recovered.stdout
+
+    again = land(queue.path, "--all", *ledger)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.startswith("land: 0 landed on main, 1 already there"), again.stdout
+    assert lands_on_main(served) == [call.strip()]
+    assert served.server_git("show", "main:docs/alice.md") == "alice\n"
+    audit = run_cli("audit", "--repo", str(queue.path), "--remote", "origin", *ledger)
+    assert audit.returncode == 0, audit.stdout
+
+
+def holds(clone: Repo, commit: str) -> bool:
+    """Whether ``clone`` has the object ``commit``."""
+    return (
+        subprocess.run(
+            ["git", "-C", str(clone.path), "cat-file", "-e", commit],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )

@@ -89,14 +89,16 @@ def _plan_land(ctx: Context, args: LandArgs, base: GitTree, *, limits: Limits | 
     engine (the same matching and ambiguity rules) where the ledger recorded it; else (a revert
     made on the lane, or a call this ledger never saw) the lane commit's diff, merged three-way."""
     store = ctx.store
+    # The recorded patch first: it needs no lane commit here, which a clone that never fetched
+    # the lane (one recovering a landing another clone's queue left) does not hold.
+    patch_args = lane_call_args(ctx, args.lands, args.lane)
+    if patch_args is not None:
+        return plan(patch_args.patch(), base, limits=limits)
     if not store.has_object(args.commit):
         raise LandConflictError(
             f"lane call {args.lands[:12]}'s commit {args.commit[:12]} is not in the repository",
             hint="fetch the lane first",
         )
-    patch_args = lane_call_args(ctx, args.lands, args.lane)
-    if patch_args is not None:
-        return plan(patch_args.patch(), base, limits=limits)
     parent = store.parent_of(args.commit)
     changes = [
         CommitChange(c.status, c.path, c.old_path) for c in store.changes_in(parent, args.commit)
