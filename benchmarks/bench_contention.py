@@ -83,6 +83,8 @@ MODES = ("branch", "lanes", "worktrees")
 T = TypeVar("T")
 # How long a worktree agent retries its rebase and merge before it gives its work up as stuck.
 STUCK_S = 20.0
+# How long the queue waits before it looks at the lanes again when it found nothing to land.
+IDLE_POLL_S = 0.2
 
 
 def patch_of(agent: int, j: int) -> str:
@@ -260,7 +262,8 @@ def queue_main(spec: dict[str, object]) -> None:
             landing = _again(lambda: _landing(executor, done.landing_call_id, done.call_id))  # noqa: B023
             print(json.dumps(landing), flush=True)
         if not report.landed:
-            time.sleep(0.01)
+            # Nothing waiting: look again in a moment (each look is a fetch of every lane).
+            time.sleep(IDLE_POLL_S)
     # Landings another process finished (recover rolled a killed queue's landing forward).
     from applyonce.flow.call.land import landing_identity, lanes, pending
 
@@ -420,7 +423,7 @@ def measure(
         if proc.returncode == -signal.SIGKILL:  # --kill: recover, then the rest of its work
             row.kills += 1
             _recover(clones[i], http, ledger)
-            killed = len(got)  # the piece of work it died in
+            killed = sum(1 for line in got if "work" in line)  # the piece of work it died in
             if mode == "branch":  # its interrupted call, on main once recover settled it
                 got.append({"work": f"{i}/{killed}", "start": start, "end": time.time(),
                             "status": "committed"})  # fmt: skip
@@ -499,14 +502,21 @@ def _restart_at(repo: Path, landed: int, server: Any, postgres: Any, row: Row) -
 def _recover(repo: Path, http: bool, ledger: str | None = None) -> None:
     remote = ["--remote", "origin"] if http else []
     remote += ["--ledger", ledger] if ledger else []
-    ran = subprocess.run(
-        [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), *remote],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    give_up = time.monotonic() + 60
+    while True:
+        ran = subprocess.run(
+            [sys.executable, "-m", "applyonce", "recover", "--repo", str(repo), *remote],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # The database or the web server restarting (--restart): again, in a moment.
+        outage = "cannot reach" in ran.stdout + ran.stderr
+        if not outage or time.monotonic() > give_up:
+            break
+        time.sleep(0.2)
     # 4: another agent's call is running meanwhile (held by its live process): not ours.
-    if ran.returncode not in (0, 4):
+    if ran.returncode not in (0, 4) or outage:
         raise SystemExit(f"recover failed: {ran.stdout}{ran.stderr}")
 
 
