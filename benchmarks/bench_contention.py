@@ -411,6 +411,27 @@ def measure(
         _ready(proc, err)
     start = time.time()
     _go(procs)
+    # The queue read beside the agents: a queue SIGKILLed (--kill) is recovered and restarted
+    # at once, while the agents still work.
+    queue_lines: list[dict[str, object]] = []
+
+    def run_queue() -> None:
+        assert queue is not None
+        queue_lines.extend(_lines(queue, 600))
+        if queue.returncode == -signal.SIGKILL:
+            row.kills += 1
+            _recover(queue_repo, http, ledger)
+            seen = [str(each["call_id"]) for each in queue_lines if "landed" in each]
+            spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
+                    "seen": seen, "http": http, "ledger": ledger}  # fmt: skip
+            again = _spawn(("--queue", spec), err)
+            _ready(again, err)
+            _go([again])
+            queue_lines.extend(_lines(again, 600))
+
+    queuing = threading.Thread(target=run_queue)
+    if queue is not None:
+        queuing.start()
     restarter = None
     if restart:
         restarter = threading.Thread(
@@ -444,17 +465,8 @@ def measure(
                     {"work": "0/1", "call_id": call, "start": start, "status": "committed"}
                 )
     if queue is not None:
-        landings = _lines(queue, 600)
-        if queue.returncode == -signal.SIGKILL:
-            row.kills += 1
-            _recover(queue_repo, http, ledger)
-            seen = [str(each["call_id"]) for each in landings if "landed" in each]
-            spec = {"repo": str(queue_repo), "expected": agents * calls, "timeout": 600,
-                    "seen": seen, "http": http, "ledger": ledger}  # fmt: skip
-            again = _spawn(("--queue", spec), err)
-            _ready(again, err)
-            _go([again])
-            landings += _lines(again, 600)
+        queuing.join()
+        landings = queue_lines
         row.refusals += sum(1 for each in landings if "refused" in each)
         landings = [each for each in landings if "landed" in each]
         landed_at = {str(each["call_id"]): float(str(each["landed"])) for each in landings}
