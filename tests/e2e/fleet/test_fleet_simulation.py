@@ -52,7 +52,7 @@ DISTINCT = int(
 )
 # The run over smart HTTP (the server's guard installed, the web server restarted with the
 # database) is smaller still in .ci/run: the run over git daemon covers the size.
-HTTP_CI_DISTINCT = 8
+HTTP_CI_DISTINCT = 6
 SHARED = 12  # calls sent by two or three clients at once
 FAULT_RATE = 0.2
 PARALLEL = 4  # processes at a time, all clients together (besides the 3 batches)

@@ -50,7 +50,7 @@ CLIENTS = 3
 # (the fleet_servers fixture's sampling); the README's command and benchmarks/sampled_whole.py
 # run DEFAULT_DISTINCT over both.
 DEFAULT_DISTINCT = 16
-CI_DISTINCT = 4
+CI_DISTINCT = 3
 SAMPLED = bool(os.environ.get("APPLYONCE_TEST_SAMPLE"))
 DISTINCT = int(
     os.environ.get("APPLYONCE_FLEET_DISTINCT", CI_DISTINCT if SAMPLED else DEFAULT_DISTINCT)
