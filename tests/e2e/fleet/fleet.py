@@ -286,6 +286,28 @@ def timeline(jobs: Sequence[Job], start: float) -> str:
     return "\n".join(lines)
 
 
+def assert_jobs_ended_as_designed(jobs: Sequence[Job], expected: dict[str, str], tag: str) -> None:
+    """Every process ended as the design says a call may: with a designed exit code, no
+    traceback, killed only where a fault was armed; a failure in one ``error:`` line saying what
+    and what to do (a conflict, a lost database); else a receipt of its own call, committed on
+    exit 0 and rejected (saying why) otherwise."""
+    for job in jobs:
+        assert job.code in DESIGNED_EXITS, f"{tag} {job.describe()}"
+        assert "Traceback" not in job.stderr, f"{tag} {job.describe()}"
+        if job.code == -9:
+            assert job.fault is not None, f"{tag} killed without a fault armed: {job.describe()}"
+            continue
+        if job.code != 0 and job.stderr:
+            lines = job.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), f"{tag} {job.describe()}"
+            continue
+        receipt = receipt_of(job)
+        assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
+        assert receipt["status"] == ("committed" if job.code == 0 else "rejected"), (
+            f"{tag} {job.describe()}"
+        )
+
+
 def receipt_of(job: Job) -> dict[str, object]:
     """The receipt an ``apply --json`` printed (exit 0 or 1)."""
     data = orjson.loads(job.stdout)

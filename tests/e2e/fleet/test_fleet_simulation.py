@@ -21,16 +21,15 @@ import pytest
 
 from applyonce.faults import POINTS
 from tests.e2e.fleet.fleet import (
-    DESIGNED_EXITS,
     Call,
     Fleet,
     Job,
+    assert_jobs_ended_as_designed,
     call_ids_on,
     fleet_seed,
     git,
     linear_history_problems,
     plan_calls,
-    receipt_of,
     run_jobs,
     send_through_api,
     timeline,
@@ -179,23 +178,7 @@ def test_fleet_lands_every_call_exactly_once(fleet_servers: FleetServers, tmp_pa
     # Whatever happened, no call has landed twice, nothing but the calls landed, and the
     # branch is one line.
     assert_exactly_once(bare, expected, by_id, tag, all_landed=False)
-    for job in jobs:
-        assert job.code in DESIGNED_EXITS, f"{tag} {job.describe()}"
-        assert "Traceback" not in job.stderr, f"{tag} {job.describe()}"
-        if job.code == -9:
-            assert job.fault is not None, f"{tag} killed without a fault armed: {job.describe()}"
-            continue
-        if job.code != 0 and job.stderr:
-            # A conflict or a lost database: one line saying what and what to do.
-            lines = job.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("error: "), f"{tag} {job.describe()}"
-            continue
-        # A receipt: the call committed (0), or was rejected and said why in it (1, 4).
-        receipt = receipt_of(job)
-        assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
-        assert receipt["status"] == ("committed" if job.code == 0 else "rejected"), (
-            f"{tag} {job.describe()}"
-        )
+    assert_jobs_ended_as_designed(jobs, expected, tag)
     killed = [job for job in jobs if job.code == -9]
     assert len(killed) >= len(jobs) // 10, f"{tag} only {len(killed)} kills"
     for point in MUST_KILL:

@@ -29,16 +29,15 @@ import orjson
 import pytest
 
 from tests.e2e.fleet.fleet import (
-    DESIGNED_EXITS,
     Call,
     Fleet,
     Job,
     Plan,
+    assert_jobs_ended_as_designed,
     fleet_seed,
     git,
     linear_history_problems,
     plan_calls,
-    receipt_of,
     run_jobs,
     send_through_api,
     timeline,
@@ -297,21 +296,7 @@ def test_lanes_land_once_despite_killed_clients_and_queue(
     assert len(outage) == 2, f"{tag} the database did not restart"
 
     assert_exactly_once(bare, expected, by_id, base, tag, all_landed=False)
-    for job in jobs:
-        assert job.code in DESIGNED_EXITS, f"{tag} {job.describe()}"
-        assert "Traceback" not in job.stderr, f"{tag} {job.describe()}"
-        if job.code == -9:
-            assert job.fault is not None, f"{tag} killed without a fault armed: {job.describe()}"
-            continue
-        if job.code != 0 and job.stderr:
-            lines = job.stderr.strip().splitlines()
-            assert len(lines) == 1 and lines[0].startswith("error: "), f"{tag} {job.describe()}"
-            continue
-        receipt = receipt_of(job)
-        assert receipt["call_id"] == expected[job.call.key], f"{tag} {job.describe()}"
-        assert receipt["status"] == ("committed" if job.code == 0 else "rejected"), (
-            f"{tag} {job.describe()}"
-        )
+    assert_jobs_ended_as_designed(jobs, expected, tag)
     killed = [job for job in jobs if job.code == -9]
     for point in MUST_KILL:
         assert any(job.fault == point for job in killed), f"{tag} no client killed at {point}"
