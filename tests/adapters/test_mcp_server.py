@@ -22,6 +22,9 @@ from applyonce.executor import Executor
 from tests.conftest import Repo, run_cli, stored_text, without_replay_notes
 from tests.support.mcp_session import PATCH, SUCCESS, text_of, with_session
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH_2 = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n*** End Patch\n"
 
 

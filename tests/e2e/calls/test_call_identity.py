@@ -13,6 +13,9 @@ import pytest
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply, stored_json, stored_text
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 
 def test_same_call_twice_makes_one_commit_and_identical_output(repo: Repo) -> None:
     first = apply(repo, PATCH, "--json")

@@ -17,6 +17,9 @@ from applyonce.executor import CallOptions
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply, run_cli, stored_text, without_replay_notes
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 MINE = "def greet(name):\n    return 'hello ' + name\n\n# my own edit, not committed\n"
 PATCHED = "def greet(name):\n    return f'hello {name}!'\n\n# my own edit, not committed\n"
 ADDED = "from src.app import greet\nassert greet('x') == 'hello x!'\n"

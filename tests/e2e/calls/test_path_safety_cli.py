@@ -9,6 +9,9 @@ import pytest
 
 from tests.conftest import Repo, run_cli, snapshot
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 
 def _patch(path: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n+owned\n*** End Patch\n"

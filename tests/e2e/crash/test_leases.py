@@ -21,6 +21,9 @@ from tests.conftest import Repo, run_cli
 from tests.e2e.crash.claims import OTHER_HOST, apply, ledger_events, ledger_rows
 from tests.e2e.support import THREE_FILE_PATCH as PATCH
 
+# .ci/run: one test in two of this module a commit (the next commit runs the others).
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 KILL_AFTER_CLAIM = {"APPLYONCE_FAULT": "after-claim"}
 
 
