@@ -430,18 +430,9 @@ class RemotePublisher:
         """
         assert prefix.startswith("refs/heads/") and prefix.endswith("/"), prefix
         local = self.fetched(prefix)
-        for attempt in range(FETCH_LOCK_RETRIES):
-            deepen = ["--unshallow"] if self.store.is_shallow() else []
-            got = self._git(
-                "fetch", "--prune", *deepen, self.remote, f"+{prefix}*:{local}*", fetch=True
-            )
-            if got.code == 0:
-                if deepen:
-                    self.store.reread_history()
-                break
-            if "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
-                raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
-            time.sleep(0.01 * (attempt + 1))  # another fetch of this clone holds a ref's lock
+        got = self._fetch_deepening(f"+{prefix}*:{local}*", prune=True)
+        if got.code != 0:
+            raise RemoteUnreachableError(self._say(f"cannot list remote {self.remote}", got))
         now = time.monotonic()
         found = []
         for name in self.store.repo.references:
@@ -499,28 +490,35 @@ class RemotePublisher:
         if known is not None and time.monotonic() - known[1] <= max_age:
             return known[0]
         fetched = self.fetched(ref)
-        for attempt in range(FETCH_LOCK_RETRIES):
-            # A shallow clone is deepened to the whole history (see the module docstring).
-            deepen = ["--unshallow"] if self.store.is_shallow() else []
-            got = self._git("fetch", *deepen, self.remote, f"+{ref}:{fetched}", fetch=True)
-            if got.code == 0:
-                if deepen:
-                    self.store.reread_history()
-                tip = self.store.tip(fetched)
-                break
-            if "couldn't find remote ref" in got.err:
-                # No such branch there (yet): a copy left from before would lie.
-                with contextlib.suppress(KeyError, pygit2.GitError):
-                    self.store.repo.references.delete(fetched)
-                tip = None
-                break
-            if "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
-                raise RemoteUnreachableError(
-                    self._say(f"cannot fetch {ref} from remote {self.remote}", got)
-                )
-            time.sleep(0.01 * (attempt + 1))  # another fetch of this clone holds the ref's lock
+        got = self._fetch_deepening(f"+{ref}:{fetched}")
+        if got.code == 0:
+            tip = self.store.tip(fetched)
+        elif "couldn't find remote ref" in got.err:
+            # No such branch there (yet): a copy left from before would lie.
+            with contextlib.suppress(KeyError, pygit2.GitError):
+                self.store.repo.references.delete(fetched)
+            tip = None
+        else:
+            raise RemoteUnreachableError(
+                self._say(f"cannot fetch {ref} from remote {self.remote}", got)
+            )
         self._fetched[ref] = (tip, time.monotonic())
         return tip
+
+    def _fetch_deepening(self, refspec: str, *, prune: bool = False) -> _Result:
+        """``git fetch [--prune] REMOTE REFSPEC``, a shallow clone deepened to the whole history on
+        the way (see the module docstring), tried again while another fetch of this clone holds
+        a ref's lock; the last attempt's result."""
+        for attempt in range(FETCH_LOCK_RETRIES):
+            deepen = ["--unshallow"] if self.store.is_shallow() else []
+            pruning = ["--prune"] if prune else []
+            got = self._git("fetch", *pruning, *deepen, self.remote, refspec, fetch=True)
+            if got.code == 0 and deepen:
+                self.store.reread_history()
+            if got.code == 0 or "lock" not in got.err or attempt == FETCH_LOCK_RETRIES - 1:
+                return got
+            time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # FETCH_LOCK_RETRIES >= 1
 
     def _landed(self, ref: str, new: str) -> None:
         """The remote took ``new``: the fetched copy of its branch follows, and the local branch
