@@ -280,14 +280,7 @@ class _Server:
                 self.workers[pid] = conn
                 conn = None  # type: ignore[assignment]  # kept until the worker ends
                 return
-            # No stop signal between the fork and the worker's own handlers: it would unwind
-            # the worker through the server's clean-up.
-            signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-            try:
-                pid = os.fork()
-            finally:
-                if pid != 0:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            pid = _fork_unstoppable()
             if pid == 0:  # the worker: never returns to the server's loop
                 try:
                     listener.close()
@@ -311,17 +304,12 @@ class _Server:
         """Fork the worker of the next call now, between calls: the call then finds a process
         whose memory is already its own (no fork, fewer copy-on-write faults on its way)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = -1
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # as for a worker (``_take``)
         try:
-            pid = os.fork()
+            pid = _fork_unstoppable()
         except OSError:
             ours.close()
             theirs.close()
             return
-        finally:
-            if pid != 0:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         if pid == 0:  # the spare: never returns to the server's loop
             try:
                 ours.close()
@@ -436,6 +424,20 @@ def _spare(channel: socket.socket, ignored: frozenset[int]) -> None:
     channel.close()
     conn = socket.socket(fileno=fds[0])
     _work(conn, rendezvous.Request(bytes(body)), fds[1:], ignored)
+
+
+def _fork_unstoppable() -> int:
+    """``os.fork()`` with the stop signals blocked across it: none lands between the fork and the
+    child's own handlers (it would unwind the child through the server's clean-up). The server
+    unblocks them again, a failed fork included; the child, once its handlers are set."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    return pid
 
 
 def _work(
