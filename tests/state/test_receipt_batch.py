@@ -5,13 +5,14 @@ writes, and nothing else sees them."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from applyonce.core.identity import CallIdentity
 from applyonce.core.receipt import Receipt
-from applyonce.state.files import TMP_PREFIX
+from applyonce.state.files import FSYNC_THREADS, TMP_PREFIX, fsync_all
 from applyonce.state.receipts import ReceiptStore
 
 
@@ -56,3 +57,29 @@ def test_a_sync_that_fails_leaves_no_temp_file_and_no_receipt(
         batch.sync()
     assert os.listdir(tmp_path / "receipts") == []
     assert [ReceiptStore(tmp_path).read_bytes(c) for c in ids] == [None, None]
+
+
+def test_a_batchs_fsyncs_wait_together_sixteen_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file system commits fsyncs that wait together in one journal commit: the first
+    FSYNC_THREADS of a batch are all in flight at once (a barrier that breaks otherwise), and
+    every file of the batch is fsynced."""
+    paths = []
+    for i in range(FSYNC_THREADS + 4):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x")
+        paths.append(str(path))
+    together = threading.Barrier(FSYNC_THREADS, timeout=10)
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if len(synced) < FSYNC_THREADS:
+            together.wait()
+        synced.append(os.fstat(fd).st_ino)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    fsync_all(paths)
+    assert sorted(synced) == sorted(os.stat(p).st_ino for p in paths)

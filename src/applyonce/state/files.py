@@ -109,11 +109,29 @@ def fsync_all(paths: list[str]) -> None:
         for path in paths:
             one(path)
         return
-    from concurrent.futures import ThreadPoolExecutor  # only where many files are written
+    # A thread each (a pool would hand a quick fsync's thread the next path, one after another),
+    # at most FSYNC_THREADS at a time.
+    import threading  # only where many files are written
 
-    with ThreadPoolExecutor(min(FSYNC_THREADS, len(paths))) as pool:
-        for done in [pool.submit(one, path) for path in paths]:
-            done.result()
+    failed: list[OSError] = []
+
+    def run(path: str) -> None:
+        try:
+            one(path)
+        except OSError as error:
+            failed.append(error)
+
+    for start in range(0, len(paths), FSYNC_THREADS):
+        threads = [
+            threading.Thread(target=run, args=(path,), name="fsync")
+            for path in paths[start : start + FSYNC_THREADS]
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failed:
+            raise failed[0]
 
 
 def atomic_write(
