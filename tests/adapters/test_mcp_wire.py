@@ -21,6 +21,8 @@ import pytest
 from applyonce.adapters.mcp_wire import check_line
 from tests.conftest import Repo
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 ADD = "*** Begin Patch\n*** Add File: wire.txt\n+{line}\n*** End Patch\n"
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from tests.conftest import Repo, run_cli
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 OURS = [sys.executable, "-c", "from applyonce.adapters.apply_patch_cmd import main; main()"]
 PATCH = (
     "*** Begin Patch\n*** Update File: src/app.py\n@@ def greet(name):\n"

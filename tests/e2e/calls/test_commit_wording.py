@@ -18,6 +18,8 @@ from pygit2.enums import ConfigLevel
 from applyonce.adapters.agents import ToolCallAdapter
 from tests.conftest import UTIL_PATCH, Repo, apply, git_trailers, run_cli, stored_text
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 OURS = ["Call-Id", "Contract-Sha256", "Attempt", "Tool", "Tool-Version", "Args-Sha256"]
 
 

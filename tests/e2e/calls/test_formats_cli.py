@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import Repo, make_repo, run_cli, stored_json
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 APP = "import os\n\n\ndef greet(name):\n    return 'hello ' + name\n\n\nVALUE = 1\n"
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import Repo, make_repo, run_cli, stored_json, write_files
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 BASE: dict[str, bytes] = {
     "lf.txt": b"one\ntwo\nthree\n",
     "crlf.txt": b"one\r\ntwo\r\nthree\r\n",

@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Served, run_cli, stored_text
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 # Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
 # authentication): tests/e2e/fleet/conftest.py.
 OVER_EACH_SERVER = True

@@ -16,9 +16,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import APP_PATCH, UTIL_PATCH, Repo, Run, Served, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 from tests.gitserver import _free_port
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 # Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
 # authentication): tests/e2e/fleet/conftest.py.
