@@ -273,10 +273,12 @@ def assert_landed(
     landing: Landing,
     *,
     remote: bool = False,
+    lane: str | None = None,
 ) -> list[str]:
     """A call (or a few) that exited 0: once on its branch, nothing lost, fsck clean, and the
-    user's refs, files and index changed only where the call is meant to write. Returns the new
-    commits' Call-Ids."""
+    user's refs, files and index changed only where the call is meant to write (``lane``: a lane
+    call landed, whose branch ``agent/LANE`` may be new, here and with ``remote`` on the origin).
+    Returns the new commits' Call-Ids."""
     assert_fsck(sit.repo)  # first: a branch at a missing commit says so, not what follows from it
     if remote:
         assert sit.origin is not None
@@ -301,8 +303,11 @@ def assert_landed(
                 assert call_ids(sit.repo, local_ref).count(call) == 1, "local branch lacks the call"
     # Refs: only the branch (and, with --remote, its remote-tracking ref) may move.
     allowed = {local_ref} if followed else set()
+    lanes = {f"refs/heads/agent/{lane}"} if lane is not None else set()
+    allowed |= lanes
     if remote:
         allowed.add(f"refs/remotes/origin/{local_ref.removeprefix('refs/heads/')}")
+        allowed |= {f"refs/remotes/origin/{ref.removeprefix('refs/heads/')}" for ref in lanes}
     assert_same(
         "refs",
         {
@@ -322,7 +327,7 @@ def assert_landed(
     assert_same("pseudo-refs", keep, {k: after.pseudo[k] for k in keep})
     assert before.config == after.config, "the repository's config was rewritten"
     if sit.origin is not None and before.origin_refs is not None:
-        origin_moved = {landing.ref} if remote else set()
+        origin_moved = {landing.ref, *lanes} if remote else set()
         assert after.origin_refs is not None
         assert_same(
             "origin's refs",

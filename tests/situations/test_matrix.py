@@ -19,9 +19,12 @@ Columns:
 * ``audit-again``: the call, ``applyonce audit``, a commit of the user's on the branch, then
   ``applyonce audit`` again, which must rely on the first one's checkpoint (checking only the new
   commit) and find it clean;
-* ``remote-apply``, ``remote-dirty-commit``, ``remote-crash``: ``apply``, ``dirty-commit`` and
-  ``crash`` with ``--remote origin`` (a bare repo reached by a ``file://`` URL), where the state is
-  a clone.
+* ``lane``: the call on a lane (``apply --lane``, branch ``agent/NAME`` made from the state's
+  branch), ``applyonce land`` of that lane onto the state's branch, then ``land`` again, which
+  must find it there already;
+* ``remote-apply``, ``remote-dirty-commit``, ``remote-crash``, ``remote-lane``: ``apply``,
+  ``dirty-commit``, ``crash`` and ``lane`` with ``--remote origin`` (a bare repo reached by a
+  ``file://`` URL), where the state is a clone.
 * ``serve-apply``, ``serve-crash``: ``apply`` and ``crash`` with every ``apply`` handed to a
   running ``applyonce serve`` for the state's repository (``APPLYONCE_SERVE=require``: through it,
   or exit 3), its worker killed at the fault point.
@@ -35,6 +38,7 @@ tests.situations.report matrix.xml`` prints the matrix from a run's ``--junitxml
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -57,6 +61,7 @@ from tests.situations.promises import (
     blob,
     call_ids,
     tip,
+    trailer_values,
 )
 from tests.situations.states import EXTRA_CALLS, STATES, Expect, Situation, git_loop
 
@@ -75,9 +80,11 @@ COLUMNS = (
     "crash",
     "audit",
     "audit-again",
+    "lane",
     "remote-apply",
     "remote-dirty-commit",
     "remote-crash",
+    "remote-lane",
     "serve-apply",
     "serve-crash",
 )
@@ -377,6 +384,60 @@ def column_audit_again(cell: Cell) -> str:
     return "landed"
 
 
+LANE = "m"
+
+
+def column_lane(cell: Cell) -> str:
+    sit = cell.sit
+    before, base = Snapshot.take(sit), tip(cell.where, sit.branch)
+    onto = sit.branch.removeprefix("refs/heads/")
+    with cell.loop():
+        run = cell.apply("--lane", LANE)
+        if _ok(cell, run):
+            landed = cell.command("land", "--lane", LANE, "--onto", onto, "--json")
+            again = cell.command("land", "--lane", LANE, "--onto", onto)
+    if not _ok(cell, run):
+        return cell.refused(before, run, lambda: cell.apply("--lane", LANE))
+    if landed.returncode != 0:
+        return _land_blocked(cell, before, base, landed, onto)
+    said = (landed.stdout + landed.stderr).strip()[-400:]
+    assert len(json.loads(landed.stdout)["landed"]) == 1, f"land: {said}"
+    assert again.returncode == 0, f"land again: exit {again.returncode}: {again.stderr}"
+    assert again.stdout.startswith(f"land: 0 landed on {onto}, 1 already there"), again.stdout
+    lane_ids = call_ids(cell.where, f"refs/heads/agent/{LANE}")
+    assert trailer_values(cell.where, sit.branch, "Lands-Call-Id") == lane_ids[:1], (
+        "the lane call is not on the branch once"
+    )
+    assert_landed(sit, before, cell.landing(base, sit.blobs), remote=cell.remote, lane=LANE)
+    return "landed"
+
+
+def _land_blocked(cell: Cell, before: Snapshot, base: str | None, landed: Run, onto: str) -> str:
+    """A land the situation refuses (the checkout's index is one libgit2 cannot read): the lane
+    is reported blocked with the situation's words, the target and the user's files stay, and
+    once the user did what the hint says, the land lands the call once."""
+    sit = cell.sit
+    said = (landed.stdout + landed.stderr).strip()[-400:]
+    assert landed.returncode in cell.expect.exits, f"land: exit {landed.returncode}: {said}"
+    report = json.loads(landed.stdout)
+    assert report["landed"] == [] and len(report["blocked"]) == 1, f"land: {said}"
+    message = report["blocked"][0]["message"]
+    assert re.search(cell.expect.message, message, re.IGNORECASE), f"land: {message}"
+    after = Snapshot.take(sit)
+    assert tip(cell.where, sit.branch) == base, "the target moved"
+    for path, was in before.checkouts.items():
+        assert after.checkouts[path] == was, f"the checkout {path.name} changed"
+    assert sit.cure, f"a land refused with no cure: {message}"
+    for command in sit.cure:
+        subprocess.run(["git", "-C", str(sit.repo), *command], check=True, capture_output=True)
+    cured = cell.command("land", "--lane", LANE, "--onto", onto)
+    assert cured.returncode == 0, f"land after the cure: {cured.stdout} {cured.stderr}"
+    assert cured.stdout.startswith("landed: call "), cured.stdout
+    lane_ids = call_ids(cell.where, f"refs/heads/agent/{LANE}")
+    assert trailer_values(cell.where, sit.branch, "Lands-Call-Id") == lane_ids[:1]
+    return "landed"
+
+
 COMMANDS: dict[str, Callable[[Cell], str]] = {
     "apply": column_apply,
     "dirty-commit": column_dirty_commit,
@@ -385,9 +446,11 @@ COMMANDS: dict[str, Callable[[Cell], str]] = {
     "crash": column_crash,
     "audit": column_audit,
     "audit-again": column_audit_again,
+    "lane": column_lane,
     "remote-apply": column_apply,
     "remote-dirty-commit": column_dirty_commit,
     "remote-crash": column_crash,
+    "remote-lane": column_lane,
     "serve-apply": column_apply,
     "serve-crash": column_crash,
 }

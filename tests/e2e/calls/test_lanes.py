@@ -6,6 +6,8 @@ finished by ``recover``."""
 from __future__ import annotations
 
 import signal
+import subprocess
+from pathlib import Path
 
 import orjson
 import pytest
@@ -191,8 +193,44 @@ def test_a_lane_from_a_branch_that_does_not_exist_is_refused(repo: Repo) -> None
         "apply", "-", "--repo", str(repo.path), "--lane", "a", "--branch", "nosuch", input=UTIL_2
     )
     assert ran.returncode == 2
-    assert ran.stderr.startswith("error: there is no branch 'nosuch' to start lane 'a' from;")
+    assert ran.stderr == (
+        "error: there is no branch 'nosuch' to start lane 'a' from; pass --branch BRANCH naming"
+        " an existing branch\n"
+    )
     assert "agent/a" not in repo.git("for-each-ref")
+
+
+def test_lanes_of_a_repository_with_no_commit_yet_land_the_first_commit(tmp_path: Path) -> None:
+    """HEAD's branch unborn: a lane starts empty (its first call a root commit), and landing it
+    makes the branch, once; a lane from another branch that does not exist is still refused."""
+    path = tmp_path / "new"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    ran = run_cli("apply", "-", "--repo", str(path), "--lane", "a", input=ADD_NOTES)
+    assert ran.returncode == 0, ran.stderr
+    lane_commit = _git(path, "rev-parse", "agent/a")
+    assert _git(path, "rev-list", "--count", "agent/a") == "1"
+    refused = run_cli(
+        "apply", "-", "--repo", str(path), "--lane", "b", "--branch", "dev", input=ADD_TODO
+    )
+    assert refused.returncode == 2 and "there is no branch 'dev'" in refused.stderr
+    assert _git(path, "for-each-ref", "--format=%(refname)") == "refs/heads/agent/a"
+    first = run_cli("land", "--repo", str(path), "--lane", "a")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert first.stdout.endswith("land: 1 landed on main, 0 already there, 0 lane(s) blocked\n")
+    again = run_cli("land", "--repo", str(path), "--lane", "a")
+    assert again.stdout == "land: 0 landed on main, 1 already there, 0 lane(s) blocked\n"
+    assert _git(path, "rev-list", "--count", "main") == "1"
+    assert _git(path, "log", "-1", "--format=%(trailers:key=Lane-Commit,valueonly)", "main") == (
+        lane_commit
+    )
+    assert (path / "docs" / "notes.md").read_text() == "notes\n"
+    assert _git(path, "status", "--porcelain") == ""
+
+
+def _git(path: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(path), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.mark.sampled(every=6)  # .ci/run: one point in six, as the other crash suites

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from applyonce.core.identity import ApplyPatchArgs, CallIdentity, patch_source, sha256_hex
+from applyonce.core.land import LANE_PREFIX
 from applyonce.core.message import build_message
 from applyonce.core.plan import TreePlan, check_parents, plan
 from applyonce.core.receipt import (
@@ -121,6 +122,18 @@ def _running(call_id: str) -> Iterator[None]:
 # --- identify and plan (pure reads: nothing is written) ------------------------------------------
 
 
+def _lane_of_unborn(ctx: Context, ref: str) -> bool:
+    """Whether ``ref`` is a lane whose branch HEAD points at is unborn too: the lane starts
+    empty (:func:`applyonce.flow.call.land.open_lane`), its first call the root commit."""
+    if not ref.startswith("refs/heads/" + LANE_PREFIX):
+        return False
+    try:
+        head = ctx.store.resolve_branch(None)
+    except UsageError:  # HEAD is detached
+        return False
+    return ctx.publisher.tip(head) is None
+
+
 def identify(
     ctx: Context, patch_text: str, options: CallOptions
 ) -> tuple[ApplyPatchArgs, CallIdentity]:
@@ -135,7 +148,12 @@ def identify(
     patch = parse(patch_text, options.format, limits=limits)
     ref = ctx.store.resolve_branch(options.branch)
     ctx.require_remote_branch(ref)
-    if options.branch is not None and ctx.publisher.tip(ref) is None and not ctx.store.head_is(ref):
+    if (
+        options.branch is not None
+        and ctx.publisher.tip(ref) is None
+        and not ctx.store.head_is(ref)
+        and not _lane_of_unborn(ctx, ref)
+    ):
         raise UsageError(
             f"there is no branch {options.branch!r}",
             hint="pass an existing --branch, or create it first with 'git branch NAME'",

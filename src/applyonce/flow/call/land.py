@@ -101,9 +101,13 @@ def open_lane(ctx: Context, name: str, *, onto: str | None = None) -> str:
     target = ctx.store.resolve_branch(onto)
     tip = ctx.publisher.tip(target)
     if tip is None:
+        if ctx.store.head_is(target):
+            # HEAD's branch is unborn (no commit yet): the lane starts empty too, its first call
+            # the root commit, as that call would be on the branch itself.
+            return ref
         raise UsageError(
             f"there is no branch {target.removeprefix(_HEADS)!r} to start lane {name!r} from",
-            hint="pass --onto BRANCH naming an existing branch",
+            hint="pass --branch BRANCH naming an existing branch",
         )
     # A history the lane's calls could not be judged on refuses them: the lane is not made
     # either (nothing written), as the call itself would be refused.
@@ -139,7 +143,8 @@ def land(
     """
     options = options or CallOptions()
     target = ctx.store.resolve_branch(onto)
-    if ctx.publisher.tip(target) is None:
+    # HEAD's unborn branch is a target: its first landing is the root commit.
+    if ctx.publisher.tip(target) is None and not ctx.store.head_is(target):
         raise UsageError(
             f"there is no branch {target.removeprefix(_HEADS)!r} to land on",
             hint="pass --onto BRANCH naming an existing branch",
