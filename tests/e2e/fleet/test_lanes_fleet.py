@@ -152,6 +152,55 @@ def test_a_crash_at_any_point_of_a_group_landing_over_the_remote_is_finished_by_
     assert audit.returncode == 0, audit.stdout
 
 
+# A post-receive hook on the server: at the first push of pending objects (a landing's, before
+# its compare-and-swap), another client's commit moves main, once.
+FOREIGN_PUSH = """#!/bin/sh
+grep -q ' refs/applyonce/pending/' || exit 0
+[ -e "$0.done" ] && exit 0
+touch "$0.done"
+export GIT_AUTHOR_NAME=other GIT_AUTHOR_EMAIL=other@localhost
+export GIT_COMMITTER_NAME=other GIT_COMMITTER_EMAIL=other@localhost
+export GIT_INDEX_FILE="$PWD/foreign-index"
+blob=$(echo other | git hash-object -w --stdin)
+git read-tree main
+git update-index --add --cacheinfo "100644,$blob,other.txt"
+commit=$(echo "another client's commit" | git commit-tree "$(git write-tree)" -p main)
+rm -f "$GIT_INDEX_FILE"
+git update-ref refs/heads/main "$commit"
+"""
+
+
+def test_a_group_landing_whose_target_moved_on_the_server_lands_on_the_new_tip_once(
+    served: Served, tmp_path: Path
+) -> None:
+    """Another client pushes to main between the queue's fetch and its compare-and-swap: the
+    push is refused, the group is restaged on the new tip, and each call lands once, the other
+    client's commit kept under them."""
+    calls = _lanes_of_three(served, tmp_path)
+    queue = served.another_clone(tmp_path / "queue")
+    base = served.server_git("rev-parse", "main").strip()
+    hook = served.server / "hooks" / "post-receive"
+    hook.write_text(FOREIGN_PUSH)
+    hook.chmod(0o755)
+    done = land(queue.path, "--all")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith("land: 4 landed on main, 0 already there, 0 lane(s) blocked\n")
+    assert hook.with_name("post-receive.done").exists()  # the foreign push happened
+    foreign = served.server_git("log", "--format=%H", "--author=other", "main").split()
+    assert len(foreign) == 1
+    assert served.server_git("rev-parse", f"{foreign[0]}^").strip() == base
+    assert sorted(lands_on_main(served)) == sorted(calls)
+    assert served.server_git("rev-list", "--count", f"{foreign[0]}..main").strip() == "4"
+    assert served.server_git("show", "main:other.txt") == "other\n"
+    assert served.server_git("show", "main:src/util.py") == "VALUE = 2\n"
+    assert served.server_git("for-each-ref", "refs/applyonce/pending/") == ""
+    assert_linear(served)
+    again = land(served.clone.path, "--all")
+    assert again.stdout.startswith("land: 0 landed on main, 4 already there"), again.stdout
+    audit = run_cli("audit", "--repo", str(queue.path), "--remote", "origin")
+    assert audit.returncode == 0, audit.stdout
+
+
 def test_a_group_landings_pending_push_is_left_to_the_clone_that_made_it(
     served: Served, tmp_path: Path
 ) -> None:
