@@ -179,11 +179,11 @@ def test_a_claim_the_crashed_server_lost_leaves_nothing_only_its_clone_would_rec
             executor.apply(PATCH)
         pg_server.ensure_running()
         assert _states(url) == []  # the claim was lost with the server (the case at hand)
-        fleet = ("--repo", "--ledger", url, "--remote", "origin", "--json")
-        said = run_cli("recover", *fleet[:1], str(other.path), *fleet[1:])
+        fleet = ("--ledger", url, "--remote", "origin", "--json")
+        said = run_cli("recover", "--repo", str(other.path), *fleet)
         assert said.returncode == 0, said.stdout + said.stderr
         assert orjson.loads(said.stdout)["outcomes"] == []
-        here = run_cli("recover", *fleet[:1], str(mine.path), *fleet[1:])
+        here = run_cli("recover", "--repo", str(mine.path), *fleet)
         assert here.returncode == 0, here.stdout + here.stderr
         assert orjson.loads(here.stdout)["outcomes"] == [], here.stdout
         assert _states(url) == []
