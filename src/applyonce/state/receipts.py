@@ -4,11 +4,13 @@ Written atomically (:func:`applyonce.state.files.atomic_write`); every read is v
 (:func:`applyonce.core.receipt.parse_receipt`). Only applyonce writes here.
 
 With a shared ledger (PostgreSQL), the receipts live in it too (a :class:`ReceiptMirror`) and the
-files become a cache, so every clone sees every clone's calls: a write goes to the file (fsynced,
-as always), then to the mirror; a read takes the file, else the mirror's copy (written back into
-the cache); and where the file's digest is not the one the call's ledger row names but the
-mirror's is, the mirror's copy wins (another clone ran the call again). A copy that matches
-neither is still reported as tampered with.
+files become a cache, so every clone sees every clone's calls: a write goes to the mirror, then to
+the file (fsynced, as always), so that no receipt is in one clone's cache alone (a ``prepared``
+receipt whose claim a crash of the database lost would be a call in flight that only that clone's
+``recover`` finds, after another clone's said every call was settled); a read takes the file, else
+the mirror's copy (written back into the cache); and where the file's digest is not the one the
+call's ledger row names but the mirror's is, the mirror's copy wins (another clone ran the call
+again). A copy that matches neither is still reported as tampered with.
 """
 
 from __future__ import annotations
@@ -92,11 +94,16 @@ class ReceiptStore:
         )
 
     def sync(self) -> None:
-        """Put a batched store's writes in place, durably: the temp files' data fsynced (all at
-        once), each renamed over its receipt, the directory fsynced once, then the mirror."""
+        """Put a batched store's writes in place, durably: the mirror first, then the temp
+        files' data fsynced (all at once), each renamed over its receipt, the directory fsynced
+        once."""
         waiting, self._waiting = self._waiting, {}
         if waiting:
             try:
+                if self.mirror is not None:
+                    # The ledger's copies first, as write() puts them.
+                    for call_id, (_, data, sha, _) in waiting.items():
+                        self.mirror.put_receipt(call_id, sha, data)
                 fsync_all([tmp for tmp, _, _, _ in waiting.values()])
                 for call_id, (tmp, _, _, before_replace) in waiting.items():
                     if before_replace is not None:
@@ -111,9 +118,6 @@ class ReceiptStore:
         if self._unsynced:
             fsync_dir(self.dir)
             self._unsynced = False
-        if self.mirror is not None:
-            for call_id, (_, data, sha, _) in waiting.items():
-                self.mirror.put_receipt(call_id, sha, data)
 
     def path(self, call_id: str) -> Path:
         if not is_sha256_hex(call_id):
@@ -137,6 +141,10 @@ class ReceiptStore:
                 hint=f"move {path} aside, then run 'applyonce recover'",
             )
         sha = hashlib.sha256(data).hexdigest()
+        if self.mirror is not None and not self.batched:
+            # The ledger's copy first: a receipt in this clone's cache alone (the database lost
+            # before it took it) is a call only this clone's recover would see.
+            self.mirror.put_receipt(receipt.call_id, sha, data)
         try:
             ensure_dir(self.dir)
             if self.batched:
@@ -152,8 +160,6 @@ class ReceiptStore:
             if cause is None:
                 raise
             raise storage_error(self.dir, cause, exc.strerror or "") from None
-        if self.mirror is not None:
-            self.mirror.put_receipt(receipt.call_id, sha, data)
         return sha
 
     def remove_stale_temps(self, call_id: str) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -17,6 +18,8 @@ import pytest
 from applyonce import Executor
 from applyonce.flow.call import apply as apply_flow
 from applyonce.flow.call.apply import UnrecordedCommitError
+from applyonce.flow.record import settle
+from applyonce.state.storage import LedgerUnavailableError
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, Run, Served, run_cli, stored_text
 from tests.e2e.support import server_calls
@@ -141,6 +144,58 @@ def test_the_server_lost_after_the_publish_is_an_unrecorded_commit_until_recover
     finally:
         executor.close()
         pg_server.ensure_running()
+
+
+def test_a_claim_the_crashed_server_lost_leaves_nothing_only_its_clone_would_recover(
+    served: Served, pg_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim commits without waiting for the disk; the server killed (an immediate shutdown)
+    right after it loses it, and the call stops at its first write to the database. The
+    ``prepared`` receipt is then not left in this clone's cache alone: another clone's
+    ``recover`` says every call is settled, and that is true of this clone too (its own
+    ``recover`` finds nothing). The prepared receipt used to be written to this clone's cache
+    before the database was asked to keep it: only this clone's recover found it, later, as a
+    call in flight, after the other's had said everything was settled."""
+    import psycopg
+
+    url = pg_server.create_database()
+    made = settle.prepared_receipt
+
+    def kill_server_before_the_prepared_receipt(*args: Any, **kwargs: Any) -> Any:
+        # After the claim and every read of the call's: its next step writes the receipt.
+        pg_server.kill()
+        return made(*args, **kwargs)
+
+    # The WAL writer puts a commit that did not wait for the disk there within
+    # wal_writer_delay (200 ms): 10 s keeps the claim in the server's memory until the kill.
+    with psycopg.connect(pg_server.url(), autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET wal_writer_delay = '10s'")
+        conn.execute("SELECT pg_reload_conf()")
+    monkeypatch.setattr(settle, "prepared_receipt", kill_server_before_the_prepared_receipt)
+    mine, other = served.clone, served.another_clone(tmp_path / "other")
+    executor = Executor(mine.path, ledger=url, remote="origin")
+    try:
+        with pytest.raises(LedgerUnavailableError, match="lost the connection"):
+            executor.apply(PATCH)
+        pg_server.ensure_running()
+        assert _states(url) == []  # the claim was lost with the server (the case at hand)
+        fleet = ("--ledger", url, "--remote", "origin", "--json")
+        said = run_cli("recover", "--repo", str(other.path), *fleet)
+        assert said.returncode == 0, said.stdout + said.stderr
+        assert orjson.loads(said.stdout)["outcomes"] == []
+        here = run_cli("recover", "--repo", str(mine.path), *fleet)
+        assert here.returncode == 0, here.stdout + here.stderr
+        assert orjson.loads(here.stdout)["outcomes"] == [], here.stdout
+        assert _states(url) == []
+        receipts = mine.state_dir() / "receipts"
+        assert not receipts.exists() or not any(receipts.glob("*.json"))
+        assert server_calls(served) == []  # nothing took effect
+    finally:
+        executor.close()
+        pg_server.ensure_running()
+        with psycopg.connect(pg_server.url(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET wal_writer_delay")
+            conn.execute("SELECT pg_reload_conf()")
 
 
 def _states(url: str) -> list[str]:
