@@ -339,27 +339,16 @@ def test_lanes_land_once_despite_killed_clients_and_queue(
     recovered = [fleet.run(observer, "recover", "--json")]
     others = (*clones, queue_clone)
     recovered += side_by_side(fleet, [(clone, ("recover", "--json")) for clone in others])
-    held = [
-        i
-        for i, done in enumerate(recovered[1:])
-        if done.returncode == 4
-        and {o["now"] for o in orjson.loads(done.stdout)["outcomes"]} == {"held"}
-    ]
-    if held:
-        # A call left in flight was taken by one of the side-by-side recovers, and the others
-        # said it was held by that one (as designed): each of those runs once more, alone.
-        print(f"held by a side-by-side recover: {[recovered[1 + i].stdout for i in held]}")
-        for i in held:
-            recovered[1 + i] = fleet.run(others[i], "recover", "--json")
+    # Once the observer's recover said every call was settled, no clone finds one in flight
+    # (a receipt of a call the database lost in its restart is never in one clone's cache alone).
     for done in recovered:
         assert done.returncode == 0, (
             f"{tag} {done.args} {done.stdout} {done.stderr}; the observer's recover said"
             f" {recovered[0].stdout}"
         )
         assert "Traceback" not in done.stderr, f"{tag} {done.stderr}"
-    for i, done in enumerate(recovered[1:]):
-        if i not in held:
-            assert orjson.loads(done.stdout)["outcomes"] == [], f"{tag} {done.stdout}"
+    for done in recovered[1:]:
+        assert orjson.loads(done.stdout)["outcomes"] == [], f"{tag} {done.stdout}"
 
     # ---- every call once more on its lane (a replay, or the first commit of a call its crash
     # left rejected), all from one client's clone (the Call-Id is the call's, not the clone's:
