@@ -33,6 +33,8 @@ from applyonce.state.receipts import ReceiptStore
 from applyonce.state.sqlite.ledger import SqliteLedger
 from tests.conftest import Repo, stored_text, without_replay_notes
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 PATCH = "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 1\n+VALUE = 2\n*** End Patch\n"
 PATCH_2 = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n*** End Patch\n"
 SUCCESS = "Success. Updated the following files:\nM src/util.py\n"

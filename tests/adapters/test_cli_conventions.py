@@ -20,6 +20,8 @@ from applyonce.adapters.cli import app
 from applyonce.adapters.cli.app import COMMANDS as MODULES
 from tests.conftest import Repo, make_repo, run_cli
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 COMMANDS = list(MODULES)
 ADD = "*** Begin Patch\n*** Add File: {name}\n+x\n*** End Patch\n"
 BOX = re.compile("[\u2500-\u257f]")  # box drawing: ╭ ─ │ ╰ …

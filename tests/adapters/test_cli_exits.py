@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 
 def test_odd_inputs_get_one_line_errors(repo: Repo, tmp_path: Path) -> None:
     cases = [

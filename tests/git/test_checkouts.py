@@ -8,9 +8,12 @@ import signal
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import UTIL_PATCH as PATCH
 from tests.conftest import Repo, apply, make_repo, run_cli
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def test_linked_worktree_apply_syncs_and_guards_the_main_checkout(

@@ -31,6 +31,8 @@ from applyonce.state.sqlite.history import SqliteHistoryCache
 from tests.conftest import Repo, make_repo
 from tests.git.fakes import MemoryPublisher
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 MAIN = "refs/heads/main"
 OTHER = "refs/heads/other"
 NEW = "refs/heads/new"

@@ -26,6 +26,8 @@ from tests.peers.realworld import (
 from tests.peers.realworld_blocks import NO_BLOCKS
 from tests.peers.test_realworld_replay import _bundle
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 EVERY = 12  # one commit in EVERY, over the whole history
 CHUNKS = 3
 

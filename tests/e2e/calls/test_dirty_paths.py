@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import APP_PATCH as PATCH
 from tests.conftest import Repo, apply
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 
 def test_dirty_path_is_a_conflict_and_user_work_survives(repo: Repo) -> None:
     (repo.path / "src/app.py").write_text("my own edit\n")

@@ -5,9 +5,12 @@ checkout it could not update is said; both exit 4 (held by another process)."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from tests.conftest import Repo, run_cli
 from tests.e2e.crash.claims import OTHER_HOST, apply, ledger_events, ledger_rows
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def test_recover_names_a_call_held_under_another_hosts_live_lease(repo: Repo) -> None:

@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import Repo, Served, apply, make_repo, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 FILTERS = ["blob:none", "tree:0"]
 UTIL_AGAIN = (
     "*** Begin Patch\n*** Update File: src/util.py\n@@\n-VALUE = 5\n+VALUE = 6\n*** End Patch\n"

@@ -12,8 +12,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Repo, Served, apply, make_repo, run_cli
 from tests.e2e.support import apply_remote, assert_linear, server_calls
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 # Its tests that use ``served`` run over git daemon, then over smart HTTP (nginx, basic
 # authentication): tests/e2e/fleet/conftest.py.

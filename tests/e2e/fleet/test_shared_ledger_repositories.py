@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.conftest import UTIL_PATCH, Repo, Served, make_repo, run_cli
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 
 def _another_repository(git_daemon: Any, tmp_path: Path) -> tuple[Repo, Path]:

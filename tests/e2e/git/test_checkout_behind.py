@@ -12,11 +12,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jsonschema import Draft202012Validator
 from mcp import ClientSession
 
 from tests.conftest import NEW_FILE_PATCH, UTIL_PATCH, Repo, apply, run_cli
 from tests.support.mcp_session import SUCCESS, text_of, with_session
+
+pytestmark = pytest.mark.sampled(every=2, by="module")
 
 SUMMARY = "Success. Updated the following files:\nM src/util.py\n"
 

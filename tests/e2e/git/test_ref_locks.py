@@ -27,6 +27,8 @@ from applyonce.state.lockjournal import stale_lock_hint
 from tests.conftest import APP_PATCH, Repo, run_cli
 from tests.conftest import UTIL_PATCH as PATCH
 
+pytestmark = pytest.mark.sampled(every=2, by="module")
+
 
 def _git_locks(repo: Repo) -> set[Path]:
     return {p for p in (repo.path / ".git").rglob("*.lock") if "applyonce" not in p.parts}
