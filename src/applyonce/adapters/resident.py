@@ -18,6 +18,7 @@ replaces whatever socket file is left (a stale one from a server that was killed
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import os
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 
 from applyonce.adapters import rendezvous
+from applyonce.errors import UsageError
 
 DEFAULT_IDLE = 60.0
 # The entry point each command runs in a worker: the modules the console scripts fall back to
@@ -77,9 +79,17 @@ def serve(start: str, idle: float, *, ready: Callable[[str], None] | None = None
     _close_inherited()
     os.makedirs(state, exist_ok=True)
     os.chdir("/")  # holds no folder of the user's busy; each worker moves to its caller's
-    lock = os.open(
-        os.path.join(state, rendezvous.LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-    )
+    lock_path = os.path.join(state, rendezvous.LOCK_NAME)
+    try:
+        # Never through a link: the server truncates its lock file and writes its pid there.
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UsageError(
+            f"{lock_path} is a symbolic link, not the server's lock file",
+            hint=f"remove it (rm {lock_path}), then start the server again",
+        ) from None
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -175,6 +175,26 @@ def test_serve_refuses_bad_input_in_one_line(tmp_path: Path, repo: Repo) -> None
     assert run_cli("log", "--repo", str(repo.path)).returncode == 0
 
 
+def test_a_lock_file_made_a_symbolic_link_is_refused_and_its_target_left_alone(
+    tmp_path: Path, repo: Repo
+) -> None:
+    """The server truncates its lock file and writes its pid there: a link planted in its place
+    (by whoever can write the state folder) must not make it write to the file it names."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    repo.state_dir().mkdir(parents=True, exist_ok=True)
+    lock = repo.state_dir() / "serve.lock"
+    lock.symlink_to(victim)
+    refused = _serve(repo.path, "--idle", "1")
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr == (
+        f"error: {lock} is a symbolic link, not the server's lock file; remove it (rm {lock}),"
+        " then start the server again\n"
+    )
+    assert victim.read_text() == "keep me\n"
+    assert lock.is_symlink() and not _socket(repo).exists()
+
+
 def test_in_process_and_through_need_no_server_for_apply_patch_refusals(repo: Repo) -> None:
     alone = call("apply_patch", [], cwd=repo.path, env=IN_PROCESS)
     with serving(repo.path):
