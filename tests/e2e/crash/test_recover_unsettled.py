@@ -62,3 +62,39 @@ def test_recover_does_not_say_settled_when_the_checkout_was_not_updated(repo: Re
     assert again.returncode == 0, again.stderr
     assert again.stdout.endswith("committed  committed  checkout updated\n")
     assert repo.git("status", "--porcelain") == ""
+
+
+def test_a_call_published_after_recovers_walk_is_settled_committed_not_rejected(
+    repo: Repo,
+) -> None:
+    """``recover`` walks each branch once, then takes its calls over one by one: a call that
+    another process published in between (and that died before settling it) is on the branch
+    though the walk did not see it. Asked again under the claim, it is settled committed, never
+    "nothing took effect"."""
+    killed = apply(repo, env={"APPLYONCE_FAULT": "after-publish"})
+    assert killed.returncode == -9
+    published = repo.git("rev-parse", "main").strip()
+    from applyonce import Executor
+    from applyonce.flow.recovery.recover import reconcile
+
+    executor = Executor(repo.path)
+    try:
+        ctx = executor.context
+        [row] = [r for r in ctx.ledger.calls() if r.state == "prepared"]
+        # The walk recover made before the publish: the branch held no commit of the call.
+        outcome = reconcile(ctx, row, history={row.ref: {}})
+    finally:
+        executor.close()
+    assert outcome is not None
+    assert (outcome.now, outcome.why) == (
+        "committed",
+        f"commit {published[:12]} is on refs/heads/main; bookkeeping finished",
+    )
+    [settled] = ledger_rows(repo)
+    assert (settled["state"], settled["commit_id"]) == ("committed", published)
+    # What is left is the checkout's sync, which the next recover does.
+    synced = run_cli("recover", "--repo", str(repo.path))
+    assert synced.returncode == 0 and "  committed  committed  checkout updated" in synced.stdout
+    assert repo.git("status", "--porcelain") == ""
+    again = run_cli("recover", "--repo", str(repo.path))
+    assert again.stdout == "nothing to recover: every call is settled\n", again.stdout

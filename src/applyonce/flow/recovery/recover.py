@@ -454,6 +454,11 @@ def _reconcile(
             if history is not None and row.ref in history:
                 _found_since(ctx, history[row.ref], row.ref, base)
             return rolled
+    if history is not None and row.ref in history:
+        # The walk was made before this call was taken over: a process that published it since
+        # (and died before settling it) put it on the branch meanwhile. Asked again now, under
+        # the claim, before "nothing took effect" is recorded.
+        return _reconcile(ctx, row, execution_id, None, args)
     error = InterruptedCallError(
         "the call was interrupted before its commit was published", call_id=row.call_id
     )
