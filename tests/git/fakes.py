@@ -69,7 +69,7 @@ class MemoryPublisher:
 
     # --- the Protocol ---------------------------------------------------------------------------
 
-    def tip(self, ref: str) -> str | None:
+    def tip(self, ref: str, *, fresh: bool = False) -> str | None:
         return self.refs.get(ref)
 
     def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:

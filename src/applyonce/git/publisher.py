@@ -83,8 +83,9 @@ class PublishUnknownError(StateError):
 class Publisher(Protocol):
     """The branch a call publishes to (see the module docstring)."""
 
-    def tip(self, ref: str) -> str | None:
-        """The commit the branch points at (None: the branch does not exist yet)."""
+    def tip(self, ref: str, *, fresh: bool = False) -> str | None:
+        """The commit the branch points at (None: the branch does not exist yet); ``fresh``: as
+        it is now, not as a remote's was last fetched a moment ago."""
         ...
 
     def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:
@@ -137,7 +138,7 @@ class LocalRefPublisher:
         self.index = index
         self.journal = journal
 
-    def tip(self, ref: str) -> str | None:
+    def tip(self, ref: str, *, fresh: bool = False) -> str | None:
         return self.store.tip(ref)
 
     def publish(self, ref: str, expected: str | None, new: str, *, reason: str) -> None:

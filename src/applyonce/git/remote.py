@@ -192,9 +192,9 @@ class RemotePublisher:
 
     # --- the Publisher protocol -----------------------------------------------------------
 
-    def tip(self, ref: str) -> str | None:
-        """The remote branch's tip (fetched at most :data:`TIP_FRESH_S` ago)."""
-        return self._fetch(ref, max_age=TIP_FRESH_S)
+    def tip(self, ref: str, *, fresh: bool = False) -> str | None:
+        """The remote branch's tip (fetched at most :data:`TIP_FRESH_S` ago; ``fresh``: now)."""
+        return self._fetch(ref, max_age=0 if fresh else TIP_FRESH_S)
 
     def landed(
         self, ref: str, call_id: str, *, since: str | None = None, recent: bool = False

@@ -4,6 +4,8 @@ checkout it could not update is said; both exit 4 (held by another process)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -65,36 +67,49 @@ def test_recover_does_not_say_settled_when_the_checkout_was_not_updated(repo: Re
 
 
 def test_a_call_published_after_recovers_walk_is_settled_committed_not_rejected(
-    repo: Repo,
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``recover`` walks each branch once, then takes its calls over one by one: a call that
-    another process published in between (and that died before settling it) is on the branch
-    though the walk did not see it. Asked again under the claim, it is settled committed, never
+    """``recover`` walks each branch once, then takes its calls over: a call that another
+    process published in between (and that died before settling it) is on the branch though
+    the walk did not see it. Looked at again under the claim, it is settled committed, never
     "nothing took effect"."""
-    killed = apply(repo, env={"APPLYONCE_FAULT": "after-publish"})
+    killed = apply(repo, env={"APPLYONCE_FAULT": "after-commit-object"})
     assert killed.returncode == -9
-    published = repo.git("rev-parse", "main").strip()
+    [row] = ledger_rows(repo)
+    base = repo.git("rev-parse", "main").strip()
     from applyonce import Executor
-    from applyonce.flow.recovery.recover import reconcile
+    from applyonce.flow.recovery import recover as recover_module
+    from applyonce.state.ledger import EventKind
 
     executor = Executor(repo.path)
     try:
-        ctx = executor.context
-        [row] = [r for r in ctx.ledger.calls() if r.state == "prepared"]
-        # The walk recover made before the publish: the branch held no commit of the call.
-        outcome = reconcile(ctx, row, history={row.ref: {}})
+        events = executor.ledger.events(str(row["call_id"]))
     finally:
         executor.close()
-    assert outcome is not None
+    [staged] = [str(e.data["commit"]) for e in events if e.kind == EventKind.COMMIT_OBJECT]
+
+    walk = recover_module._history
+
+    def walk_then_publish(*args: Any, **kwargs: Any) -> Any:
+        found = walk(*args, **kwargs)
+        # Another process publishes the call's staged commit now, after the walk.
+        repo.git("update-ref", "refs/heads/main", staged, base)
+        return found
+
+    monkeypatch.setattr(recover_module, "_history", walk_then_publish)
+    executor = Executor(repo.path)
+    try:
+        report = executor.recover()
+    finally:
+        executor.close()
+    [outcome] = report.outcomes
     assert (outcome.now, outcome.why) == (
         "committed",
-        f"commit {published[:12]} is on refs/heads/main; bookkeeping finished",
+        f"commit {staged[:12]} is on refs/heads/main; bookkeeping finished; checkout updated",
     )
     [settled] = ledger_rows(repo)
-    assert (settled["state"], settled["commit_id"]) == ("committed", published)
-    # What is left is the checkout's sync, which the next recover does.
-    synced = run_cli("recover", "--repo", str(repo.path))
-    assert synced.returncode == 0 and "  committed  committed  checkout updated" in synced.stdout
+    assert (settled["state"], settled["commit_id"]) == ("committed", staged)
+    assert repo.git("rev-parse", "main").strip() == staged
     assert repo.git("status", "--porcelain") == ""
     again = run_cli("recover", "--repo", str(repo.path))
     assert again.stdout == "nothing to recover: every call is settled\n", again.stdout

@@ -109,7 +109,7 @@ def recover(
     rows = _chain_tops_first(ctx, list(in_flight.values()), history)
     for start in range(0, len(rows), BATCH):
         batch = rows[start : start + BATCH]
-        _settle_batch(ctx, batch, history, lease, report, progress, start, len(rows))
+        _settle_batch(ctx, batch, history, walked, lease, report, progress, start, len(rows))
     pending_module.settle_pending(ctx, pending, report)
     repair_records(ctx, report, walked)
     _sync_unsynced(ctx, report)
@@ -155,6 +155,7 @@ def _settle_batch(
     ctx: Context,
     rows: list[CallRow],
     history: dict[str, dict[str, list[str]]],
+    walked: Walked,
     lease: float,
     report: RecoveryReport,
     progress: Progress | None,
@@ -170,6 +171,7 @@ def _settle_batch(
         if taken:
             ledger = ctx.ledger
             heartbeat.start(lambda: _renew_all(ledger, list(taken), owner, lease))
+            _look_again(ctx, {row.ref for row in rows if row.call_id in taken}, history, walked)
         receipts = ctx.receipts.batch()  # one fsync of their directory, before the flush
         deferred = DeferredLedger(ctx.ledger, taken, before_flush=receipts.sync)
         batch_ctx = dataclasses.replace(ctx, _ledger=deferred, receipts=receipts)
@@ -201,6 +203,30 @@ def _settle_batch(
             raise
         deferred.flush()
         receipts.sync()
+
+
+def _look_again(
+    ctx: Context, refs: set[str], history: dict[str, dict[str, list[str]]], walked: Walked
+) -> None:
+    """After the take-over, each of ``refs`` as it is now: a call that another process published
+    after recover's walk (and died before settling it) is on the branch, and is found there under
+    its claim instead of being recorded as "nothing took effect". Only the commits added since
+    the walk are read (``history`` and ``walked`` updated), and only where the tip moved."""
+    for ref in sorted(refs):
+        if ref not in history or ref not in walked:
+            continue
+        then, commits = walked[ref]
+        now = ctx.publisher.tip(ref, fresh=True)
+        if now is None or now == then:
+            continue
+        added: dict[str, list[str]] = {}
+        for commit in ctx.store.walk(now, hide=then):  # newest first, as the walk's
+            commits.add(commit)
+            for call in ctx.store.trailers_of(commit, key="Call-Id").all("Call-Id"):
+                added.setdefault(call, []).append(commit)
+        for call, found in added.items():
+            history[ref][call] = found + history[ref].get(call, [])
+        walked[ref] = (now, commits)
 
 
 def _renew_all(ledger: Ledger, call_ids: list[str], owner: Owner, lease: float) -> bool:
@@ -454,11 +480,6 @@ def _reconcile(
             if history is not None and row.ref in history:
                 _found_since(ctx, history[row.ref], row.ref, base)
             return rolled
-    if history is not None and row.ref in history:
-        # The walk was made before this call was taken over: a process that published it since
-        # (and died before settling it) put it on the branch meanwhile. Asked again now, under
-        # the claim, before "nothing took effect" is recorded.
-        return _reconcile(ctx, row, execution_id, None, args)
     error = InterruptedCallError(
         "the call was interrupted before its commit was published", call_id=row.call_id
     )
