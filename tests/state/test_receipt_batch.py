@@ -83,3 +83,25 @@ def test_a_batchs_fsyncs_wait_together_sixteen_at_a_time(
     monkeypatch.setattr(os, "fsync", fsync)
     fsync_all(paths)
     assert sorted(synced) == sorted(os.stat(p).st_ino for p in paths)
+
+
+def test_a_batchs_fsync_that_fails_with_any_error_is_the_error_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync in its own thread that raises something other than OSError is not lost (the
+    thread's would only be printed): fsync_all never returns as if every file were durable."""
+    paths = []
+    for i in range(4):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(b"x")
+        paths.append(str(path))
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}") == paths[2]:
+            raise MemoryError
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(MemoryError):
+        fsync_all(paths)

@@ -113,12 +113,12 @@ def fsync_all(paths: list[str]) -> None:
     # at most FSYNC_THREADS at a time.
     import threading  # only where many files are written
 
-    failed: list[OSError] = []
+    failed: list[BaseException] = []
 
     def run(path: str) -> None:
         try:
             one(path)
-        except OSError as error:
+        except BaseException as error:  # any: a thread's own would be printed, and lost
             failed.append(error)
 
     for start in range(0, len(paths), FSYNC_THREADS):

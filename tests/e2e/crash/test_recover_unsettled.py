@@ -4,13 +4,16 @@ checkout it could not update is said; both exit 4 (held by another process)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import Repo, run_cli
+from tests.conftest import Repo, make_repo, run_cli
 from tests.e2e.crash.claims import OTHER_HOST, apply, ledger_events, ledger_rows
+
+ADD_NOTES = "*** Begin Patch\n*** Add File: docs/notes.md\n+notes\n*** End Patch\n"
 
 pytestmark = pytest.mark.sampled(every=2, by="module")
 
@@ -113,3 +116,75 @@ def test_a_call_published_after_recovers_walk_is_settled_committed_not_rejected(
     assert repo.git("status", "--porcelain") == ""
     again = run_cli("recover", "--repo", str(repo.path))
     assert again.stdout == "nothing to recover: every call is settled\n", again.stdout
+
+
+def test_a_first_call_published_after_recovers_walk_of_an_unborn_branch_is_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on a branch with no commit yet when recover walks it (HEAD's unborn branch, or
+    an empty lane): the call's root commit, published in between, is found under the claim."""
+    repo = make_repo(tmp_path / "new")
+    killed = run_cli(
+        "apply", "-", "--repo", str(repo.path), "--json", input=ADD_NOTES,
+        env={"APPLYONCE_FAULT": "after-commit-object"},
+    )  # fmt: skip
+    assert killed.returncode == -9
+    [row] = ledger_rows(repo)
+    from applyonce import Executor
+    from applyonce.flow.recovery import recover as recover_module
+    from applyonce.state.ledger import EventKind
+
+    with Executor(repo.path) as executor:
+        events = executor.ledger.events(str(row["call_id"]))
+    [staged] = [str(e.data["commit"]) for e in events if e.kind == EventKind.COMMIT_OBJECT]
+    walk = recover_module._history
+
+    def walk_then_publish(*args: Any, **kwargs: Any) -> Any:
+        found = walk(*args, **kwargs)
+        repo.git("update-ref", "refs/heads/main", staged, "0" * 40)  # the root commit, now
+        return found
+
+    monkeypatch.setattr(recover_module, "_history", walk_then_publish)
+    with Executor(repo.path) as executor:
+        report = executor.recover()
+    [outcome] = report.outcomes
+    assert outcome.now == "committed", outcome.why
+    assert outcome.why.startswith(f"commit {staged[:12]} is on refs/heads/main")
+    [settled] = ledger_rows(repo)
+    assert (settled["state"], settled["commit_id"]) == ("committed", staged)
+    assert repo.git("rev-parse", "main").strip() == staged
+
+
+def test_a_call_whose_branch_was_rewritten_after_recovers_walk_is_found_where_it_is_now(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The branch pushed with force between the walk and the take-over: the call's commit the
+    walk found is gone from it, the same change on the new history carries its Call-Id. The
+    call is settled on that commit, once (not two commits of one call, nor the one gone)."""
+    killed = apply(repo, env={"APPLYONCE_FAULT": "after-publish"})
+    assert killed.returncode == -9
+    published = repo.git("rev-parse", "main").strip()
+    base = repo.git("rev-parse", "main~1").strip()
+    from applyonce import Executor
+    from applyonce.flow.recovery import recover as recover_module
+
+    walk = recover_module._history
+
+    def walk_then_rewrite(*args: Any, **kwargs: Any) -> Any:
+        found = walk(*args, **kwargs)
+        other = repo.git("commit-tree", f"{base}^{{tree}}", "-p", base, "-m", "other").strip()
+        message = repo.git("log", "-1", "--format=%B", published)
+        tree = f"{published}^{{tree}}"
+        again = repo.git("commit-tree", tree, "-p", other, "-m", message).strip()
+        repo.git("update-ref", "refs/heads/main", again, published)
+        return found
+
+    monkeypatch.setattr(recover_module, "_history", walk_then_rewrite)
+    with Executor(repo.path) as executor:
+        report = executor.recover()
+    rewritten = repo.git("rev-parse", "main").strip()
+    [outcome] = report.outcomes
+    assert outcome.now == "committed", outcome.why
+    assert outcome.why.startswith(f"commit {rewritten[:12]} is on refs/heads/main")
+    [settled] = ledger_rows(repo)
+    assert (settled["state"], settled["commit_id"]) == ("committed", rewritten)

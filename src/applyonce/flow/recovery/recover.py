@@ -211,14 +211,18 @@ def _look_again(
     """After the take-over, each of ``refs`` as it is now: a call that another process published
     after recover's walk (and died before settling it) is on the branch, and is found there under
     its claim instead of being recorded as "nothing took effect". Only the commits added since
-    the walk are read (``history`` and ``walked`` updated), and only where the tip moved."""
+    the walk are read (``history`` and ``walked`` updated), and only where the tip moved; a
+    branch the walk found unborn is read whole, and so is one moved to a commit that is not
+    above the walk's tip (rewound, or pushed with force): what the walk found is gone from it."""
     for ref in sorted(refs):
-        if ref not in history or ref not in walked:
-            continue
-        then, commits = walked[ref]
+        if ref not in history:
+            continue  # each of its calls asks the publisher (a shallow clone's)
+        then, commits = walked.get(ref, (None, set()))
         now = ctx.publisher.tip(ref, fresh=True)
         if now is None or now == then:
             continue
+        if then is not None and not ctx.store.is_ancestor(then, now):
+            history[ref], then, commits = {}, None, set()
         added: dict[str, list[str]] = {}
         for commit in ctx.store.walk(now, hide=then):  # newest first, as the walk's
             commits.add(commit)
