@@ -80,6 +80,12 @@ class MemoryLedger:
             found = self._store.rows.get(call_id)
             return None if found is None else _row(found)
 
+    def get_many(self, call_ids: Iterable[str]) -> dict[str, CallRow]:
+        with self._lock:
+            self._check_open()
+            rows = self._store.rows
+            return {c: _row(rows[c]) for c in set(call_ids) if c in rows}
+
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
         with self._lock:
             self._check_open()

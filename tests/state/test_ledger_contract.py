@@ -584,6 +584,16 @@ def test_events_of_reads_the_events_of_several_calls_at_once(ledger: Ledger) -> 
     assert [e.kind for e in found[ident(2).call_id]] == ["claimed", "recovering"]
 
 
+def test_get_many_reads_the_rows_of_several_calls_at_once(ledger: Ledger) -> None:
+    for n in (1, 2, 3):
+        ledger.claim(ident(n), ref=REF, owner=DEAD)
+    ledger.take_over(ident(2).call_id, ME)
+    wanted = [ident(2).call_id, ident(3).call_id, "f" * 64, ident(2).call_id]
+    found = ledger.get_many(iter(wanted))  # any iterable, a call named twice, one unknown
+    assert found == {c: ledger.get(c) for c in wanted[:2]}
+    assert ledger.get_many([]) == {}
+
+
 def test_take_over_refuses_a_claim_of_another_host_with_the_same_pid(ledger: Ledger) -> None:
     # Another host's process cannot be checked from here: its lease (30 s) holds.
     assert not ELSEWHERE.provably_alive() and not ELSEWHERE.provably_dead()

@@ -311,6 +311,10 @@ class Ledger(Protocol):
 
     def get(self, call_id: str) -> CallRow | None: ...
 
+    def get_many(self, call_ids: Iterable[str]) -> dict[str, CallRow]:
+        """The rows of ``call_ids`` that exist, by call ID (one query, not one a call)."""
+        ...
+
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
         """Every call (in ``states``, if given), oldest first."""
         ...
@@ -393,23 +397,28 @@ def fold_events(events: Iterable[LoggedEvent]) -> dict[str, dict[str, Any]]:
     return state
 
 
-def claimed_data(ledger: Ledger, call_id: str, key: str) -> Any:
+def claimed_data(
+    ledger: Ledger, call_id: str, key: str, *, events: list[LoggedEvent] | None = None
+) -> Any:
     """``key`` of the first event that recorded it when creating the call's row (its identity,
-    normalised args, or patch source), or None."""
-    for event in ledger.events(call_id):
+    normalised args, or patch source), or None. ``events``: the call's, read already."""
+    for event in ledger.events(call_id) if events is None else events:
         if event.kind in (EventKind.CLAIMED, EventKind.ADOPTED) and event.data.get(key):
             return event.data[key]
     return None
 
 
-def recorded_identity(ledger: Ledger, call_id: str) -> CallIdentity:
-    """The identity the event that created the call's row recorded.
+def recorded_identity(
+    ledger: Ledger, call_id: str, *, events: list[LoggedEvent] | None = None
+) -> CallIdentity:
+    """The identity the event that created the call's row recorded (``events``: the call's,
+    read already).
 
     Raises:
         ReceiptError: no event records it.
         LedgerError: what it records is not an identity.
     """
-    identity = claimed_data(ledger, call_id, "identity")
+    identity = claimed_data(ledger, call_id, "identity", events=events)
     if identity:
         # Read back from any Ledger, so untrusted: a row of the wrong shape is a one-line error.
         try:

@@ -38,6 +38,7 @@ from applyonce.flow.record.leases import lease_length
 from applyonce.flow.record.verify import stored_receipt
 from applyonce.git.history import REMOTE_INCOMPLETE_HINT, require_complete
 from applyonce.git.publisher import TipMovedError
+from applyonce.state.ledger import CallRow
 
 _HEADS = "refs/heads/"
 
@@ -192,11 +193,29 @@ def landing_identity(
     return args, ident
 
 
-def made_on(ctx: Context, call_id: str, lane: str) -> str:
-    """The lane the lane call ``call_id`` was made on (its ledger row's branch), else ``lane``:
-    a lane made from another lane holds that lane's calls too, and each lands once, under one
-    landing identity, whichever lane is drained."""
-    row = ctx.ledger.get(call_id)
+def lane_landings(
+    ctx: Context, lane: str, target: str
+) -> list[tuple[str, str | None, tuple[LandArgs, CallIdentity] | None, CallRow | None]]:
+    """The lane's pending commits (:func:`pending`), each with its landing's args and identity
+    and the landing's ledger row (None: not a call's commit; no row). Two queries for the whole
+    lane, whatever its length: every lane commit stays pending, since its landing is a commit of
+    its own, so a long-lived lane's landed calls are met again at each ``land``."""
+    commits = pending(ctx, lane, target)
+    lane_rows = ctx.ledger.get_many(c for _, c in commits if c is not None)
+    landings = [
+        None
+        if call_id is None
+        else landing_identity(ctx, _made_on(lane_rows.get(call_id), lane), target, call_id, commit)
+        for commit, call_id in commits
+    ]
+    rows = ctx.ledger.get_many(found[1].call_id for found in landings if found is not None)
+    return [
+        (commit, call_id, found, None if found is None else rows.get(found[1].call_id))
+        for (commit, call_id), found in zip(commits, landings, strict=True)
+    ]
+
+
+def _made_on(row: CallRow | None, lane: str) -> str:
     if row is not None and row.ref != lane and row.ref.startswith(_HEADS + LANE_PREFIX):
         return row.ref
     return lane
@@ -207,11 +226,11 @@ def _land_lane(
 ) -> int:
     """Land ``lane``'s pending calls in order, until one is blocked; how many were on the
     target already."""
-    commits = pending(ctx, lane, target)
+    commits = lane_landings(ctx, lane, target)
     already = 0
-    for index, (commit, call_id) in enumerate(commits):
+    for index, (commit, call_id, landing, row) in enumerate(commits):
         waiting = len(commits) - index - 1
-        if call_id is None:
+        if call_id is None or landing is None:
             report.blocked.append(
                 Blocked(
                     lane,
@@ -228,8 +247,7 @@ def _land_lane(
                 )
             )
             return already
-        args, ident = landing_identity(ctx, made_on(ctx, call_id, lane), target, call_id, commit)
-        row = ctx.ledger.get(ident.call_id)
+        args, ident = landing
         if row is not None and row.state == "committed":
             already += 1
             continue
@@ -275,14 +293,13 @@ def _land_group(
         skipped = 0
         previous: Member | None = None
         before = ""  # the lane call ``previous`` lands
-        for commit, call_id in pending(ctx, ref, target):
-            if call_id is None:
+        for commit, call_id, landing, row in lane_landings(ctx, ref, target):
+            if call_id is None or landing is None:
                 break
-            args, ident = landing_identity(ctx, made_on(ctx, call_id, ref), target, call_id, commit)
+            args, ident = landing
             if ident.call_id in planned_ids:
                 previous, before = planned_ids[ident.call_id], call_id
                 continue
-            row = ctx.ledger.get(ident.call_id)
             if row is not None and row.state == "committed":
                 skipped += 1
                 continue

@@ -16,7 +16,7 @@ from applyonce.errors import ApplyOnceError
 from applyonce.flow.context import Context
 from applyonce.patch import PatchFormat, parse
 from applyonce.patch.limits import UNCAPPED
-from applyonce.state.ledger import claimed_data, recorded_identity
+from applyonce.state.ledger import LoggedEvent, claimed_data, recorded_identity
 
 CallArgs = ApplyPatchArgs | RevertArgs | LandArgs
 
@@ -25,28 +25,38 @@ def lane_call_args(ctx: Context, call_id: str, lane: str) -> ApplyPatchArgs | No
     """The args of the ``apply_patch`` call ``call_id`` made on ``lane``, from its recorded patch
     source (else its recorded args), each only if it recomputes the call's ``Args-Sha256``; None
     when this ledger does not know them (a revert, or a call another ledger recorded)."""
+    events = ctx.ledger.events(call_id)  # read once: the identity, the source and the args
     try:
-        ident = recorded_identity(ctx.ledger, call_id)
+        ident = recorded_identity(ctx.ledger, call_id, events=events)
     except ApplyOnceError:
         return None
     if ident.tool != TOOL:
         return None
-    for found in candidate_args(ctx, ident, lane, None):
+    for found in candidate_args(ctx, ident, lane, None, events=events):
         if isinstance(found, ApplyPatchArgs):
             return found
     return None
 
 
 def candidate_args(
-    ctx: Context, ident: CallIdentity, ref: str, args: CallArgs | None
+    ctx: Context,
+    ident: CallIdentity,
+    ref: str,
+    args: CallArgs | None,
+    *,
+    events: list[LoggedEvent] | None = None,
 ) -> Iterator[CallArgs | None]:
-    """The call's args, from wherever they are known, each only if it is the call's."""
+    """The call's args, from wherever they are known, each only if it is the call's
+    (``events``: the call's ledger events, read already)."""
     if args is not None and args.sha256() == ident.args_sha256:
         yield args
+    if events is None:
+        events = ctx.ledger.events(ident.call_id)
     if ident.tool == REVERT_TOOL:
         # A revert's args are its whole record (no patch text): the reverted call and commit.
         try:
-            recorded = RevertArgs.model_validate(claimed_data(ctx.ledger, ident.call_id, "args"))
+            data = claimed_data(ctx.ledger, ident.call_id, "args", events=events)
+            recorded = RevertArgs.model_validate(data)
         except ValidationError:
             return
         yield recorded if recorded.sha256() == ident.args_sha256 else None
@@ -54,13 +64,14 @@ def candidate_args(
     if ident.tool == LAND_TOOL:
         # A landing's args are its whole record too: the lane call, its commit, the two branches.
         try:
-            landing = LandArgs.model_validate(claimed_data(ctx.ledger, ident.call_id, "args"))
+            data = claimed_data(ctx.ledger, ident.call_id, "args", events=events)
+            landing = LandArgs.model_validate(data)
         except ValidationError:
             return
         yield landing if landing.sha256() == ident.args_sha256 else None
         return
-    source = claimed_data(ctx.ledger, ident.call_id, "source")
-    data = claimed_data(ctx.ledger, ident.call_id, "args")
+    source = claimed_data(ctx.ledger, ident.call_id, "source", events=events)
+    data = claimed_data(ctx.ledger, ident.call_id, "args", events=events)
     try:
         if source is not None:
             # The call passed the caps when it ran; its own record is re-read whatever they are now.

@@ -124,6 +124,9 @@ class DeferredLedger:
     def get(self, call_id: str) -> CallRow | None:
         return self.inner.get(call_id)
 
+    def get_many(self, call_ids: Iterable[str]) -> dict[str, CallRow]:
+        return self.inner.get_many(call_ids)
+
     def calls(self, *, states: tuple[str, ...] | None = None) -> list[CallRow]:
         return self.inner.calls(states=states)
 

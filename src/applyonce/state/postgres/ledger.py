@@ -211,6 +211,16 @@ class PostgresLedger:
         with self._errors(conn), conn.cursor() as cur:
             return self._find(cur, call_id)
 
+    def get_many(self, call_ids: Iterable[str]) -> dict[str, CallRow]:
+        wanted = sorted(set(call_ids))
+        if not wanted:
+            return {}
+        conn = self._main()
+        with self._errors(conn), conn.cursor() as cur:
+            cur.execute("SELECT * FROM calls WHERE call_id = ANY(%s)", (wanted,))
+            rows = [self._row(cur, row) for row in cur.fetchall()]
+        return {row.call_id: row for row in rows}
+
     def _find(self, cur: Cursor, call_id: str, *, lock: bool = False) -> CallRow | None:
         lock_clause = " FOR UPDATE" if lock else ""
         cur.execute(f"SELECT * FROM calls WHERE call_id = %s{lock_clause}", (call_id,))
@@ -292,7 +302,9 @@ class PostgresLedger:
 
     def record(self, *events: Event) -> None:
         durable = not all(event.kind in DEFERRED_KINDS for event in events)
-        with self._transaction(durable=durable) as (cur, now):
+        with self._transaction(durable=durable) as (cur, now), cur.connection.pipeline():
+            # Pipelined: a group's events (two statements each) go in one round trip, not one
+            # a statement; an error still fails the whole transaction.
             for event in events:
                 self._append(cur, event, now)
 

@@ -193,6 +193,10 @@ class SqliteLedger:
         with self._readable():
             return self._find(self.db, call_id)
 
+    def get_many(self, call_ids: Iterable[str]) -> dict[str, CallRow]:
+        with self._readable():
+            return self._find_many(self.db, sorted(set(call_ids)))
+
     def _find(self, db: sqlite3.Connection, call_id: str) -> CallRow | None:
         row = db.execute("SELECT * FROM calls WHERE call_id = ?", (call_id,)).fetchone()
         return None if row is None else self._row(row, db)
