@@ -299,6 +299,9 @@ class Row:
     landed: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    # lanes: each landed piece of work's time in the agent's call, then waiting for the queue
+    calls_s: list[float] = field(default_factory=list)
+    queued_s: list[float] = field(default_factory=list)
     restages: int = 0
     duplicates: int = 0
     lost: int = 0
@@ -473,7 +476,11 @@ def measure(
         row.restages = sum(int(str(each["restages"])) for each in landings)
         for record in records:
             if record["call_id"] in landed_at:
-                record["end"] = landed_at[str(record["call_id"])]
+                landed_then = landed_at[str(record["call_id"])]
+                if "end" in record:  # not a killed agent's call (recover settled it)
+                    row.calls_s.append(float(str(record["end"])) - float(str(record["start"])))
+                    row.queued_s.append(landed_then - float(str(record["end"])))
+                record["end"] = landed_then
     row.restages += sum(int(str(r.get("restages", 0))) for r in records)
     landed = [r for r in records if "end" in r and r.get("status") == "committed"]
     row.not_landed = agents * calls - len(landed)
@@ -630,12 +637,21 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(HEADER, flush=True)
         bad = 0
+        split = []
         for n in counts:
             for mode in modes:
                 row = measure(work, seed, mode, n, calls, args.kill, server, postgres, args.restart)
                 bad += row.duplicates + row.lost
                 print(row.line(), flush=True)
+                if row.calls_s:
+                    split.append(
+                        f"lanes, {n} agents: the agent's call p50 {_pc(row.calls_s, 0.5):.2f} s,"
+                        f" p95 {_pc(row.calls_s, 0.95):.2f} s; then the wait for the queue p50"
+                        f" {_pc(row.queued_s, 0.5):.2f} s, p95 {_pc(row.queued_s, 0.95):.2f} s"
+                    )
         print()
+        for line in split:
+            print(line)
         print(f"load average at the end: {_load()}")
     finally:
         if server is not None:
@@ -645,6 +661,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return 1 if bad else 0
+
+
+def _pc(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _load() -> str:
