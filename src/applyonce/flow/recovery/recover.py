@@ -223,13 +223,7 @@ def _look_again(
             continue
         if then is not None and not ctx.store.is_ancestor(then, now):
             history[ref], then, commits = {}, None, set()
-        added: dict[str, list[str]] = {}
-        for commit in ctx.store.walk(now, hide=then):  # newest first, as the walk's
-            commits.add(commit)
-            for call in ctx.store.trailers_of(commit, key="Call-Id").all("Call-Id"):
-                added.setdefault(call, []).append(commit)
-        for call, found in added.items():
-            history[ref][call] = found + history[ref].get(call, [])
+        commits.update(_add_calls(ctx, history[ref], now, then))
         walked[ref] = (now, commits)
 
 
@@ -552,12 +546,19 @@ def _found_since(ctx: Context, found: dict[str, list[str]], ref: str, base: str)
     tip = ctx.publisher.tip(ref)
     if tip is None or not ctx.store.has_object(tip):
         return
-    above = list(ctx.store.walk_trailers(tip, hide=base, key="Call-Id"))
+    _add_calls(ctx, found, tip, base)
+
+
+def _add_calls(ctx: Context, found: dict[str, list[str]], tip: str, hide: str | None) -> list[str]:
+    """Add to ``found`` (Call-Id → commits, newest first) the calls of the commits from ``tip``
+    down to ``hide`` (None: the whole branch), each commit once; returns those commits."""
+    above = list(ctx.store.walk_trailers(tip, hide=hide, key="Call-Id"))
     for commit, trailers in reversed(above):
         for call in trailers.all("Call-Id"):
             commits = found.setdefault(call, [])
             if commit not in commits:
                 commits.insert(0, commit)
+    return [commit for commit, _ in above]
 
 
 def _forged(row: CallRow, commit: str) -> Outcome:
