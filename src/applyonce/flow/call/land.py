@@ -216,6 +216,9 @@ def lane_landings(
 
 
 def _made_on(row: CallRow | None, lane: str) -> str:
+    """The lane a lane call was made on (``row``: its ledger row; its branch), else ``lane``: a
+    lane made from another lane holds that lane's calls too, and each lands once, under one
+    landing identity, whichever lane is drained."""
     if row is not None and row.ref != lane and row.ref.startswith(_HEADS + LANE_PREFIX):
         return row.ref
     return lane
